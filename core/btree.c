@@ -1,0 +1,1 @@
+/* btree — to be written */

@@ -1,0 +1,110 @@
+/*
+ * btree — copy-on-write B+tree over blocks in the manifest (layer: btree).
+ *
+ * Keys and values are byte strings; keys compare with memcmp, then length.
+ * A tree is identified by the address of its root node; the null address is
+ * the empty tree. Published nodes are immutable: a modification copies the
+ * path from the root to the changed leaf into memory ("dirty" nodes), and
+ * btree_flush() appends the dirty nodes children-first, returning the new
+ * root. The old root stays valid forever — that is how every version keeps
+ * its own heads, names and table indexes (invariants 2 and 3).
+ *
+ * Invariants kept:
+ *   1. All leaves are at the same depth; keys are strictly increasing within
+ *      a node and across leaves (in-order).
+ *   2. An internal node with k keys has k+1 children; child i holds keys in
+ *      [key[i-1], key[i]).
+ *   3. No node other than the root is empty; an encoded node is at most
+ *      BTREE_NODE_TARGET bytes unless it holds a single entry.
+ *   4. Nothing reachable from a published root is ever rewritten.
+ *
+ * Node payload (block type BLOCK_NODE, codec NONE, so its size depends only
+ * on its keys and values): see docs/FORMAT.md "B+tree node".
+ *
+ * Reads count each node as one manifest page (pager) and each entry decoded
+ * as one manifest row (io_count_rows), so lookups are exactly countable.
+ *
+ * Not thread-safe per handle: one struct btree is used by one thread. Any
+ * number of handles may read the same published root concurrently.
+ */
+#ifndef GRAPHFS_BTREE_H
+#define GRAPHFS_BTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "pager.h"
+
+#define BTREE_NODE_TARGET 4096   /* split nodes whose encoding would exceed this */
+#define BTREE_MAX_KEY 1024       /* bytes; longer keys are refused with -ENAMETOOLONG */
+#define BTREE_MAX_VALUE 1024     /* bytes; longer values are refused with -E2BIG */
+
+struct btree;
+
+/* Opens a handle on the tree rooted at root (null address: empty tree). Returns 0 or -ENOMEM. */
+int btree_open(struct pager *pager, struct block_address root, struct btree **out);
+void btree_free(struct btree *tree);
+
+/* Looks key up. Returns 0 and appends the value to value_out, -ENOENT, or -EIO/-ENOMEM. */
+int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *value_out);
+
+/* Inserts or replaces. Returns 0, -ENAMETOOLONG, -E2BIG, -EIO, -ENOMEM. On error the tree is unchanged. */
+int btree_put(struct btree *tree, const void *key, size_t key_size, const void *value,
+	      size_t value_size);
+
+/* Removes key. Returns 0, -ENOENT, -EIO, -ENOMEM. */
+int btree_delete(struct btree *tree, const void *key, size_t key_size);
+
+/* True if the handle holds modifications not yet flushed. */
+int btree_is_dirty(const struct btree *tree);
+
+/*
+ * Appends every dirty node, children before parents, and returns the new
+ * root (the old root if nothing changed; the null address if the tree is
+ * now empty). After a successful flush the handle reads from the new root.
+ * Returns 0 or -errno; on error the handle is still dirty and unchanged.
+ */
+int btree_flush(struct btree *tree, struct pager_append *append, struct block_address *root_out);
+
+/* The root the handle was opened on or last flushed to. */
+struct block_address btree_root(const struct btree *tree);
+
+/*
+ * In-order iteration, from the first key >= start (start NULL: from the
+ * beginning). Sees the handle's dirty state. The pointers returned by next
+ * stay valid until the following next or free.
+ */
+struct btree_iterator;
+int btree_iterator_open(struct btree *tree, const void *start, size_t start_size,
+			struct btree_iterator **out);
+/* Returns 1 with an entry, 0 at the end, or -errno. */
+int btree_iterator_next(struct btree_iterator *iterator, const uint8_t **key, size_t *key_size,
+			const uint8_t **value, size_t *value_size);
+void btree_iterator_free(struct btree_iterator *iterator);
+
+/*
+ * Bulk load: builds a new tree from entries supplied in strictly increasing
+ * key order (-EINVAL otherwise), appending full nodes as it goes, in memory
+ * proportional to the tree height. Used for overwrites of large tables.
+ */
+struct btree_builder;
+int btree_builder_open(struct pager_append *append, struct btree_builder **out);
+int btree_builder_add(struct btree_builder *builder, const void *key, size_t key_size,
+		      const void *value, size_t value_size);
+/* Finishes, returns the root (null address when no entry was added), frees the builder. */
+int btree_builder_finish(struct btree_builder *builder, struct block_address *root_out);
+void btree_builder_free(struct btree_builder *builder);
+
+/*
+ * Verify walk: checks every node reachable from root (checksums, ordering,
+ * balance, sizes). Calls visit for each node address (may be NULL) so a
+ * store-wide verify can account for reachable blocks. Returns 0 or -EIO with
+ * a description in message.
+ */
+int btree_verify(struct pager *pager, struct block_address root,
+		 void (*visit)(struct block_address node, void *context), void *context,
+		 char *message, size_t message_size);
+
+#endif

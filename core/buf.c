@@ -1,0 +1,1 @@
+/* buf — to be written */

@@ -1,0 +1,1 @@
+/* error_info — to be written */

@@ -1,0 +1,1 @@
+/* io — to be written */

@@ -1,0 +1,116 @@
+/*
+ * io — the one choke point for every store file access (layer: io).
+ *
+ * Everything the engine reads or writes goes through these functions so that
+ *   - files are opened relative to the store's directory descriptor, with
+ *     O_NOFOLLOW and O_CLOEXEC, created 0600 (directories 0700) — invariant 10;
+ *   - I/O counters are exact: reads, bytes, pages (checksummed blocks) and
+ *     rows decoded, kept apart for the manifest and for table data;
+ *   - named failpoints let tests crash or fail the process at precise
+ *     instants of the commit and recovery paths (one registry; arming or
+ *     hitting a name not in it is a programming error: -EINVAL / abort).
+ *
+ * Counters are process-wide, updated with relaxed atomics, cumulative since
+ * process start or the last io_counters_reset().
+ */
+#ifndef GRAPHFS_IO_H
+#define GRAPHFS_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- counters ---------------------------------------------------------- */
+
+enum io_class {
+	IO_MANIFEST = 0, /* the manifest file: header, meta, roots, tree nodes, commits */
+	IO_DATA = 1,     /* table data: fragments, deletion bitmaps, segment files */
+	IO_CLASS_COUNT
+};
+
+struct io_counters {
+	uint64_t reads;          /* pread calls that returned data */
+	uint64_t bytes;          /* logical bytes of the blocks read (header + stored payload) */
+	uint64_t pages;          /* checksummed blocks read and verified */
+	uint64_t rows_decoded;   /* tree entries (manifest) or table rows (data) decoded */
+	uint64_t writes;         /* pwrite calls */
+	uint64_t bytes_written;
+	uint64_t fsyncs;
+};
+
+void io_counters_get(enum io_class class, struct io_counters *out);
+void io_counters_reset(void);
+/* Called by the codec / tree / table layers; the io layer itself counts reads and writes. */
+void io_count_block(enum io_class class, uint64_t block_bytes);
+void io_count_rows(enum io_class class, uint64_t rows);
+
+/* ---- failpoints -------------------------------------------------------- */
+
+enum io_failpoint_action {
+	IO_FAILPOINT_OFF = 0,
+	IO_FAILPOINT_CRASH,  /* _exit(IO_FAILPOINT_EXIT_CODE) at the point, as if killed */
+	IO_FAILPOINT_ERROR,  /* the point returns -EIO once, as if the disk failed */
+};
+
+#define IO_FAILPOINT_EXIT_CODE 86
+
+/*
+ * The registry: a NULL-terminated array of every failpoint name compiled in.
+ * Names are "<path>.<instant>", e.g. "publish.after_append".
+ */
+const char *const *io_failpoint_names(void);
+
+/*
+ * Arms one failpoint (one at a time; arming replaces). Returns 0, or -EINVAL
+ * if the name is not in the registry. The environment variable
+ * GRAPHFS_FAILPOINT=<name>[=crash|error] arms one at process start
+ * (default action crash); an unknown name there aborts the process with a
+ * message, so a test cannot silently arm nothing.
+ */
+int io_failpoint_arm(const char *name, enum io_failpoint_action action);
+
+/*
+ * Marks an instant on a write path. Returns 0 normally; -EIO if this point is
+ * armed with IO_FAILPOINT_ERROR (then disarms it); never returns if armed
+ * with IO_FAILPOINT_CRASH. Calling it with a name not in the registry aborts
+ * (debug and release builds alike).
+ */
+int io_failpoint(const char *name);
+
+/* ---- files ------------------------------------------------------------- */
+
+struct io_file {
+	int descriptor;            /* -1 when closed */
+	enum io_class class;       /* which counters its reads and writes feed */
+};
+
+/* Opens a directory (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC); returns fd >= 0 or -errno. */
+int io_directory_open(const char *path);
+/* mkdirat(directory, name, 0700); returns 0, -EEXIST or -errno. */
+int io_directory_make(int directory, const char *name);
+/* Opens name (relative, no '/' except for one level of "dir/name") under directory with
+ * O_NOFOLLOW|O_CLOEXEC plus flags, mode 0600 when created. Returns 0 or -errno. */
+int io_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
+void io_file_close(struct io_file *file);
+/* Reads exactly size bytes at offset; a short read is -EIO. Counts one read. */
+int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
+/* Reads up to size bytes; returns the byte count (0 at end of file) or -errno. Counts one read. */
+ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t offset);
+/* Writes exactly size bytes at offset; returns 0 or -errno. */
+int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset);
+int io_fsync(struct io_file *file);                /* fdatasync is not enough for appends: fsync */
+int io_truncate(struct io_file *file, uint64_t size);
+int io_size(struct io_file *file, uint64_t *size_out);
+int io_directory_sync(int directory);
+int io_unlink(int directory, const char *name);
+int io_rename(int directory, const char *from, const char *to);
+/* flock(2) on the file: exclusive or shared, waiting or not (-EWOULDBLOCK). */
+int io_lock(struct io_file *file, bool exclusive, bool wait);
+int io_unlock(struct io_file *file);
+/* Calls visit(name, context) for every entry of directory/subdirectory except . and ..;
+ * stops and returns the first non-zero value visit returns. */
+int io_directory_list(int directory, const char *subdirectory,
+		      int (*visit)(const char *name, void *context), void *context);
+
+#endif

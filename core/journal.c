@@ -1,0 +1,1 @@
+/* journal — to be written */

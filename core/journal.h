@@ -1,0 +1,106 @@
+/*
+ * journal — the immutable history records: commit records and the head rows
+ * they carry (layer: btree/journal; depends on buf, codec, ulid).
+ *
+ * A commit record (block type BLOCK_COMMIT, zstd) is written once per commit
+ * and never changed. It names its version, ULID, branch, parents, time,
+ * actor, message and, for every table it touched, the change: the operation,
+ * the number of rows written, the previous name (renames) and the complete
+ * head row after the change. Replaying a branch's commit records in order,
+ * applying head_after by stable id, reproduces the branch's heads exactly —
+ * `verify` and `repair` do that (invariant 7). Registrations (create),
+ * renames and tombstones (drop) are identity-bearing because every change
+ * carries the stable id and incarnation.
+ *
+ * A head row is the durable current-state row of one table on one branch
+ * (DESIGN §1, RFC-024 §3). It is also the value stored in the heads tree.
+ * Byte layouts: docs/FORMAT.md "Head row", "Commit record".
+ */
+#ifndef GRAPHFS_JOURNAL_H
+#define GRAPHFS_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "ulid.h"
+
+#define JOURNAL_NAME_MAX 128    /* table and branch names */
+
+enum head_state { HEAD_LIVE = 1, HEAD_TOMBSTONED = 2 };
+
+struct head_row {
+	enum head_state state;
+	struct ulid stable_id;
+	struct ulid incarnation;
+	char name[JOURNAL_NAME_MAX + 1];         /* table_key: current (live) or last (tombstoned) name */
+	uint64_t table_version;
+	char owner[JOURNAL_NAME_MAX + 1];        /* table_branch: physical owner branch; "" means main */
+	uint64_t row_count;                      /* 0 when tombstoned (rendered null) */
+	uint64_t byte_size;                      /* rendered size of the table file */
+	char schema_hash[17];
+	uint8_t kind;                            /* enum schema_kind */
+	struct ulid commit;                      /* head_graph_commit_id: the commit that set this row */
+	uint64_t commit_time_us;                 /* that commit's time, for st_mtime */
+	struct block_address table;              /* the table version record (BLOCK_TABLE) */
+};
+
+/* Appends / reads the fixed layout of a head row. decode returns 0 or -EIO (also for an unknown state). */
+int head_row_encode(const struct head_row *head, struct buf *out);
+int head_row_decode(const void *bytes, size_t size, struct head_row *out);
+/* Renders the head file JSON (DESIGN §2 field names, one object, "\n" at the end). */
+int head_row_render_json(const struct head_row *head, struct buf *out);
+
+enum change_op {
+	CHANGE_CREATE = 1,
+	CHANGE_OVERWRITE = 2,
+	CHANGE_MERGE = 3,
+	CHANGE_DROP = 4,
+	CHANGE_RENAME = 5,
+	CHANGE_SCHEMA = 6,
+};
+
+const char *change_op_name(enum change_op op);  /* "create", "overwrite", ... */
+
+struct change {
+	enum change_op op;
+	uint64_t rows;                           /* rows written (deletes included) */
+	char previous_name[JOURNAL_NAME_MAX + 1];/* renames: the old name; "" otherwise */
+	struct head_row head_after;              /* the head row this change leaves */
+};
+
+#define JOURNAL_MAX_PARENTS 2
+
+struct commit_record {
+	uint64_t version;
+	struct ulid id;
+	char branch[JOURNAL_NAME_MAX + 1];
+	size_t parent_count;                     /* 0 for the first commit of the store's main */
+	struct ulid parents[JOURNAL_MAX_PARENTS];
+	struct block_address parent_records[JOURNAL_MAX_PARENTS]; /* where the parents' records are */
+	uint64_t time_us;                        /* microseconds since the epoch */
+	char *actor;                             /* owned, NUL-terminated */
+	char *message;                           /* owned, NUL-terminated */
+	size_t change_count;
+	struct change *changes;                  /* owned */
+};
+
+void commit_record_init(struct commit_record *record);
+void commit_record_free(struct commit_record *record);
+/* Appends the record's payload encoding (not yet a block) to out. 0 or -errno. */
+int commit_record_encode(const struct commit_record *record, struct buf *out);
+/* Decodes a payload into record (initialised by the callee). 0, -EIO, -ENOMEM. */
+int commit_record_decode(const void *bytes, size_t size, struct commit_record *record);
+/*
+ * Renders one `log` line (DESIGN §2): {"version","commit","parents","branch",
+ * "time" (RFC 3339 UTC with µs),"actor","message","changes":[{"table","op","rows"}]}
+ * followed by "\n".
+ */
+int commit_record_render_json(const struct commit_record *record, struct buf *out);
+
+/* RFC 3339 UTC with microseconds, e.g. 2026-11-30T12:00:00.000000Z; out must hold 32 bytes. */
+void journal_format_time(uint64_t time_us, char out[32]);
+
+#endif

@@ -1,0 +1,1 @@
+/* manifest — to be written */

@@ -1,0 +1,247 @@
+/*
+ * manifest — the store's commit point: file header and format version, the
+ * two meta slots, root records, branches, heads and names trees, the version
+ * and commit indexes, the publisher and crash recovery (layer: manifest).
+ *
+ * Files of a store directory (created 0700/0600, opened without following
+ * symlinks, invariant 10):
+ *   manifest            header (format version), meta slots, then an
+ *                       append-only sequence of blocks
+ *   segments/<id>       large table data written outside the lock
+ *   recovery/<ulid>     sidecars: intent of a commit that writes segments
+ *   lock                flock(2) target: the store lock (held only to publish)
+ *
+ * States a publish moves through (one writer at a time, under the store lock):
+ *   STAGED      rows validated, small fragments in memory, large ones in a
+ *               fsynced segment named by a fsynced sidecar
+ *   LOCKED      store lock held; latest root re-read; torn tail (bytes after
+ *               the last valid root) truncated; every touched table head and
+ *               the branch head re-validated (compare-and-swap)
+ *   APPENDED    new table versions, tree nodes, commit record and root
+ *               record written after the old end with one pwrite
+ *   DURABLE     one fsync: the root record is the commit point
+ *   PUBLISHED   meta slot updated (a hint, not fsynced), sidecar removed, lock released
+ * A crash before DURABLE leaves a tail that recovery truncates, and sidecar
+ * segments that recovery deletes: the store opens to the state before. A
+ * crash after DURABLE opens to the state after (the sidecar's commit is found
+ * and the sidecar is removed).
+ *
+ * Invariants kept:
+ *   1. The format version is read and checked before anything else,
+ *      including recovery (invariant 6).
+ *   2. The latest root record is the last complete, checksummed BLOCK_ROOT in
+ *      the manifest; the meta slots only say where to start looking, and the
+ *      open path reads forward from the newest valid slot, so current state
+ *      costs O(1) blocks beyond the heads themselves (invariant 2).
+ *   3. Every publish writes journal (commit record), heads, names, branch
+ *      record, version index and root together in one append (invariants 1, 7).
+ *   4. Version = latest root's version + 1 for every commit, on any branch;
+ *      branch create/delete publish a root without a new version.
+ *   5. A tombstoned head only becomes live again by a create that mints a new
+ *      incarnation (invariant 8).
+ */
+#ifndef GRAPHFS_MANIFEST_H
+#define GRAPHFS_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "error_info.h"
+#include "journal.h"
+#include "pager.h"
+#include "schema.h"
+#include "table.h"
+#include "ulid.h"
+
+#define MANIFEST_FORMAT_VERSION 1   /* the store format this binary reads and writes */
+#define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
+
+struct manifest;
+struct manifest_intent;
+
+struct root_record {
+	uint64_t sequence;                  /* +1 per publish of any kind */
+	uint64_t version;                   /* the store's version after this publish */
+	uint64_t horizon;                   /* newest version reclaimed by retention (0: none) */
+	uint64_t time_us;
+	struct block_address branches;      /* tree: branch name -> branch record */
+	struct block_address versions;      /* tree: version (u64 big-endian) -> root record address */
+	struct block_address commits;       /* tree: commit ULID -> {version u64, record address} */
+	struct block_address commit;        /* the commit this root published, null for branch ops */
+	struct block_address previous;      /* the previous root record, null for the first */
+	struct block_address self;          /* where this record lives (not encoded) */
+};
+
+struct branch_record {
+	char name[JOURNAL_NAME_MAX + 1];
+	struct ulid incarnation;            /* minted at create; a re-created name gets a new one */
+	struct ulid head_commit;            /* zero before the branch's first commit (fresh main) */
+	struct block_address head_record;   /* that commit's record, null before */
+	uint64_t head_version;              /* that commit's version, 0 before */
+	struct block_address heads;         /* tree: stable id -> head row */
+	struct block_address names;         /* tree: live table name -> stable id */
+	char forked_from[JOURNAL_NAME_MAX + 1]; /* "" for main */
+	uint64_t fork_version;              /* the store version at creation */
+	uint64_t created_time_us;
+};
+
+/* A resolved view: one branch as of one version. Plain data; copying is fine. */
+struct manifest_snapshot {
+	uint64_t version;                   /* the version this snapshot shows */
+	struct root_record root;
+	struct branch_record branch;
+};
+
+enum manifest_open_flags {
+	MANIFEST_READ_ONLY = 1,   /* never writes: no recovery (a pending sidecar is left as is) */
+};
+
+/*
+ * Creates a new store in directory path (created if missing; must be empty
+ * otherwise: -EEXIST). Writes the header, meta slots and the first root
+ * (version 0, branch main with no tables). Returns 0 or -errno.
+ */
+int manifest_create(const char *path, struct error_info *error);
+
+/*
+ * Opens a store: reads and checks the format version first (older: -EPROTO
+ * with the "export with the version that wrote it, then init + import"
+ * message; newer: -EPROTO with "upgrade graphfs"; not a store: -ENOENT /
+ * -EINVAL), then, unless read-only, runs recovery under the store lock.
+ * Returns 0 or -errno with error filled.
+ */
+int manifest_open(const char *path, int flags, struct manifest **out, struct error_info *error);
+void manifest_close(struct manifest *manifest);
+struct pager *manifest_pager(struct manifest *manifest);
+
+/*
+ * Picks up publishes made by other processes: re-reads the meta slots and
+ * any roots after them. *changed (may be NULL) says whether the latest root
+ * moved. Cheap when nothing changed (two meta slot reads). Returns 0 or -errno.
+ */
+int manifest_refresh(struct manifest *manifest, bool *changed);
+/* The latest root this handle knows (after the last refresh or own publish). */
+int manifest_latest(struct manifest *manifest, struct root_record *out);
+
+/* Resolves branch at the latest version, or at version (DESIGN §2 history
+ * rules: -ENOENT if the branch did not exist then, at or below the horizon,
+ * or version > latest). */
+int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
+			     struct manifest_snapshot *out);
+int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t version,
+			 struct manifest_snapshot *out);
+
+/* Heads: by live name (-ENOENT), each live head in name order, each tombstoned head. */
+int manifest_head_find(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+		       const char *name, struct head_row *out);
+int manifest_heads_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+			bool tombstoned, int (*visit)(const struct head_row *head, void *context),
+			void *context);
+
+/* Branches of a root, in name order. */
+int manifest_branches_each(struct manifest *manifest, const struct root_record *root,
+			   int (*visit)(const struct branch_record *branch, void *context),
+			   void *context);
+
+/* Commit records. */
+int manifest_commit_read(struct manifest *manifest, struct block_address address,
+			 struct commit_record *out);
+/* Walks the branch's first-parent chain from the snapshot's head, newest first. */
+int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+		      int (*visit)(const struct commit_record *record, void *context),
+		      void *context);
+int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
+			 struct block_address *record);
+
+/* ---- publishing -------------------------------------------------------------- */
+
+enum manifest_op_kind {
+	MANIFEST_WRITE = 1,    /* overwrite or merge rows (stage); creates the table if missing */
+	MANIFEST_SCHEMA = 2,   /* create an empty table with schema, or apply a compatible change */
+	MANIFEST_DROP = 3,
+	MANIFEST_RENAME = 4,
+};
+
+struct manifest_op {
+	enum manifest_op_kind kind;
+	char name[JOURNAL_NAME_MAX + 1];
+	char new_name[JOURNAL_NAME_MAX + 1];      /* MANIFEST_RENAME */
+	struct table_stage *stage;                /* MANIFEST_WRITE, sealed */
+	const struct schema *schema;              /* MANIFEST_SCHEMA; WRITE of a new table (inferred) */
+	char expected_schema_hash[17];            /* WRITE to an existing table: "" or the hash the rows were validated against (-EBUSY if it changed) */
+	uint64_t based_on_version;                /* non-zero: the table must still be at this version (-EBUSY) */
+	struct ulid based_on_incarnation;
+};
+
+struct manifest_commit_request {
+	const char *branch;
+	const char *actor;
+	const char *message;
+	size_t op_count;
+	struct manifest_op *ops;
+	struct manifest_intent *intent;           /* NULL, or the sidecar of the segments this commit publishes */
+};
+
+struct manifest_commit_result {
+	uint64_t version;
+	struct ulid commit;
+	uint64_t time_us;
+};
+
+/*
+ * Publishes one commit (see the states above). Holds the store lock only
+ * while publishing. Errors: -ENOENT (branch or table missing), -EEXIST
+ * (create or rename onto a live name), -EBUSY (based-on version moved,
+ * schema changed under the rows, dropping a node table a live edge table
+ * references), -EINVAL (incompatible schema change, invalid name), -EIO.
+ * On error nothing is published. Failpoints on this path are in the io
+ * registry ("publish.*").
+ */
+int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
+		    struct manifest_commit_result *result, struct error_info *error);
+
+/* Branch create from another branch's head (O(1)) and delete (DESIGN §3 rules;
+ * mounted_branch may be NULL). */
+int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
+			   struct error_info *error);
+int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
+			   struct error_info *error);
+
+/* ---- recovery sidecars ------------------------------------------------------- */
+
+/*
+ * Before writing a segment, a writer registers its intent: a sidecar
+ * recovery/<ulid> naming the segments, fsynced, and flock-held for as long as
+ * the writer lives. manifest_commit accepts the sidecar and removes it once
+ * DURABLE. On open, recovery takes every sidecar whose lock is free (its
+ * writer died): if its commit is published it only removes it (roll
+ * forward), otherwise it deletes its segments (roll back) — idempotently.
+ */
+struct manifest_intent;
+int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **out);
+int manifest_intent_add_segment(struct manifest_intent *intent, uint64_t segment_id);
+/* Attach to a commit request so the publish completes and clears it. */
+void manifest_request_attach_intent(struct manifest_commit_request *request,
+				    struct manifest_intent *intent);
+/* Abandons: deletes the segments and the sidecar (a refused or abandoned write). */
+void manifest_intent_abandon(struct manifest_intent *intent);
+
+/* ---- verify and repair ----------------------------------------------------------- */
+
+/*
+ * Offline check of everything: header, meta slots, every block of the
+ * manifest in order (checksums), every root, tree and table reachable from
+ * the latest root, every segment, every sidecar, and for each branch the
+ * heads against a replay of its journal. Calls report once per finding.
+ * Returns the number of findings (0: clean) or -errno if the walk could not run.
+ */
+int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
+		    void *context);
+
+/* Rebuilds every branch's heads from its journal replay and publishes them
+ * as one audited commit per branch that differed (actor "graphfs:repair"). */
+int manifest_repair(struct manifest *manifest, int *repaired_branches, struct error_info *error);
+
+#endif

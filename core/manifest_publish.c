@@ -1,0 +1,1 @@
+/* manifest_publish — to be written */

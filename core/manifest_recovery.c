@@ -1,0 +1,1 @@
+/* manifest_recovery — to be written */

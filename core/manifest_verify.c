@@ -1,0 +1,1 @@
+/* manifest_verify — to be written */

@@ -1,0 +1,1 @@
+/* pager — to be written */

@@ -1,0 +1,93 @@
+/*
+ * pager — reads verified blocks from the manifest and segment files, and
+ * appends new blocks (layer: codec).
+ *
+ * A pager belongs to one open store. It owns the manifest file descriptor
+ * and opens segment files lazily (keeping at most a small, bounded number of
+ * descriptors open). Reads are thread-safe and lock-free with respect to
+ * appends: the files are append-only, and a published block never changes.
+ *
+ * Writes go through two objects:
+ *   - struct pager_append: the manifest tail of one publish. Created while
+ *     the caller holds the store lock, with base = the manifest's current
+ *     size. Blocks are assigned addresses sequentially (base, base + size of
+ *     the first block, ...) and kept in memory; pager_append_write() writes
+ *     them all with one pwrite and fsyncs once. Reading an address that is
+ *     still only in the append buffer is served from memory.
+ *   - struct pager_segment: a new segment file written outside the store lock
+ *     by one writer (large table writes); fsynced by pager_segment_finish().
+ *
+ * Counting: every verified block read counts one page and its bytes in the
+ * class of its file (manifest or data) — exactly header + stored size, so
+ * counts never depend on read-ahead or on what follows the block.
+ */
+#ifndef GRAPHFS_PAGER_H
+#define GRAPHFS_PAGER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "io.h"
+
+struct pager;
+
+/*
+ * Creates a pager over an already opened store directory and manifest file
+ * (the pager does not take ownership of either). Returns 0 or -ENOMEM.
+ */
+int pager_init(int store_directory, struct io_file *manifest, struct pager **out);
+void pager_free(struct pager *pager);
+
+/*
+ * Reads the block at address, verifies it and appends its raw payload to
+ * raw_out. expected_type 0 accepts any type. Returns 0, -EIO (checksum,
+ * type or size mismatch, or address beyond the end of its file), -ENOENT
+ * (segment file missing), -ENOMEM. On -EIO it logs one line to stderr
+ * naming the file and offset. On error raw_out is unchanged.
+ */
+int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
+	       struct buf *raw_out);
+
+/* Size in bytes of the whole block at address (header + stored payload), for walks. */
+int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out);
+
+/* ---- manifest appends (caller holds the store lock) -------------------- */
+
+struct pager_append;
+
+/* Starts an append at base (the manifest size the caller observed under the lock). */
+int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append **out);
+/* Encodes one block into the buffer; *address_out is where it will live. Returns 0 or -errno. */
+int pager_append_block(struct pager_append *append, enum block_type type, enum codec_kind codec,
+		       const void *raw, size_t raw_size, struct block_address *address_out);
+/* Bytes buffered so far; base + this is the manifest size after the write. */
+uint64_t pager_append_size(const struct pager_append *append);
+/*
+ * Writes the buffer at base with one pwrite, then fsyncs the manifest.
+ * Failpoints: "publish.before_write", "publish.torn_write" (writes half, then
+ * the action), "publish.before_fsync", "publish.after_fsync". Returns 0 or
+ * -errno; on error the manifest may hold a torn tail, which the next
+ * recovery truncates (it is beyond the last valid root record).
+ */
+int pager_append_write(struct pager_append *append);
+void pager_append_free(struct pager_append *append);
+
+/* ---- segment files (no lock needed) ------------------------------------ */
+
+struct pager_segment;
+
+/* Creates segments/<id> with a fresh random id (O_EXCL) and its identifying first block. */
+int pager_segment_create(struct pager *pager, struct pager_segment **out);
+uint64_t pager_segment_id(const struct pager_segment *segment);
+/* Appends one block; returns its address. Buffered; written in large chunks. */
+int pager_segment_block(struct pager_segment *segment, enum block_type type, enum codec_kind codec,
+			const void *raw, size_t raw_size, struct block_address *address_out);
+/* Flushes, fsyncs the file and the segments/ directory. Failpoint "segment.before_fsync". */
+int pager_segment_finish(struct pager_segment *segment);
+/* Closes; if the segment was never published the caller unlinks it with pager_segment_remove. */
+void pager_segment_free(struct pager_segment *segment);
+int pager_segment_remove(struct pager *pager, uint64_t segment_id);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * store — the public API of libgraphfs (layer: store). This is the only
+ * core header that fuse/ and tools/ include.
+ *
+ * A struct store is one process's handle on one store directory; it is
+ * thread-safe. Reads go through snapshots: a snapshot pins one branch as of
+ * one version for as long as it is retained (an open file keeps one), and
+ * what it shows never changes (invariant 4). Writes go through transactions:
+ * a transaction pins the snapshot its rows are validated against, collects
+ * one or several table writers and schema/drop/rename operations, and
+ * publishes them as ONE commit with store_txn_commit().
+ *
+ * Every function returns 0 (or a count/size) on success and a negative errno
+ * on failure, filling struct error_info when it is given.
+ */
+#ifndef GRAPHFS_STORE_H
+#define GRAPHFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "error_info.h"
+#include "journal.h"
+#include "ulid.h"
+
+#define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
+#define STORE_FORMAT_VERSION 1    /* same as MANIFEST_FORMAT_VERSION */
+
+struct store;
+struct store_snapshot;
+struct store_table;
+struct store_txn;
+struct store_writer;
+
+struct store_options {
+	bool read_only;             /* no recovery, no writes (-EROFS) */
+	int codec;                  /* 0 zstd (default), 2 lz4 — for table fragments */
+	size_t row_max;             /* longest accepted input line (bytes); 0: 1 MiB. Longer: -EFBIG */
+	uint64_t staged_max;        /* most bytes one transaction may stage; 0: unlimited. More: -ENOSPC */
+	const char *actor;          /* recorded in commits; NULL: "$USER@host" */
+};
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+int store_init(const char *path, struct error_info *error);
+int store_open(const char *path, const struct store_options *options, struct store **out,
+	       struct error_info *error);
+void store_close(struct store *store);
+/* Picks up commits made by other processes; *changed says whether anything moved. */
+int store_refresh(struct store *store, bool *changed);
+/* The newest version the handle knows. */
+uint64_t store_version(struct store *store);
+const char *store_path(const struct store *store);
+
+/* ---- snapshots (pinned reads) ------------------------------------------------ */
+
+/* Pins branch at version (STORE_LATEST: newest). -ENOENT: no such branch, or not at that version. */
+int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
+			struct store_snapshot **out, struct error_info *error);
+void store_snapshot_retain(struct store_snapshot *snapshot);
+void store_snapshot_release(struct store_snapshot *snapshot);   /* frees at the last release */
+uint64_t store_snapshot_version(const struct store_snapshot *snapshot);
+const char *store_snapshot_branch(const struct store_snapshot *snapshot);
+/* The time of the commit the snapshot's branch head is (0 before the first commit). */
+uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot);
+
+int store_snapshot_head(struct store_snapshot *snapshot, const char *table, struct head_row *out);
+/* Live heads in name order, or tombstoned heads. visit returns non-zero to stop. */
+int store_snapshot_heads(struct store_snapshot *snapshot, bool tombstoned,
+			 int (*visit)(const struct head_row *head, void *context), void *context);
+/* Appends the canonical schema JSON of a live table. */
+int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, struct buf *out);
+/* Commit records of the branch, newest first, up to the snapshot's version. */
+int store_snapshot_log(struct store_snapshot *snapshot,
+		       int (*visit)(const struct commit_record *record, void *context), void *context);
+
+/* Table contents as of the snapshot: exact size, reads at any offset. */
+int store_table_open(struct store_snapshot *snapshot, const char *table, struct store_table **out);
+uint64_t store_table_size(const struct store_table *table);
+ssize_t store_table_pread(struct store_table *table, void *out, size_t size, uint64_t offset);
+void store_table_close(struct store_table *table);
+
+/* ---- commits and branches ------------------------------------------------------ */
+
+/* Finds a commit by ULID text: its version and branch. -ENOENT / -EINVAL. */
+int store_commit_find(struct store *store, const char *ulid_text, uint64_t *version,
+		      char branch[JOURNAL_NAME_MAX + 1]);
+
+struct store_branch_info {
+	char name[JOURNAL_NAME_MAX + 1];
+	char forked_from[JOURNAL_NAME_MAX + 1];
+	uint64_t fork_version;
+	uint64_t head_version;
+	char head_commit[ULID_TEXT_SIZE];  /* "" before the first commit */
+};
+int store_branches(struct store *store,
+		   int (*visit)(const struct store_branch_info *branch, void *context), void *context);
+int store_branch_create(struct store *store, const char *name, const char *from,
+			struct error_info *error);
+int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
+			struct error_info *error);
+
+/* ---- writing ---------------------------------------------------------------- */
+
+enum store_write_mode { STORE_OVERWRITE = 0, STORE_MERGE = 1 };
+
+/* Starts a transaction on branch, pinning its latest snapshot. */
+int store_txn_begin(struct store *store, const char *branch, struct store_txn **out,
+		    struct error_info *error);
+/* Staging mode: edge endpoints missing from the snapshot are checked at commit
+ * against the snapshot plus every staged table, instead of at write. */
+void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer);
+/* The snapshot the transaction validates against (not retained for the caller). */
+struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
+
+/*
+ * Opens a writer for one table in the transaction (at most one per table).
+ * based_on_version non-zero makes the publish fail with -EBUSY if the table
+ * is no longer at that version (in-place edits). A missing table is created
+ * at commit, its schema inferred from the rows. path names the input in
+ * error messages (e.g. "tables/Person.jsonl" or the imported file).
+ */
+int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
+		     uint64_t based_on_version, const char *path, struct store_writer **out,
+		     struct error_info *error);
+/*
+ * Streams bytes into the writer; every line completed by these bytes is
+ * parsed and validated now (syntax, types, ids, duplicate ids in an
+ * overwrite, edge endpoints unless deferred). Returns 0, -EINVAL (error
+ * names path and line), -EFBIG (line over row_max), -ENOSPC (staged_max).
+ * After an error the writer refuses further bytes with the same error.
+ */
+int store_writer_write(struct store_writer *writer, const void *bytes, size_t size,
+		       struct error_info *error);
+/* Ends the input: a last line without "\n" is -EINVAL. */
+int store_writer_finish(struct store_writer *writer, struct error_info *error);
+uint64_t store_writer_lines(const struct store_writer *writer);
+/* Drops this writer's staged rows from the transaction. */
+void store_writer_discard(struct store_writer *writer);
+
+int store_txn_schema(struct store_txn *txn, const char *table, const char *json, size_t size,
+		     struct error_info *error);
+int store_txn_drop(struct store_txn *txn, const char *table, struct error_info *error);
+int store_txn_rename(struct store_txn *txn, const char *from, const char *to,
+		     struct error_info *error);
+/* Number of operations staged (writers with input, schema, drop, rename). */
+size_t store_txn_size(const struct store_txn *txn);
+
+struct store_commit_result {
+	uint64_t version;
+	char commit[ULID_TEXT_SIZE];
+	uint64_t time_us;
+};
+
+/* Publishes everything staged as one commit. On error nothing is published
+ * and the transaction stays as it was (fix and retry, or free). */
+int store_txn_commit(struct store_txn *txn, const char *message, struct store_commit_result *result,
+		     struct error_info *error);
+void store_txn_free(struct store_txn *txn);   /* abandons anything not committed */
+
+/* ---- whole operations for the CLI ------------------------------------------------ */
+
+/* Progress callback for long operations: done and total bytes (total 0: unknown). */
+typedef void (*store_progress_fn)(uint64_t done, uint64_t total, void *context);
+
+int store_import(struct store *store, const char *branch, const char *table, const char *file,
+		 enum store_write_mode mode, const char *message, store_progress_fn progress,
+		 void *progress_context, struct store_commit_result *result, struct error_info *error);
+/* Writes the table's bytes (as tables/TABLE.jsonl shows them) to fd. */
+int store_export(struct store *store, const char *branch, const char *table, uint64_t version,
+		 int fd, struct error_info *error);
+
+/* ---- maintenance and stats ---------------------------------------------------------- */
+
+/* JSON object: manifest.{reads,bytes,pages,rows_decoded}, data.{...}, store.{version,...}. */
+int store_stats_json(struct store *store, struct buf *out);
+/* Returns the number of findings (0 clean), reporting each; or -errno. */
+int store_verify(struct store *store, void (*report)(const char *finding, void *context),
+		 void *context);
+int store_repair(struct store *store, int *repaired_branches, struct error_info *error);
+
+#endif

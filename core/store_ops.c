@@ -1,0 +1,1 @@
+/* store_ops — to be written */

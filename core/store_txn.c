@@ -1,0 +1,1 @@
+/* store_txn — to be written */

@@ -1,0 +1,151 @@
+/*
+ * table — table versions: fragments, deletion bitmaps, the key index,
+ * staged writes and reads at any byte offset (layer: table).
+ *
+ * A table version is an immutable record (block type BLOCK_TABLE) naming:
+ *   - the schema block (canonical schema JSON, BLOCK_SCHEMA);
+ *   - the fragment tree: B+tree fragment sequence (u64 big-endian key) ->
+ *     fragment descriptor {fragment block, rows in block, deletion bitmap
+ *     block or null, live rows, live bytes}. In-order iteration of the
+ *     fragment tree, skipping deleted rows, is the table's row order
+ *     (insertion order; an updated row moves to the end);
+ *   - the key tree: B+tree row id -> {fragment sequence u64, row index u32};
+ *   - row count, rendered byte size (exact st_size), the next fragment sequence.
+ * Fragments (BLOCK_FRAGMENT, zstd by default) hold up to TABLE_FRAGMENT_ROWS
+ * rows or about TABLE_FRAGMENT_BYTES of canonical lines; deletion bitmaps
+ * (BLOCK_BITMAP) are CRoaring portable serializations of deleted row indexes.
+ * Byte layouts: docs/FORMAT.md.
+ *
+ * Costs kept (invariant 2):
+ *   - a merge of k rows into a table of n rows: O(k log n) key-tree work plus
+ *     one new fragment and, per touched old fragment, one new bitmap and one
+ *     fragment-tree update — never O(n);
+ *   - an overwrite: O(rows written), bulk-built key tree;
+ *   - opening a reader: O(fragments) to build the byte-offset map; each read
+ *     decodes only the fragments it touches, each once for sequential reads.
+ *
+ * Invariants kept:
+ *   1. row_count == sum of fragment live rows; byte_size == sum of live bytes.
+ *   2. Every live row appears exactly once in the key tree, and the key tree
+ *      points only at live rows.
+ *   3. A table version never changes once written; all its blocks are immutable.
+ */
+#ifndef GRAPHFS_TABLE_H
+#define GRAPHFS_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "btree.h"
+#include "buf.h"
+#include "codec.h"
+#include "error_info.h"
+#include "pager.h"
+#include "schema.h"
+#include "ulid.h"
+
+#define TABLE_FRAGMENT_ROWS 8192
+#define TABLE_FRAGMENT_BYTES (1u << 20)
+#define TABLE_INLINE_LIMIT (4u << 20) /* staged bytes kept in memory before spilling to a segment */
+
+/* The decoded table version record. */
+struct table_info {
+	struct ulid stable_id;
+	struct ulid incarnation;
+	uint64_t table_version;            /* 1 for the first version of an incarnation */
+	struct block_address schema;       /* BLOCK_SCHEMA */
+	struct block_address fragments;    /* fragment tree root (null: no fragments) */
+	struct block_address keys;         /* key tree root (null: no rows) */
+	uint64_t row_count;
+	uint64_t byte_size;
+	uint64_t next_fragment;            /* next fragment sequence number to assign */
+};
+
+/* Reads / appends a table version record. Return 0 or -errno. */
+int table_info_read(struct pager *pager, struct block_address address, struct table_info *out);
+int table_info_append(struct pager_append *append, const struct table_info *info,
+		      struct block_address *address_out);
+
+/* Reads the schema of a table version (parses the BLOCK_SCHEMA JSON). */
+int table_schema_read(struct pager *pager, struct block_address schema_block, struct schema *out);
+
+/* ---- reading ------------------------------------------------------------------ */
+
+struct table_reader;
+
+/* Opens a reader on one table version; O(fragments). Thread-compatible: one reader per thread. */
+int table_reader_open(struct pager *pager, const struct table_info *info, struct table_reader **out);
+void table_reader_free(struct table_reader *reader);
+uint64_t table_reader_size(const struct table_reader *reader);
+/*
+ * Copies up to size rendered bytes starting at offset into out. Returns the
+ * number of bytes (0 at or past the end) or -EIO / -ENOMEM. Sequential reads
+ * decode each fragment once (the reader keeps the last fragment decoded).
+ */
+ssize_t table_reader_pread(struct table_reader *reader, void *out, size_t size, uint64_t offset);
+/* Looks a row up by id through the key tree; appends its canonical line to row_out. 0 / -ENOENT / -errno. */
+int table_lookup(struct pager *pager, const struct table_info *info, const void *id, size_t id_size,
+		 struct buf *row_out);
+
+/* ---- staging writes -------------------------------------------------------------- */
+
+enum table_write_mode {
+	TABLE_OVERWRITE = 0,  /* the rows become exactly the staged rows */
+	TABLE_MERGE = 1,      /* upsert by id; staged deletes remove rows */
+};
+
+struct table_stage;
+
+/*
+ * Starts staging rows for one table. Staged canonical lines are kept in
+ * memory up to TABLE_INLINE_LIMIT bytes and then spilled, as compressed
+ * fragments, to a segment file of their own (pager_segment_*), so memory
+ * stays bounded by the ids staged. codec is used for fragments.
+ * Returns 0 or -ENOMEM.
+ */
+int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
+		     struct table_stage **out);
+void table_stage_free(struct table_stage *stage);  /* also removes an unpublished segment */
+enum table_write_mode table_stage_mode(const struct table_stage *stage);
+
+/*
+ * Adds one validated row (schema_row_parse output). In an overwrite a
+ * second row with the same id is -EEXIST and a delete is -EINVAL; in a merge
+ * the last row for an id wins. Returns 0 or -errno; on error the stage is
+ * unchanged.
+ */
+int table_stage_add(struct table_stage *stage, const struct schema_row *row);
+/* True if the stage holds a live (not deleted) row with this id — edge checks within one commit. */
+bool table_stage_has(const struct table_stage *stage, const void *id, size_t id_size);
+/* True if the stage deletes this id. */
+bool table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size);
+uint64_t table_stage_rows(const struct table_stage *stage);     /* rows added (deletes included) */
+uint64_t table_stage_bytes(const struct table_stage *stage);    /* canonical bytes staged */
+/* The segment the stage spilled to, 0 if none (for the recovery sidecar). */
+uint64_t table_stage_segment(const struct table_stage *stage);
+/* Flushes and fsyncs any spilled segment. Called before the publish takes the store lock. */
+int table_stage_seal(struct table_stage *stage);
+
+/*
+ * Applies a sealed stage on top of base (NULL: a new, empty incarnation
+ * whose ids are taken from *out on entry) and appends the new table version:
+ * fragments (inline ones into the manifest append), bitmaps, tree nodes and
+ * the record. schema_block is the schema of the new version. On success
+ * *out is the new version (table_version = base's + 1, or 1) and
+ * *address_out its record. Called with the store lock held. Returns 0 or
+ * -errno; on error nothing usable was appended (the publish is abandoned).
+ */
+int table_apply(struct pager *pager, struct pager_append *append, const struct table_info *base,
+		struct table_stage *stage, struct block_address schema_block, struct table_info *out,
+		struct block_address *address_out);
+
+/*
+ * Verify walk of one table version: every block's checksum, tree shapes,
+ * invariants 1 and 2 above. Returns 0 or -EIO with message.
+ */
+int table_verify(struct pager *pager, const struct table_info *info, char *message,
+		 size_t message_size);
+
+#endif

@@ -1,0 +1,1 @@
+/* ulid — to be written */

@@ -1,0 +1,6 @@
+#include "harness.h"
+
+int main(void)
+{
+	return harness_run();
+}
