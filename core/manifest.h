@@ -221,7 +221,12 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
  */
 struct manifest_intent;
 int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **out);
-int manifest_intent_add_segment(struct manifest_intent *intent, uint64_t segment_id);
+/* Mints a random segment id, records it in the sidecar and makes the sidecar
+ * durable (failpoints sidecar.*) before returning it. Matches table_segment_allocator
+ * when called as manifest_intent_new_segment(intent, &id). */
+int manifest_intent_new_segment(void *intent, uint64_t *segment_id_out);
+/* The commit ULID the publish of this intent will carry (recovery looks it up). */
+const struct ulid *manifest_intent_commit(const struct manifest_intent *intent);
 /* Attach to a commit request so the publish completes and clears it. */
 void manifest_request_attach_intent(struct manifest_commit_request *request,
 				    struct manifest_intent *intent);

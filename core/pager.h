@@ -78,8 +78,14 @@ void pager_append_free(struct pager_append *append);
 
 struct pager_segment;
 
-/* Creates segments/<id> with a fresh random id (O_EXCL) and its identifying first block. */
-int pager_segment_create(struct pager *pager, struct pager_segment **out);
+/*
+ * Creates segments/<segment_id as 16 hex digits> (O_EXCL, 0600; the segments/
+ * directory is created 0700 if missing) and writes its file header
+ * (docs/FORMAT.md §2, kind 2). The id comes from the recovery sidecar that
+ * announced the segment before it existed (manifest_intent_new_segment).
+ * Returns 0 or -errno (-EEXIST if the file exists).
+ */
+int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_segment **out);
 uint64_t pager_segment_id(const struct pager_segment *segment);
 /* Appends one block; returns its address. Buffered; written in large chunks. */
 int pager_segment_block(struct pager_segment *segment, enum block_type type, enum codec_kind codec,

@@ -99,13 +99,21 @@ enum table_write_mode {
 struct table_stage;
 
 /*
+ * Where a stage gets the id of a new segment before creating it: the store
+ * wires this to the recovery sidecar (manifest_intent_new_segment), so the
+ * segment is announced durably before it exists. Returns 0 or -errno.
+ */
+typedef int (*table_segment_allocator)(void *context, uint64_t *segment_id_out);
+
+/*
  * Starts staging rows for one table. Staged canonical lines are kept in
  * memory up to TABLE_INLINE_LIMIT bytes and then spilled, as compressed
- * fragments, to a segment file of their own (pager_segment_*), so memory
- * stays bounded by the ids staged. codec is used for fragments.
- * Returns 0 or -ENOMEM.
+ * fragments, to a segment file of their own (pager_segment_create with an id
+ * from allocate), so memory stays bounded by the ids staged. codec is used
+ * for fragments. Returns 0 or -ENOMEM.
  */
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
+		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out);
 void table_stage_free(struct table_stage *stage);  /* also removes an unpublished segment */
 enum table_write_mode table_stage_mode(const struct table_stage *stage);
