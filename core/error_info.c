@@ -1,1 +1,50 @@
-/* error_info — to be written */
+/* error_info — one error, described for a human. See error_info.h. */
+#include "error_info.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void error_info_clear(struct error_info *error)
+{
+	if (error)
+		memset(error, 0, sizeof *error);
+}
+
+int error_info_set(struct error_info *error, int code, const char *format, ...)
+{
+	if (!error)
+		return code;
+	error->code = code;
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(error->message, sizeof error->message, format, arguments);
+	va_end(arguments);
+	return code;
+}
+
+void error_info_locate(struct error_info *error, const char *path, uint64_t line)
+{
+	if (!error)
+		return;
+	snprintf(error->path, sizeof error->path, "%s", path ? path : "");
+	error->line = line;
+}
+
+const char *error_info_format(const struct error_info *error, char *out, unsigned long size)
+{
+	if (!out || size == 0)
+		return out;
+	if (!error) {
+		out[0] = 0;
+		return out;
+	}
+	if (error->path[0] && error->line)
+		snprintf(out, size, "%s:%llu: %s", error->path, (unsigned long long)error->line,
+			 error->message);
+	else if (error->path[0])
+		snprintf(out, size, "%s: %s", error->path, error->message);
+	else
+		snprintf(out, size, "%s", error->message);
+	return out;
+}
