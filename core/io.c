@@ -1,1 +1,499 @@
-/* io — to be written */
+/*
+ * io — the one choke point for every store file access. See io.h.
+ *
+ * Invariants:
+ *   1. Every file and directory is opened relative to a directory descriptor
+ *      with O_NOFOLLOW|O_CLOEXEC; a name may have one "dir/" level, and that
+ *      directory is itself opened with O_NOFOLLOW|O_DIRECTORY, so no symlink
+ *      is ever followed. Names with "", ".", ".." components are refused.
+ *   2. Files are created 0600, directories 0700.
+ *   3. Counters only grow (until io_counters_reset) and are exact: one read
+ *      per io_pread/io_pread_some call that returned data, one write per
+ *      io_pwrite call, one fsync per io_fsync call. Bytes read are counted by
+ *      the codec layer per verified block (io_count_block), never here, so
+ *      counts do not depend on read sizes. Directory syncs are not counted.
+ *   4. At most one failpoint is armed. The GRAPHFS_FAILPOINT environment
+ *      variable is read once, before the first arm or hit, in any thread.
+ *
+ * Failpoint states: off -> armed(crash|error) -> (crash: process exits 86)
+ *                                             -> (error: hit once, back to off).
+ */
+#include "io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- counters ---------------------------------------------------------- */
+
+struct atomic_counters {
+	_Atomic uint64_t reads;
+	_Atomic uint64_t bytes;
+	_Atomic uint64_t pages;
+	_Atomic uint64_t rows_decoded;
+	_Atomic uint64_t writes;
+	_Atomic uint64_t bytes_written;
+	_Atomic uint64_t fsyncs;
+};
+
+static struct atomic_counters counters[IO_CLASS_COUNT];
+
+static void count(_Atomic uint64_t *counter, uint64_t amount)
+{
+	atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
+}
+
+static uint64_t load(_Atomic uint64_t *counter)
+{
+	return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+static struct atomic_counters *counters_of(enum io_class class)
+{
+	return &counters[(unsigned)class < IO_CLASS_COUNT ? class : IO_DATA];
+}
+
+void io_counters_get(enum io_class class, struct io_counters *out)
+{
+	struct atomic_counters *source = counters_of(class);
+	out->reads = load(&source->reads);
+	out->bytes = load(&source->bytes);
+	out->pages = load(&source->pages);
+	out->rows_decoded = load(&source->rows_decoded);
+	out->writes = load(&source->writes);
+	out->bytes_written = load(&source->bytes_written);
+	out->fsyncs = load(&source->fsyncs);
+}
+
+void io_counters_reset(void)
+{
+	for (int class = 0; class < IO_CLASS_COUNT; class++) {
+		struct atomic_counters *target = &counters[class];
+		atomic_store_explicit(&target->reads, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->bytes, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->pages, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->rows_decoded, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->writes, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->bytes_written, 0, memory_order_relaxed);
+		atomic_store_explicit(&target->fsyncs, 0, memory_order_relaxed);
+	}
+}
+
+void io_count_block(enum io_class class, uint64_t block_bytes)
+{
+	struct atomic_counters *target = counters_of(class);
+	count(&target->pages, 1);
+	count(&target->bytes, block_bytes);
+}
+
+void io_count_rows(enum io_class class, uint64_t rows)
+{
+	count(&counters_of(class)->rows_decoded, rows);
+}
+
+/* ---- failpoints -------------------------------------------------------- */
+
+static const char *const failpoint_names[] = {
+#define FAILPOINT(name, description) name,
+#include "io_failpoints.def"
+#undef FAILPOINT
+	NULL
+};
+
+#define FAILPOINT_COUNT ((int)(sizeof failpoint_names / sizeof failpoint_names[0]) - 1)
+
+/* 0 when nothing is armed, else (index + 1) << 2 | action. */
+static _Atomic int failpoint_armed;
+static pthread_once_t failpoint_environment_once = PTHREAD_ONCE_INIT;
+
+const char *const *io_failpoint_names(void)
+{
+	return failpoint_names;
+}
+
+static int failpoint_index(const char *name)
+{
+	for (int i = 0; name && i < FAILPOINT_COUNT; i++)
+		if (strcmp(failpoint_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+static void failpoint_store(int index, enum io_failpoint_action action)
+{
+	int value = action == IO_FAILPOINT_OFF ? 0 : (index + 1) << 2 | (int)action;
+	atomic_store_explicit(&failpoint_armed, value, memory_order_seq_cst);
+}
+
+static void failpoint_read_environment(void)
+{
+	const char *setting = getenv("GRAPHFS_FAILPOINT");
+	if (!setting || !*setting)
+		return;
+	char name[256];
+	const char *equals = strchr(setting, '=');
+	size_t length = equals ? (size_t)(equals - setting) : strlen(setting);
+	enum io_failpoint_action action = IO_FAILPOINT_CRASH;
+	if (equals && strcmp(equals + 1, "crash") != 0) {
+		if (strcmp(equals + 1, "error") != 0) {
+			fprintf(stderr, "graphfs: GRAPHFS_FAILPOINT=%s: action must be crash or error\n",
+				setting);
+			abort();
+		}
+		action = IO_FAILPOINT_ERROR;
+	}
+	int index = -1;
+	if (length < sizeof name) {
+		memcpy(name, setting, length);
+		name[length] = 0;
+		index = failpoint_index(name);
+	}
+	if (index < 0) {
+		fprintf(stderr, "graphfs: GRAPHFS_FAILPOINT=%s: no such failpoint (see core/io_failpoints.def)\n",
+			setting);
+		abort();
+	}
+	failpoint_store(index, action);
+}
+
+static void failpoint_initialize(void)
+{
+	pthread_once(&failpoint_environment_once, failpoint_read_environment);
+}
+
+int io_failpoint_arm(const char *name, enum io_failpoint_action action)
+{
+	failpoint_initialize();
+	int index = failpoint_index(name);
+	if (index < 0)
+		return -EINVAL;
+	if (action != IO_FAILPOINT_OFF && action != IO_FAILPOINT_CRASH && action != IO_FAILPOINT_ERROR)
+		return -EINVAL;
+	if (action == IO_FAILPOINT_OFF) {
+		/* Disarm only if this is the armed point. */
+		int armed = atomic_load(&failpoint_armed);
+		if (armed && (armed >> 2) - 1 == index)
+			atomic_compare_exchange_strong(&failpoint_armed, &armed, 0);
+		return 0;
+	}
+	failpoint_store(index, action);
+	return 0;
+}
+
+int io_failpoint(const char *name)
+{
+	failpoint_initialize();
+	int index = failpoint_index(name);
+	if (index < 0) {
+		fprintf(stderr, "graphfs: failpoint \"%s\" is not in core/io_failpoints.def\n",
+			name ? name : "(null)");
+		abort();
+	}
+	int armed = atomic_load(&failpoint_armed);
+	if (!armed || (armed >> 2) - 1 != index)
+		return 0;
+	if ((armed & 3) == IO_FAILPOINT_CRASH)
+		_exit(IO_FAILPOINT_EXIT_CODE);
+	/* Error: fire once; a concurrent hitter that loses the exchange proceeds normally. */
+	if (atomic_compare_exchange_strong(&failpoint_armed, &armed, 0))
+		return -EIO;
+	return 0;
+}
+
+/* ---- names and directories --------------------------------------------- */
+
+static bool component_is_valid(const char *component, size_t length)
+{
+	if (length == 0 || length > 255)
+		return false;
+	if (component[0] == '.' && (length == 1 || (length == 2 && component[1] == '.')))
+		return false;
+	return true;
+}
+
+/*
+ * Resolves name ("leaf" or "dir/leaf") under directory: *parent_out is the
+ * descriptor to use with *leaf_out, and *opened_out is that descriptor if it
+ * was opened here (the caller closes it), else -1. Returns 0 or -errno.
+ */
+static int resolve_name(int directory, const char *name, int *parent_out, const char **leaf_out,
+			int *opened_out)
+{
+	*opened_out = -1;
+	if (!name)
+		return -EINVAL;
+	const char *slash = strchr(name, '/');
+	if (!slash) {
+		if (!component_is_valid(name, strlen(name)))
+			return -EINVAL;
+		*parent_out = directory;
+		*leaf_out = name;
+		return 0;
+	}
+	const char *leaf = slash + 1;
+	size_t directory_length = (size_t)(slash - name);
+	if (strchr(leaf, '/') || !component_is_valid(name, directory_length) ||
+	    !component_is_valid(leaf, strlen(leaf)))
+		return -EINVAL;
+	char subdirectory[256];
+	memcpy(subdirectory, name, directory_length);
+	subdirectory[directory_length] = 0;
+	int descriptor;
+	do
+		descriptor = openat(directory, subdirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (descriptor < 0 && errno == EINTR);
+	if (descriptor < 0)
+		return -errno;
+	*parent_out = descriptor;
+	*leaf_out = leaf;
+	*opened_out = descriptor;
+	return 0;
+}
+
+int io_directory_open(const char *path)
+{
+	int descriptor;
+	do
+		descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (descriptor < 0 && errno == EINTR);
+	return descriptor < 0 ? -errno : descriptor;
+}
+
+int io_directory_make(int directory, const char *name)
+{
+	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
+		return -EINVAL;
+	return mkdirat(directory, name, 0700) < 0 ? -errno : 0;
+}
+
+int io_directory_sync(int directory)
+{
+	int rc;
+	do
+		rc = fsync(directory);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
+
+int io_unlink(int directory, const char *name)
+{
+	int parent, opened;
+	const char *leaf;
+	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
+	if (rc < 0)
+		return rc;
+	rc = unlinkat(parent, leaf, 0) < 0 ? -errno : 0;
+	if (opened >= 0)
+		close(opened);
+	return rc;
+}
+
+int io_rename(int directory, const char *from, const char *to)
+{
+	int from_parent, from_opened, to_parent, to_opened = -1;
+	const char *from_leaf, *to_leaf;
+	int rc = resolve_name(directory, from, &from_parent, &from_leaf, &from_opened);
+	if (rc < 0)
+		return rc;
+	rc = resolve_name(directory, to, &to_parent, &to_leaf, &to_opened);
+	if (rc < 0)
+		goto cleanup;
+	rc = renameat(from_parent, from_leaf, to_parent, to_leaf) < 0 ? -errno : 0;
+cleanup:
+	if (from_opened >= 0)
+		close(from_opened);
+	if (to_opened >= 0)
+		close(to_opened);
+	return rc;
+}
+
+int io_directory_list(int directory, const char *subdirectory,
+		      int (*visit)(const char *name, void *context), void *context)
+{
+	const char *target = subdirectory && *subdirectory ? subdirectory : ".";
+	if (strchr(target, '/') || (strcmp(target, ".") != 0 && !component_is_valid(target, strlen(target))))
+		return -EINVAL;
+	int descriptor;
+	do
+		descriptor = openat(directory, target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (descriptor < 0 && errno == EINTR);
+	if (descriptor < 0)
+		return -errno;
+	DIR *listing = fdopendir(descriptor);
+	if (!listing) {
+		int rc = -errno;
+		close(descriptor);
+		return rc;
+	}
+	int rc = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *entry = readdir(listing);
+		if (!entry) {
+			rc = errno ? -errno : 0;
+			break;
+		}
+		if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+			continue;
+		rc = visit(entry->d_name, context);
+		if (rc != 0)
+			break;
+	}
+	closedir(listing);
+	return rc;
+}
+
+/* ---- files ------------------------------------------------------------- */
+
+int io_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
+{
+	out->descriptor = -1;
+	out->class = class;
+	int parent, opened;
+	const char *leaf;
+	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
+	if (rc < 0)
+		return rc;
+	int descriptor;
+	do
+		descriptor = openat(parent, leaf, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+	while (descriptor < 0 && errno == EINTR);
+	rc = descriptor < 0 ? -errno : 0;
+	if (opened >= 0)
+		close(opened);
+	if (rc == 0)
+		out->descriptor = descriptor;
+	return rc;
+}
+
+void io_file_close(struct io_file *file)
+{
+	if (file->descriptor >= 0)
+		close(file->descriptor);
+	file->descriptor = -1;
+}
+
+ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t offset)
+{
+	if (offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ssize_t got;
+	do
+		got = pread(file->descriptor, out, size, (off_t)offset);
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	if (got > 0)
+		count(&counters_of(file->class)->reads, 1);
+	return got;
+}
+
+int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
+{
+	if (offset > (uint64_t)INT64_MAX || size > (uint64_t)INT64_MAX - offset)
+		return -EINVAL;
+	size_t done = 0;
+	int rc = 0;
+	while (done < size) {
+		ssize_t got = pread(file->descriptor, (uint8_t *)out + done, size - done,
+				    (off_t)(offset + done));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			rc = -errno;
+			break;
+		}
+		if (got == 0) {
+			rc = -EIO; /* end of file before size bytes */
+			break;
+		}
+		done += (size_t)got;
+	}
+	if (done > 0)
+		count(&counters_of(file->class)->reads, 1);
+	return rc;
+}
+
+int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset)
+{
+	if (offset > (uint64_t)INT64_MAX || size > (uint64_t)INT64_MAX - offset)
+		return -EINVAL;
+	struct atomic_counters *target = counters_of(file->class);
+	size_t done = 0;
+	int rc = 0;
+	while (done < size) {
+		ssize_t wrote = pwrite(file->descriptor, (const uint8_t *)bytes + done, size - done,
+				       (off_t)(offset + done));
+		if (wrote < 0 && errno == EINTR)
+			continue;
+		if (wrote < 0) {
+			rc = -errno;
+			break;
+		}
+		if (wrote == 0) {
+			rc = -EIO;
+			break;
+		}
+		done += (size_t)wrote;
+	}
+	count(&target->writes, 1);
+	count(&target->bytes_written, done);
+	return rc;
+}
+
+int io_fsync(struct io_file *file)
+{
+	int rc;
+	do
+		rc = fsync(file->descriptor);
+	while (rc < 0 && errno == EINTR);
+	count(&counters_of(file->class)->fsyncs, 1);
+	return rc < 0 ? -errno : 0;
+}
+
+int io_truncate(struct io_file *file, uint64_t size)
+{
+	if (size > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	int rc;
+	do
+		rc = ftruncate(file->descriptor, (off_t)size);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
+
+int io_size(struct io_file *file, uint64_t *size_out)
+{
+	struct stat status;
+	if (fstat(file->descriptor, &status) < 0)
+		return -errno;
+	*size_out = (uint64_t)status.st_size;
+	return 0;
+}
+
+int io_lock(struct io_file *file, bool exclusive, bool wait)
+{
+	int operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
+	int rc;
+	do
+		rc = flock(file->descriptor, operation);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
+
+int io_unlock(struct io_file *file)
+{
+	int rc;
+	do
+		rc = flock(file->descriptor, LOCK_UN);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
