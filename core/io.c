@@ -208,6 +208,19 @@ int io_failpoint(const char *name)
 	return 0;
 }
 
+bool io_failpoint_armed(const char *name)
+{
+	failpoint_initialize();
+	int index = failpoint_index(name);
+	if (index < 0) {
+		fprintf(stderr, "graphfs: failpoint \"%s\" is not in core/io_failpoints.def\n",
+			name ? name : "(null)");
+		abort();
+	}
+	int armed = atomic_load(&failpoint_armed);
+	return armed && (armed >> 2) - 1 == index;
+}
+
 /* ---- names and directories --------------------------------------------- */
 
 static bool component_is_valid(const char *component, size_t length)
@@ -263,6 +276,17 @@ int io_directory_open(const char *path)
 	int descriptor;
 	do
 		descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	while (descriptor < 0 && errno == EINTR);
+	return descriptor < 0 ? -errno : descriptor;
+}
+
+int io_directory_open_at(int directory, const char *name)
+{
+	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
+		return -EINVAL;
+	int descriptor;
+	do
+		descriptor = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	while (descriptor < 0 && errno == EINTR);
 	return descriptor < 0 ? -errno : descriptor;
 }

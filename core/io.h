@@ -78,6 +78,13 @@ int io_failpoint_arm(const char *name, enum io_failpoint_action action);
  */
 int io_failpoint(const char *name);
 
+/*
+ * Whether name is the armed failpoint (any action), without hitting it. For
+ * points that must act half-way through an operation ("publish.torn_write":
+ * write half, then hit). Aborts on a name not in the registry.
+ */
+bool io_failpoint_armed(const char *name);
+
 /* ---- files ------------------------------------------------------------- */
 
 struct io_file {
@@ -87,6 +94,8 @@ struct io_file {
 
 /* Opens a directory (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC); returns fd >= 0 or -errno. */
 int io_directory_open(const char *path);
+/* Opens directory/name (one component) the same way; returns fd >= 0 or -errno. */
+int io_directory_open_at(int directory, const char *name);
 /* mkdirat(directory, name, 0700); returns 0, -EEXIST or -errno. */
 int io_directory_make(int directory, const char *name);
 /* Opens name (relative, no '/' except for one level of "dir/name") under directory with
@@ -102,7 +111,7 @@ int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t off
 int io_fsync(struct io_file *file);                /* fdatasync is not enough for appends: fsync */
 int io_truncate(struct io_file *file, uint64_t size);
 int io_size(struct io_file *file, uint64_t *size_out);
-int io_directory_sync(int directory);
+int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);
 /* flock(2) on the file: exclusive or shared, waiting or not (-EWOULDBLOCK). */

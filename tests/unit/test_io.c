@@ -114,6 +114,17 @@ TEST(arming_off_disarms)
 	CHECK_EQ(io_failpoint("publish.after_meta"), 0);
 }
 
+TEST(armed_reports_without_hitting)
+{
+	CHECK(!io_failpoint_armed("publish.torn_write"));
+	CHECK_EQ(io_failpoint_arm("publish.torn_write", IO_FAILPOINT_ERROR), 0);
+	CHECK(io_failpoint_armed("publish.torn_write"));
+	CHECK(!io_failpoint_armed("publish.before_write"));
+	CHECK(io_failpoint_armed("publish.torn_write"));
+	CHECK_EQ(io_failpoint("publish.torn_write"), -EIO);
+	CHECK(!io_failpoint_armed("publish.torn_write"));
+}
+
 static void crash_at_torn_write(void)
 {
 	io_failpoint_arm("publish.torn_write", IO_FAILPOINT_CRASH);
@@ -315,6 +326,22 @@ TEST(a_symlinked_store_directory_is_refused)
 	snprintf(path, sizeof path, "%s/link", harness_temp_directory());
 	CHECK_EQ(symlink(".", path), 0);
 	CHECK_EQ(io_directory_open(path), -ENOTDIR);
+}
+
+TEST(a_subdirectory_opens_relative_without_following_symlinks)
+{
+	int directory = open_store();
+	CHECK_EQ(io_directory_make(directory, "segments"), 0);
+	int segments = io_directory_open_at(directory, "segments");
+	CHECK(segments >= 0);
+	CHECK_EQ(io_directory_sync(segments), 0);
+	close(segments);
+	CHECK_EQ(symlinkat("segments", directory, "link"), 0);
+	int rc = io_directory_open_at(directory, "link");
+	CHECK(rc == -ENOTDIR || rc == -ELOOP);
+	CHECK_EQ(io_directory_open_at(directory, ".."), -EINVAL);
+	CHECK_EQ(io_directory_open_at(directory, "missing"), -ENOENT);
+	close(directory);
 }
 
 TEST(files_are_created_0600_and_directories_0700)
