@@ -1,1 +1,105 @@
-/* cmd_branch */
+/*
+ * cmd_branch — `graphfs branch STORE list | create NAME [--from B] | delete NAME`.
+ *
+ * list prints one line per branch, in name order:
+ *   NAME<TAB>head version V<TAB>commit ULID|-<TAB>forked from B at version V|-
+ * create forks NAME from B's head (default main) in O(1); delete refuses main
+ * and a branch another existing branch was forked from.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: graphfs branch STORE list\n"
+	"       graphfs branch STORE create NAME [--from B]\n"
+	"       graphfs branch STORE delete NAME\n"
+	"\n"
+	"list     one line per branch: name, head version, head commit, where it forked from\n"
+	"create   a new branch NAME from the head of branch B (default main); it shares\n"
+	"         B's tables until it writes them\n"
+	"delete   removes branch NAME (never main, nor a branch another branch forked from)\n";
+
+static int print_branch(const struct store_branch_info *branch, void *context)
+{
+	(void)context;
+	printf("%s\thead version %llu\t%s\t", branch->name, (unsigned long long)branch->head_version,
+	       branch->head_commit[0] ? branch->head_commit : "-");
+	if (branch->forked_from[0])
+		printf("forked from %s at version %llu\n", branch->forked_from,
+		       (unsigned long long)branch->fork_version);
+	else
+		printf("-\n");
+	return 0;
+}
+
+int cmd_branch(int argc, char **argv)
+{
+	const char *from = NULL;
+	const struct cli_option options[] = {
+		{ "from", 0, &from, NULL },
+	};
+	char **arguments;
+	int count;
+	int status = cli_parse(argc, argv, usage, options, 1, &arguments, &count);
+	if (status >= 0)
+		return status;
+	if ((status = cli_expect_arguments(argv[0], count, 2, 3)) != 0)
+		return status;
+	const char *path = arguments[0];
+	const char *action = arguments[1];
+	bool listing = strcmp(action, "list") == 0;
+	if (!listing && strcmp(action, "create") != 0 && strcmp(action, "delete") != 0)
+		return cli_usage_error(argv[0], "unknown action '%s' (list, create or delete)", action);
+	if (listing && count != 2)
+		return cli_usage_error(argv[0], "list takes no other argument");
+	if (!listing && count != 3)
+		return cli_usage_error(argv[0], "%s needs the branch NAME", action);
+	if (from && strcmp(action, "create") != 0)
+		return cli_usage_error(argv[0], "--from applies to create only");
+
+	struct store *store;
+	if ((status = cli_store_open(path, listing, &store)) != 0)
+		return status;
+
+	struct error_info error;
+	error_info_clear(&error);
+	int rc;
+	if (listing) {
+		rc = store_branches(store, print_branch, NULL);
+		if (rc < 0)
+			status = cli_fail_error(rc, NULL, "cannot list the branches of %s", path);
+	} else if (strcmp(action, "create") == 0) {
+		const char *source = from ? from : "main";
+		rc = store_branch_create(store, arguments[2], source, &error);
+		if (rc == -EEXIST && error.message[0] == '\0')
+			status = cli_fail("branch '%s' already exists", arguments[2]);
+		else if (rc == -ENOENT && error.message[0] == '\0')
+			status = cli_fail("cannot create branch '%s': there is no branch '%s'", arguments[2],
+					  source);
+		else if (rc == -EINVAL && error.message[0] == '\0')
+			status = cli_fail("'%s' is not a valid branch name ([A-Za-z_][A-Za-z0-9_]{0,127})",
+					  arguments[2]);
+		else if (rc < 0)
+			status = cli_fail_error(rc, &error, "cannot create branch '%s'", arguments[2]);
+		else
+			printf("created branch %s from %s\n", arguments[2], source);
+	} else {
+		rc = store_branch_delete(store, arguments[2], NULL, &error);
+		if (rc == -ENOENT && error.message[0] == '\0')
+			status = cli_fail("there is no branch '%s'", arguments[2]);
+		else if (rc == -EBUSY && error.message[0] == '\0')
+			status = cli_fail("branch '%s' cannot be deleted", arguments[2]);
+		else if (rc == -ENOTEMPTY && error.message[0] == '\0')
+			status = cli_fail("branch '%s' cannot be deleted: another branch was forked from it "
+					  "(delete that one first)", arguments[2]);
+		else if (rc < 0)
+			status = cli_fail_error(rc, &error, "cannot delete branch '%s'", arguments[2]);
+		else
+			printf("deleted branch %s\n", arguments[2]);
+	}
+	store_close(store);
+	return status;
+}

@@ -1,1 +1,354 @@
-/* cmd_log */
+/*
+ * cmd_log — `graphfs log STORE [--branch B] [--graph]`.
+ *
+ * Without --graph: the commit log of branch B (default main) as JSON lines,
+ * newest first — the same lines as the mounted `log` file.
+ *
+ * With --graph: one line per commit, newest first, with the branches drawn as
+ * ASCII lanes (like `git log --graph --all`). Without --branch every branch
+ * is drawn; with --branch B only the commits of B's history. A lane starts at
+ * a branch head, a commit is drawn as '*' in its lane, and a lane that joins
+ * another (the fork point of a branch) is drawn with '/'.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: graphfs log STORE [--branch B] [--graph]\n"
+	"\n"
+	"Prints the commit log of branch B (default main), newest first, one JSON\n"
+	"object per line: version, commit, parents, branch, time, actor, message,\n"
+	"changes — the same lines as the mounted log file.\n"
+	"\n"
+	"  --branch B   the branch (default main)\n"
+	"  --graph      draw the history as lanes instead: every branch, or only B's\n"
+	"               history when --branch is given\n";
+
+/* ---- JSON lines -------------------------------------------------------------------- */
+
+struct json_context {
+	struct buf line;
+	int rc;
+};
+
+static int print_json_line(const struct commit_record *record, void *context_pointer)
+{
+	struct json_context *context = context_pointer;
+	buf_reset(&context->line);
+	int rc = commit_record_render_json(record, &context->line);
+	if (rc == 0 && fwrite(context->line.data, 1, context->line.size, stdout) != context->line.size)
+		rc = -EIO;
+	context->rc = rc;
+	return rc;
+}
+
+/* ---- the graph --------------------------------------------------------------------- */
+
+struct graph_commit {
+	uint64_t version;
+	char id[ULID_TEXT_SIZE];
+	char branch[JOURNAL_NAME_MAX + 1];
+	size_t parent_count;
+	char parents[JOURNAL_MAX_PARENTS][ULID_TEXT_SIZE];
+	char *message;
+	char *tips;      /* ", "-separated names of the branches whose head this is, or NULL */
+};
+
+struct graph {
+	struct graph_commit *commits;
+	size_t count;
+	size_t capacity;
+	int rc;
+};
+
+static struct graph_commit *graph_find(struct graph *graph, const char *id)
+{
+	for (size_t i = 0; i < graph->count; i++)
+		if (strcmp(graph->commits[i].id, id) == 0)
+			return &graph->commits[i];
+	return NULL;
+}
+
+static int graph_collect(const struct commit_record *record, void *context)
+{
+	struct graph *graph = context;
+	char id[ULID_TEXT_SIZE];
+	ulid_format(&record->id, id);
+	if (graph_find(graph, id))
+		return 0;
+	if (graph->count == graph->capacity) {
+		size_t capacity = graph->capacity ? 2 * graph->capacity : 64;
+		struct graph_commit *grown = realloc(graph->commits, capacity * sizeof *grown);
+		if (!grown)
+			return graph->rc = -ENOMEM;
+		graph->commits = grown;
+		graph->capacity = capacity;
+	}
+	struct graph_commit *commit = &graph->commits[graph->count];
+	memset(commit, 0, sizeof *commit);
+	commit->version = record->version;
+	memcpy(commit->id, id, sizeof id);
+	snprintf(commit->branch, sizeof commit->branch, "%s", record->branch);
+	commit->parent_count = record->parent_count;
+	for (size_t i = 0; i < record->parent_count && i < JOURNAL_MAX_PARENTS; i++)
+		ulid_format(&record->parents[i], commit->parents[i]);
+	commit->message = strdup(record->message ? record->message : "");
+	if (!commit->message)
+		return graph->rc = -ENOMEM;
+	graph->count++;
+	return 0;
+}
+
+static int compare_newest_first(const void *a, const void *b)
+{
+	const struct graph_commit *left = a;
+	const struct graph_commit *right = b;
+	return left->version < right->version ? 1 : left->version > right->version ? -1 : 0;
+}
+
+static void graph_free(struct graph *graph)
+{
+	for (size_t i = 0; i < graph->count; i++) {
+		free(graph->commits[i].message);
+		free(graph->commits[i].tips);
+	}
+	free(graph->commits);
+}
+
+struct graph_walk {
+	struct store *store;
+	struct graph *graph;
+	const char *only;    /* the --branch, or NULL for all */
+	int rc;
+};
+
+/* Collects one branch's history and marks its head. */
+static int graph_add_branch(const struct store_branch_info *branch, void *context)
+{
+	struct graph_walk *walk = context;
+	if (walk->only && strcmp(walk->only, branch->name) != 0)
+		return 0;
+	struct store_snapshot *snapshot;
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_snapshot_open(walk->store, branch->name, STORE_LATEST, &snapshot, &error);
+	if (rc < 0)
+		return walk->rc = rc;
+	rc = store_snapshot_log(snapshot, graph_collect, walk->graph);
+	store_snapshot_release(snapshot);
+	if (rc < 0 || walk->graph->rc < 0)
+		return walk->rc = rc < 0 ? rc : walk->graph->rc;
+	if (branch->head_commit[0] == '\0')
+		return 0;
+	struct graph_commit *head = graph_find(walk->graph, branch->head_commit);
+	if (!head)
+		return 0;
+	size_t old_length = head->tips ? strlen(head->tips) : 0;
+	char *tips = realloc(head->tips, old_length + strlen(branch->name) + 3);
+	if (!tips)
+		return walk->rc = -ENOMEM;
+	if (old_length)
+		sprintf(tips + old_length, ", %s", branch->name);
+	else
+		strcpy(tips, branch->name);
+	head->tips = tips;
+	return 0;
+}
+
+/* Lanes: each holds the commit id it waits for, "" when free. */
+struct lanes {
+	char (*expect)[ULID_TEXT_SIZE];
+	size_t count;
+};
+
+static int lanes_add(struct lanes *lanes, const char *id)
+{
+	for (size_t i = 0; i < lanes->count; i++)
+		if (lanes->expect[i][0] == '\0') {
+			snprintf(lanes->expect[i], ULID_TEXT_SIZE, "%s", id);
+			return (int)i;
+		}
+	char (*grown)[ULID_TEXT_SIZE] = realloc(lanes->expect, (lanes->count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	lanes->expect = grown;
+	snprintf(lanes->expect[lanes->count], ULID_TEXT_SIZE, "%s", id);
+	return (int)lanes->count++;
+}
+
+static void lanes_trim(struct lanes *lanes)
+{
+	while (lanes->count > 0 && lanes->expect[lanes->count - 1][0] == '\0')
+		lanes->count--;
+}
+
+/* Prints the lane columns, with marker at column mark (or none when mark < 0). */
+static void lanes_print(const struct lanes *lanes, long mark, char marker)
+{
+	for (size_t i = 0; i < lanes->count; i++) {
+		char c = (long)i == mark ? marker : lanes->expect[i][0] ? '|' : ' ';
+		putchar(c);
+		putchar(' ');
+	}
+}
+
+/* Draws lane `from` (right of `into`) joining lane `into`: "|/", "| |_/"... */
+static int print_join(const struct lanes *lanes, size_t into, size_t from)
+{
+	size_t width = 2 * lanes->count;
+	char *row = malloc(width + 1);
+	if (!row)
+		return -ENOMEM;
+	memset(row, ' ', width);
+	row[width] = '\0';
+	for (size_t k = 0; k < lanes->count; k++)
+		if (k == into || lanes->expect[k][0])
+			row[2 * k] = '|';
+	row[2 * from] = ' ';
+	row[2 * from - 1] = '/';
+	for (size_t p = 2 * into + 1; p + 1 < 2 * from; p++)
+		if (row[p] == ' ')
+			row[p] = '_';
+	while (width > 0 && row[width - 1] == ' ')
+		row[--width] = '\0';
+	puts(row);
+	free(row);
+	return 0;
+}
+
+static int graph_print(struct graph *graph)
+{
+	struct lanes lanes = { NULL, 0 };
+	int rc = 0;
+	qsort(graph->commits, graph->count, sizeof graph->commits[0], compare_newest_first);
+	for (size_t c = 0; c < graph->count; c++) {
+		struct graph_commit *commit = &graph->commits[c];
+		long lane = -1;
+		for (size_t i = 0; i < lanes.count; i++)
+			if (strcmp(lanes.expect[i], commit->id) == 0) {
+				lane = (long)i;
+				break;
+			}
+		if (lane < 0) {
+			int added = lanes_add(&lanes, commit->id);
+			if (added < 0) {
+				rc = added;
+				break;
+			}
+			lane = added;
+		}
+
+		lanes_print(&lanes, lane, '*');
+		printf("%llu %s [%s]", (unsigned long long)commit->version, commit->id, commit->branch);
+		if (commit->tips)
+			printf(" (%s)", commit->tips);
+		fputs(" ", stdout);
+		for (const char *p = commit->message; *p; p++)
+			putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
+		putchar('\n');
+
+		/* Other lanes waiting for this commit join it: a branch forked here. */
+		for (size_t i = 0; i < lanes.count; i++) {
+			if ((long)i == lane || strcmp(lanes.expect[i], commit->id) != 0)
+				continue;
+			lanes.expect[i][0] = '\0';
+			rc = print_join(&lanes, (size_t)lane, i);
+			if (rc < 0)
+				break;
+		}
+		if (rc < 0)
+			break;
+
+		/* The lane continues with the first parent; a second parent (a merge) opens a lane. */
+		if (commit->parent_count > 0)
+			snprintf(lanes.expect[lane], ULID_TEXT_SIZE, "%s", commit->parents[0]);
+		else
+			lanes.expect[lane][0] = '\0';
+		for (size_t p = 1; p < commit->parent_count; p++) {
+			bool waited = false;
+			for (size_t i = 0; i < lanes.count; i++)
+				if (strcmp(lanes.expect[i], commit->parents[p]) == 0)
+					waited = true;
+			if (waited)
+				continue;
+			int added = lanes_add(&lanes, commit->parents[p]);
+			if (added < 0) {
+				rc = added;
+				break;
+			}
+			lanes_print(&lanes, added, '\\');
+			putchar('\n');
+		}
+		lanes_trim(&lanes);
+	}
+	free(lanes.expect);
+	return rc;
+}
+
+/* ---- the command -------------------------------------------------------------------- */
+
+int cmd_log(int argc, char **argv)
+{
+	const char *branch = NULL;
+	bool draw_graph = false;
+	const struct cli_option options[] = {
+		{ "branch", 0, &branch, NULL },
+		{ "graph", 0, NULL, &draw_graph },
+	};
+	char **arguments;
+	int count;
+	int status = cli_parse(argc, argv, usage, options, 2, &arguments, &count);
+	if (status >= 0)
+		return status;
+	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
+		return status;
+
+	struct store *store;
+	if ((status = cli_store_open(arguments[0], true, &store)) != 0)
+		return status;
+
+	if (!draw_graph) {
+		struct store_snapshot *snapshot;
+		status = cli_snapshot_open(store, branch ? branch : "main", STORE_LATEST, &snapshot);
+		if (status == 0) {
+			struct json_context context = { .rc = 0 };
+			buf_init(&context.line);
+			int rc = store_snapshot_log(snapshot, print_json_line, &context);
+			if (rc == 0 && context.rc < 0)
+				rc = context.rc;
+			if (rc < 0)
+				status = cli_fail_error(rc, NULL, "cannot read the log of branch '%s'",
+							branch ? branch : "main");
+			buf_free(&context.line);
+			store_snapshot_release(snapshot);
+		}
+		store_close(store);
+		return status;
+	}
+
+	if (branch) {
+		/* Fails with one clear line if the branch does not exist. */
+		struct store_snapshot *snapshot;
+		if ((status = cli_snapshot_open(store, branch, STORE_LATEST, &snapshot)) != 0) {
+			store_close(store);
+			return status;
+		}
+		store_snapshot_release(snapshot);
+	}
+	struct graph graph = { NULL, 0, 0, 0 };
+	struct graph_walk walk = { store, &graph, branch, 0 };
+	int rc = store_branches(store, graph_add_branch, &walk);
+	if (rc == 0 && walk.rc < 0)
+		rc = walk.rc;
+	if (rc == 0)
+		rc = graph_print(&graph);
+	if (rc < 0)
+		status = cli_fail_error(rc, NULL, "cannot draw the history of %s", arguments[0]);
+	graph_free(&graph);
+	store_close(store);
+	return status;
+}

@@ -1,1 +1,322 @@
-/* common */
+/*
+ * common — helpers shared by the subcommands: one-line errors, option
+ * parsing, opening the store, writing stdout, the progress bar.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Prints "graphfs: " + text + "\n" as one line: embedded newlines become spaces. */
+static void print_one_line(const char *text)
+{
+	char line[4096];
+	snprintf(line, sizeof line, "graphfs: %s", text);
+	size_t length = strlen(line);
+	while (length > 0 && (line[length - 1] == '\n' || line[length - 1] == ' '))
+		line[--length] = '\0';
+	for (size_t i = 0; i < length; i++)
+		if (line[i] == '\n' || line[i] == '\r')
+			line[i] = ' ';
+	fflush(stdout);
+	fprintf(stderr, "%s\n", line);
+}
+
+int cli_fail(const char *format, ...)
+{
+	char text[1536];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(text, sizeof text, format, arguments);
+	va_end(arguments);
+	print_one_line(text);
+	return CLI_EXIT_FAILURE;
+}
+
+int cli_usage_error(const char *command, const char *format, ...)
+{
+	char text[1024];
+	char line[2048];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(text, sizeof text, format, arguments);
+	va_end(arguments);
+	if (command)
+		snprintf(line, sizeof line, "%s: %s (see 'graphfs %s --help')", command, text, command);
+	else
+		snprintf(line, sizeof line, "%s (see 'graphfs --help')", text);
+	print_one_line(line);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_fail_error(int rc, const struct error_info *error, const char *context, ...)
+{
+	char prefix[768];
+	char text[2048];
+	va_list arguments;
+	va_start(arguments, context);
+	vsnprintf(prefix, sizeof prefix, context, arguments);
+	va_end(arguments);
+
+	if (error && error->message[0] != '\0') {
+		char formatted[1024];
+		error_info_format(error, formatted, sizeof formatted);
+		if (error->path[0] != '\0')
+			snprintf(text, sizeof text, "%s", formatted);
+		else
+			snprintf(text, sizeof text, "%s: %s", prefix, formatted);
+	} else {
+		snprintf(text, sizeof text, "%s: %s", prefix, strerror(rc < 0 ? -rc : rc));
+	}
+	print_one_line(text);
+	return CLI_EXIT_FAILURE;
+}
+
+/* ---- options -------------------------------------------------------------------- */
+
+int cli_parse(int argc, char **argv, const char *usage, const struct cli_option *options,
+	      size_t option_count, char ***positional, int *positional_count)
+{
+	const char *command = argv[0];
+	struct option long_options[option_count + 2];
+	char short_options[2 * option_count + 4];
+	size_t short_length = 0;
+
+	short_options[short_length++] = ':';   /* report a missing value as ':' */
+	short_options[short_length++] = 'h';
+	for (size_t i = 0; i < option_count; i++) {
+		long_options[i] = (struct option){
+			.name = options[i].long_name,
+			.has_arg = options[i].value ? required_argument : no_argument,
+			.flag = NULL,
+			.val = 256 + (int)i,
+		};
+		if (options[i].short_name) {
+			short_options[short_length++] = options[i].short_name;
+			if (options[i].value)
+				short_options[short_length++] = ':';
+		}
+	}
+	short_options[short_length] = '\0';
+	long_options[option_count] = (struct option){ "help", no_argument, NULL, 'h' };
+	long_options[option_count + 1] = (struct option){ NULL, 0, NULL, 0 };
+
+	optind = 0;   /* GNU: reinitialise, so each command parses from scratch */
+	opterr = 0;
+	for (;;) {
+		int index = -1;
+		int found = getopt_long(argc, argv, short_options, long_options, &index);
+		if (found == -1)
+			break;
+		if (found == 'h') {
+			fputs(usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (found == '?' || found == ':') {
+			const char *given = argv[optind - 1];
+			if (found == ':')
+				return cli_usage_error(command, "option '%s' needs a value", given);
+			return cli_usage_error(command, "unknown option '%s'", given);
+		}
+		size_t which = option_count;
+		if (found >= 256) {
+			which = (size_t)(found - 256);
+		} else {
+			for (size_t i = 0; i < option_count; i++)
+				if (options[i].short_name == found)
+					which = i;
+		}
+		if (which == option_count)
+			return cli_usage_error(command, "unknown option '%s'", argv[optind - 1]);
+		if (options[which].value)
+			*options[which].value = optarg;
+		else if (options[which].flag)
+			*options[which].flag = true;
+	}
+	*positional = argv + optind;
+	*positional_count = argc - optind;
+	return -1;
+}
+
+int cli_expect_arguments(const char *command, int count, int minimum, int maximum)
+{
+	if (count < minimum)
+		return cli_usage_error(command, "missing argument%s", minimum - count > 1 ? "s" : "");
+	if (count > maximum)
+		return cli_usage_error(command, "too many arguments");
+	return 0;
+}
+
+int cli_parse_version(const char *command, const char *text, uint64_t *out)
+{
+	const char *digits = text[0] == '@' ? text + 1 : text;
+	if (digits[0] < '0' || digits[0] > '9')
+		return cli_usage_error(command, "'%s' is not a version (expected a number such as 12)",
+				       text);
+	errno = 0;
+	char *end = NULL;
+	unsigned long long value = strtoull(digits, &end, 10);
+	if (errno != 0 || *end != '\0' || value == UINT64_MAX)
+		return cli_usage_error(command, "'%s' is not a version (expected a number such as 12)",
+				       text);
+	*out = value;
+	return 0;
+}
+
+/* ---- the store ---------------------------------------------------------------------- */
+
+int cli_store_open(const char *path, bool read_only, struct store **out)
+{
+	struct error_info error;
+	struct store_options options = { .read_only = read_only };
+	error_info_clear(&error);
+	int rc = store_open(path, &options, out, &error);
+	if (rc == 0)
+		return 0;
+	*out = NULL;
+	if (error.message[0] == '\0' && (rc == -ENOENT || rc == -ENOTDIR))
+		return cli_fail("%s is not a graphfs store (create one with 'graphfs init %s')", path,
+				path);
+	return cli_fail_error(rc, &error, "cannot open the store %s", path);
+}
+
+int cli_snapshot_open(struct store *store, const char *branch, uint64_t version,
+		      struct store_snapshot **out)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_snapshot_open(store, branch, version, out, &error);
+	if (rc == 0)
+		return 0;
+	*out = NULL;
+	if (error.message[0] == '\0' && rc == -ENOENT) {
+		if (version == STORE_LATEST)
+			return cli_fail("there is no branch '%s' (list them with 'graphfs branch %s list')",
+					branch, store_path(store));
+		return cli_fail("branch '%s' has no version %llu (the store's latest version is %llu; "
+				"a branch can be read from its creation on)",
+				branch, (unsigned long long)version,
+				(unsigned long long)store_version(store));
+	}
+	if (version == STORE_LATEST)
+		return cli_fail_error(rc, &error, "cannot read branch '%s'", branch);
+	return cli_fail_error(rc, &error, "cannot read branch '%s' at version %llu", branch,
+			      (unsigned long long)version);
+}
+
+/* ---- output -------------------------------------------------------------------------- */
+
+int cli_write_all(int fd, const void *bytes, size_t size)
+{
+	const char *position = bytes;
+	while (size > 0) {
+		ssize_t written = write(fd, position, size);
+		if (written < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		position += written;
+		size -= (size_t)written;
+	}
+	return 0;
+}
+
+int cli_finish_stdout(int status)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return cli_fail("cannot write to standard output: %s", strerror(errno));
+	return status;
+}
+
+/* ---- progress bar ----------------------------------------------------------------------- */
+
+static uint64_t now_us(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
+
+/* "12.3 MiB" */
+static void format_bytes(uint64_t bytes, char *out, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double value = (double)bytes;
+	size_t unit = 0;
+	while (value >= 1024.0 && unit + 1 < sizeof units / sizeof units[0]) {
+		value /= 1024.0;
+		unit++;
+	}
+	if (unit == 0)
+		snprintf(out, size, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(out, size, "%.1f %s", value, units[unit]);
+}
+
+static void progress_draw(struct cli_progress *progress, uint64_t done, uint64_t total)
+{
+	enum { WIDTH = 30 };
+	char done_text[32];
+	char line[160];
+	format_bytes(done, done_text, sizeof done_text);
+	if (total > 0) {
+		if (done > total)
+			done = total;
+		char total_text[32];
+		format_bytes(total, total_text, sizeof total_text);
+		unsigned filled = (unsigned)((double)done / (double)total * WIDTH);
+		unsigned percent = (unsigned)((double)done / (double)total * 100.0);
+		char bar[WIDTH + 1];
+		for (unsigned i = 0; i < WIDTH; i++)
+			bar[i] = i < filled ? '#' : '.';
+		bar[WIDTH] = '\0';
+		snprintf(line, sizeof line, "\r%s [%s] %3u%% %s / %s\033[K", progress->label, bar,
+			 percent, done_text, total_text);
+	} else {
+		snprintf(line, sizeof line, "\r%s %s\033[K", progress->label, done_text);
+	}
+	cli_write_all(STDERR_FILENO, line, strlen(line));
+	progress->drawn = true;
+}
+
+void cli_progress_begin(struct cli_progress *progress, const char *label, uint64_t total)
+{
+	progress->enabled = isatty(STDERR_FILENO) == 1;
+	progress->label = label;
+	progress->drawn = false;
+	progress->last_draw_us = now_us();
+	if (progress->enabled)
+		progress_draw(progress, 0, total);
+}
+
+void cli_progress_update(uint64_t done, uint64_t total, void *context)
+{
+	struct cli_progress *progress = context;
+	if (!progress->enabled)
+		return;
+	uint64_t now = now_us();
+	if (now - progress->last_draw_us < 100000 && !(total > 0 && done >= total))
+		return;
+	progress->last_draw_us = now;
+	progress_draw(progress, done, total);
+}
+
+void cli_progress_end(struct cli_progress *progress, bool success, uint64_t total)
+{
+	if (!progress->enabled)
+		return;
+	if (success)
+		progress_draw(progress, total, total);
+	if (progress->drawn)
+		cli_write_all(STDERR_FILENO, "\n", 1);
+	progress->drawn = false;
+}
