@@ -1,1 +1,1497 @@
-/* table — to be written */
+/*
+ * table — table versions, fragments, deletion bitmaps, the key tree, staged
+ * writes and byte-offset reads. See table.h and docs/FORMAT.md §10–§13.
+ *
+ * Invariants kept (in addition to table.h's 1–3):
+ *   4. In a stage, the id map names, for every id staged, the entry added
+ *      last for it; every earlier entry for that id is DEAD. So the entries
+ *      that are not DEAD are exactly "the last staged row or delete per id".
+ *   5. A staged row is either pending (its line is in pending_lines) or cut
+ *      (it is row `row_index` of stage fragment `fragment`). Pending rows
+ *      that die are simply left out when cut; cut rows that die are added
+ *      to their fragment's dead bitmap. stage live_rows / live_bytes always
+ *      equal the rows that are neither DEAD nor deletes.
+ *   6. Apply never changes the stage: a publish that must retry on a new
+ *      base (compare-and-swap) applies the same sealed stage again.
+ *
+ * States of a stage:
+ *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment)
+ *   OPEN --table_stage_seal--> SEALED --table_apply (any number of times)-->
+ *   SEALED --table_stage_published--> PUBLISHED (free keeps the segment)
+ *   free from OPEN or SEALED removes the segment, if any.
+ *
+ * Fragment sequence keys are big-endian so that memcmp order of the keys is
+ * the numeric order of the sequences, which is the table's row order.
+ */
+#include "table.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <roaring/roaring.h>
+
+#include "io.h"
+
+#define TABLE_RECORD_SIZE (16 + 16 + 8 + 3 * BLOCK_ADDRESS_SIZE + 8 + 8 + 8)
+#define DESCRIPTOR_SIZE (BLOCK_ADDRESS_SIZE + 4 + BLOCK_ADDRESS_SIZE + 4 + 8)
+#define KEY_VALUE_SIZE (8 + 4 + 4)
+#define SEQUENCE_KEY_SIZE 8
+
+/* ---- small encodings ------------------------------------------------------------ */
+
+struct fragment_descriptor {
+	struct block_address block;
+	uint32_t rows;                 /* rows in the fragment block */
+	struct block_address bitmap;   /* deletion bitmap, null if none */
+	uint32_t live_rows;
+	uint64_t live_bytes;
+};
+
+struct key_value {
+	uint64_t sequence;             /* fragment sequence */
+	uint32_t row_index;            /* row in that fragment */
+	uint32_t row_size;             /* bytes of the row's canonical line */
+};
+
+static void sequence_key(uint64_t sequence, uint8_t key[SEQUENCE_KEY_SIZE])
+{
+	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
+		key[i] = (uint8_t)(sequence >> (8 * (SEQUENCE_KEY_SIZE - 1 - i)));
+}
+
+static uint64_t sequence_from_key(const uint8_t key[SEQUENCE_KEY_SIZE])
+{
+	uint64_t sequence = 0;
+	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
+		sequence = sequence << 8 | key[i];
+	return sequence;
+}
+
+static void address_store(uint8_t *at, struct block_address address)
+{
+	buf_store_u64(at, address.segment);
+	buf_store_u64(at + 8, address.offset);
+}
+
+static struct block_address address_load(const uint8_t *at)
+{
+	return (struct block_address){ buf_load_u64(at), buf_load_u64(at + 8) };
+}
+
+static void descriptor_encode(const struct fragment_descriptor *descriptor, uint8_t out[DESCRIPTOR_SIZE])
+{
+	address_store(out, descriptor->block);
+	buf_store_u32(out + 16, descriptor->rows);
+	address_store(out + 20, descriptor->bitmap);
+	buf_store_u32(out + 36, descriptor->live_rows);
+	buf_store_u64(out + 40, descriptor->live_bytes);
+}
+
+static int descriptor_decode(const uint8_t *bytes, size_t size, struct fragment_descriptor *out)
+{
+	if (size != DESCRIPTOR_SIZE)
+		return -EIO;
+	out->block = address_load(bytes);
+	out->rows = buf_load_u32(bytes + 16);
+	out->bitmap = address_load(bytes + 20);
+	out->live_rows = buf_load_u32(bytes + 36);
+	out->live_bytes = buf_load_u64(bytes + 40);
+	if (block_address_is_null(out->block) || out->rows == 0 || out->live_rows == 0 ||
+	    out->live_rows > out->rows || (out->live_rows < out->rows && block_address_is_null(out->bitmap)))
+		return -EIO;
+	return 0;
+}
+
+static void key_value_encode(const struct key_value *value, uint8_t out[KEY_VALUE_SIZE])
+{
+	buf_store_u64(out, value->sequence);
+	buf_store_u32(out + 8, value->row_index);
+	buf_store_u32(out + 12, value->row_size);
+}
+
+static int key_value_decode(const uint8_t *bytes, size_t size, struct key_value *out)
+{
+	if (size != KEY_VALUE_SIZE)
+		return -EIO;
+	out->sequence = buf_load_u64(bytes);
+	out->row_index = buf_load_u32(bytes + 8);
+	out->row_size = buf_load_u32(bytes + 12);
+	return 0;
+}
+
+/* Keys compare as the B+tree does: memcmp over the shorter length, then length. */
+static int id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
+{
+	size_t common = a_size < b_size ? a_size : b_size;
+	int order = common ? memcmp(a, b, common) : 0;
+	if (order != 0)
+		return order;
+	return a_size < b_size ? -1 : a_size > b_size;
+}
+
+/* ---- table version records ---------------------------------------------------------- */
+
+int table_info_read(struct pager *pager, struct block_address address, struct table_info *out)
+{
+	struct buf raw;
+	buf_init(&raw);
+	int rc = pager_read(pager, address, BLOCK_TABLE, &raw);
+	if (rc < 0)
+		goto out;
+	struct buf_reader reader;
+	buf_reader_init(&reader, raw.data, raw.size);
+	struct table_info info;
+	buf_get_raw(&reader, info.stable_id.bytes, 16);
+	buf_get_raw(&reader, info.incarnation.bytes, 16);
+	info.table_version = buf_get_u64(&reader);
+	info.schema = codec_get_address(&reader);
+	info.fragments = codec_get_address(&reader);
+	info.keys = codec_get_address(&reader);
+	info.row_count = buf_get_u64(&reader);
+	info.byte_size = buf_get_u64(&reader);
+	info.next_fragment = buf_get_u64(&reader);
+	if (reader.failed || buf_reader_remaining(&reader) != 0 || info.table_version == 0 ||
+	    block_address_is_null(info.fragments) != block_address_is_null(info.keys) ||
+	    block_address_is_null(info.keys) != (info.row_count == 0)) {
+		rc = -EIO;
+		goto out;
+	}
+	*out = info;
+out:
+	buf_free(&raw);
+	return rc;
+}
+
+int table_info_append(struct pager_append *append, const struct table_info *info,
+		      struct block_address *address_out)
+{
+	struct buf record;
+	buf_init(&record);
+	int rc;
+	if ((rc = buf_append(&record, info->stable_id.bytes, 16)) < 0 ||
+	    (rc = buf_append(&record, info->incarnation.bytes, 16)) < 0 ||
+	    (rc = buf_put_u64(&record, info->table_version)) < 0 ||
+	    (rc = codec_put_address(&record, info->schema)) < 0 ||
+	    (rc = codec_put_address(&record, info->fragments)) < 0 ||
+	    (rc = codec_put_address(&record, info->keys)) < 0 ||
+	    (rc = buf_put_u64(&record, info->row_count)) < 0 ||
+	    (rc = buf_put_u64(&record, info->byte_size)) < 0 ||
+	    (rc = buf_put_u64(&record, info->next_fragment)) < 0)
+		goto out;
+	assert(record.size == TABLE_RECORD_SIZE);
+	rc = pager_append_block(append, BLOCK_TABLE, CODEC_NONE, record.data, record.size, address_out);
+out:
+	buf_free(&record);
+	return rc;
+}
+
+int table_schema_read(struct pager *pager, struct block_address schema_block, struct schema *out)
+{
+	struct buf raw;
+	buf_init(&raw);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = pager_read(pager, schema_block, BLOCK_SCHEMA, &raw);
+	if (rc < 0)
+		goto out;
+	rc = schema_parse(raw.size ? (const char *)raw.data : "", raw.size, out, &error);
+	if (rc < 0) {
+		fprintf(stderr, "graphfs: schema block at %llu:%llu does not parse: %s\n",
+			(unsigned long long)schema_block.segment, (unsigned long long)schema_block.offset,
+			error.message);
+		rc = -EIO;
+	}
+out:
+	buf_free(&raw);
+	return rc;
+}
+
+/* ---- fragments: decoding ------------------------------------------------------------ */
+
+/*
+ * One decoded fragment. Payload: u32 rows n, n u32 line end offsets, n u32
+ * id end offsets, the lines, the ids (offsets relative to their area).
+ */
+struct fragment_view {
+	struct buf raw;
+	uint32_t rows;
+	const uint8_t *line_ends;
+	const uint8_t *id_ends;
+	const uint8_t *lines;
+	const uint8_t *ids;
+	size_t lines_size;
+	size_t ids_size;
+	roaring_bitmap_t *deleted;      /* NULL when no row is deleted */
+	uint32_t live_rows;
+	uint64_t live_bytes;
+};
+
+static void fragment_view_init(struct fragment_view *view)
+{
+	memset(view, 0, sizeof *view);
+	buf_init(&view->raw);
+}
+
+static void fragment_view_clear(struct fragment_view *view)
+{
+	buf_free(&view->raw);
+	if (view->deleted)
+		roaring_bitmap_free(view->deleted);
+	fragment_view_init(view);
+}
+
+static size_t line_start(const struct fragment_view *view, uint32_t row)
+{
+	return row ? buf_load_u32(view->line_ends + 4 * (size_t)(row - 1)) : 0;
+}
+
+static size_t line_end(const struct fragment_view *view, uint32_t row)
+{
+	return buf_load_u32(view->line_ends + 4 * (size_t)row);
+}
+
+static const uint8_t *row_id(const struct fragment_view *view, uint32_t row, size_t *size)
+{
+	size_t start = row ? buf_load_u32(view->id_ends + 4 * (size_t)(row - 1)) : 0;
+	*size = buf_load_u32(view->id_ends + 4 * (size_t)row) - start;
+	return view->ids + start;
+}
+
+/* Reads and deserializes a deletion bitmap of a fragment of rows rows. 0, -EIO, -ENOENT, -ENOMEM. */
+static int bitmap_read(struct pager *pager, struct block_address address, uint32_t rows,
+		       roaring_bitmap_t **out)
+{
+	struct buf raw;
+	buf_init(&raw);
+	*out = NULL;
+	int rc = pager_read(pager, address, BLOCK_BITMAP, &raw);
+	if (rc < 0)
+		goto out;
+	if (raw.size == 0 ||
+	    roaring_bitmap_portable_deserialize_size((const char *)raw.data, raw.size) != raw.size) {
+		rc = -EIO;
+		goto out;
+	}
+	roaring_bitmap_t *bitmap = roaring_bitmap_portable_deserialize_safe((const char *)raw.data, raw.size);
+	if (!bitmap) {
+		rc = -EIO;
+		goto out;
+	}
+	if (!roaring_bitmap_is_empty(bitmap) && roaring_bitmap_maximum(bitmap) >= rows) {
+		roaring_bitmap_free(bitmap);
+		rc = -EIO;
+		goto out;
+	}
+	*out = bitmap;
+out:
+	buf_free(&raw);
+	return rc;
+}
+
+/*
+ * Loads the fragment a descriptor names (block and bitmap), checks its
+ * structure against the descriptor and counts its rows as decoded data rows.
+ * On error the view is cleared. Returns 0, -EIO, -ENOENT, -ENOMEM.
+ */
+static int fragment_view_load(struct pager *pager, const struct fragment_descriptor *descriptor,
+			      struct fragment_view *view)
+{
+	fragment_view_clear(view);
+	int rc = pager_read(pager, descriptor->block, BLOCK_FRAGMENT, &view->raw);
+	if (rc < 0)
+		goto out;
+	rc = -EIO;
+	if (view->raw.size < 4)
+		goto out;
+	uint32_t rows = buf_load_u32(view->raw.data);
+	if (rows != descriptor->rows || (view->raw.size - 4) / 8 < rows)
+		goto out;
+	view->rows = rows;
+	view->line_ends = view->raw.data + 4;
+	view->id_ends = view->line_ends + 4 * (size_t)rows;
+	size_t previous = 0;
+	for (uint32_t row = 0; row < rows; row++) {
+		size_t end = buf_load_u32(view->line_ends + 4 * (size_t)row);
+		if (end <= previous)
+			goto out;
+		previous = end;
+	}
+	view->lines_size = previous;
+	previous = 0;
+	for (uint32_t row = 0; row < rows; row++) {
+		size_t end = buf_load_u32(view->id_ends + 4 * (size_t)row);
+		if (end <= previous)
+			goto out;
+		previous = end;
+	}
+	view->ids_size = previous;
+	size_t header = 4 + 8 * (size_t)rows;
+	if (view->raw.size - header < view->lines_size ||
+	    view->raw.size - header - view->lines_size != view->ids_size)
+		goto out;
+	view->lines = view->raw.data + header;
+	view->ids = view->lines + view->lines_size;
+	for (uint32_t row = 0; row < rows; row++)
+		if (view->lines[line_end(view, row) - 1] != '\n')
+			goto out;
+	io_count_rows(IO_DATA, rows);
+	view->live_rows = rows;
+	view->live_bytes = view->lines_size;
+	if (!block_address_is_null(descriptor->bitmap)) {
+		rc = bitmap_read(pager, descriptor->bitmap, rows, &view->deleted);
+		if (rc < 0)
+			goto out;
+		rc = -EIO;
+		roaring_uint32_iterator_t iterator;
+		roaring_init_iterator(view->deleted, &iterator);
+		for (; iterator.has_value; roaring_advance_uint32_iterator(&iterator)) {
+			uint32_t row = iterator.current_value;
+			view->live_rows--;
+			view->live_bytes -= line_end(view, row) - line_start(view, row);
+		}
+	}
+	if (view->live_rows != descriptor->live_rows || view->live_bytes != descriptor->live_bytes)
+		goto out;
+	rc = 0;
+out:
+	if (rc < 0) {
+		if (rc == -EIO)
+			fprintf(stderr, "graphfs: fragment at %llu:%llu is inconsistent with its descriptor\n",
+				(unsigned long long)descriptor->block.segment,
+				(unsigned long long)descriptor->block.offset);
+		fragment_view_clear(view);
+	}
+	return rc;
+}
+
+static bool fragment_view_is_live(const struct fragment_view *view, uint32_t row)
+{
+	return !view->deleted || !roaring_bitmap_contains(view->deleted, row);
+}
+
+/* Looks a fragment descriptor up by sequence in the fragment tree. 0, -ENOENT, -errno. */
+static int descriptor_get(struct btree *fragments, uint64_t sequence, struct fragment_descriptor *out)
+{
+	uint8_t key[SEQUENCE_KEY_SIZE];
+	sequence_key(sequence, key);
+	struct buf value;
+	buf_init(&value);
+	int rc = btree_get(fragments, key, sizeof key, &value);
+	if (rc == 0)
+		rc = descriptor_decode(value.data, value.size, out);
+	buf_free(&value);
+	return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+struct reader_fragment {
+	struct fragment_descriptor descriptor;
+	uint64_t start;                 /* rendered offset of its first live byte */
+};
+
+struct table_reader {
+	struct pager *pager;
+	struct reader_fragment *fragments;
+	size_t fragment_count;
+	uint64_t size;
+	/* The last fragment decoded, and for fragments with deletions the live-row map. */
+	size_t cached;                  /* index into fragments, or SIZE_MAX */
+	struct fragment_view view;
+	uint32_t *live_row;             /* live_count row indexes, in order */
+	uint32_t *live_start;           /* their rendered offsets within the fragment */
+	uint32_t live_count;
+};
+
+int table_reader_open(struct pager *pager, const struct table_info *info, struct table_reader **out)
+{
+	*out = NULL;
+	struct table_reader *reader = calloc(1, sizeof *reader);
+	struct btree *tree = NULL;
+	struct btree_iterator *iterator = NULL;
+	if (!reader)
+		return -ENOMEM;
+	reader->pager = pager;
+	reader->cached = SIZE_MAX;
+	fragment_view_init(&reader->view);
+	size_t capacity = 0;
+	int rc = btree_open(pager, info->fragments, &tree);
+	if (rc < 0)
+		goto out;
+	rc = btree_iterator_open(tree, NULL, 0, &iterator);
+	if (rc < 0)
+		goto out;
+	for (;;) {
+		const uint8_t *key, *value;
+		size_t key_size, value_size;
+		rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
+		if (rc <= 0)
+			break;
+		if (reader->fragment_count == capacity) {
+			size_t grown = capacity ? capacity * 2 : 16;
+			struct reader_fragment *fragments = realloc(reader->fragments, grown * sizeof *fragments);
+			if (!fragments) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			reader->fragments = fragments;
+			capacity = grown;
+		}
+		struct reader_fragment *fragment = &reader->fragments[reader->fragment_count];
+		if (key_size != SEQUENCE_KEY_SIZE ||
+		    descriptor_decode(value, value_size, &fragment->descriptor) < 0) {
+			rc = -EIO;
+			goto out;
+		}
+		fragment->start = reader->size;
+		reader->size += fragment->descriptor.live_bytes;
+		reader->fragment_count++;
+	}
+	if (rc < 0)
+		goto out;
+	if (reader->size != info->byte_size) {
+		fprintf(stderr, "graphfs: table fragments hold %llu bytes, the table version says %llu\n",
+			(unsigned long long)reader->size, (unsigned long long)info->byte_size);
+		rc = -EIO;
+		goto out;
+	}
+	*out = reader;
+	reader = NULL;
+	rc = 0;
+out:
+	btree_iterator_free(iterator);
+	btree_free(tree);
+	table_reader_free(reader);
+	return rc;
+}
+
+void table_reader_free(struct table_reader *reader)
+{
+	if (!reader)
+		return;
+	fragment_view_clear(&reader->view);
+	free(reader->live_row);
+	free(reader->live_start);
+	free(reader->fragments);
+	free(reader);
+}
+
+uint64_t table_reader_size(const struct table_reader *reader)
+{
+	return reader->size;
+}
+
+/* Makes fragment index the decoded one (with its live-row map). 0 or -errno. */
+static int reader_decode(struct table_reader *reader, size_t index)
+{
+	if (reader->cached == index)
+		return 0;
+	reader->cached = SIZE_MAX;
+	reader->live_count = 0;
+	int rc = fragment_view_load(reader->pager, &reader->fragments[index].descriptor, &reader->view);
+	if (rc < 0)
+		return rc;
+	struct fragment_view *view = &reader->view;
+	if (view->deleted) {
+		free(reader->live_row);
+		free(reader->live_start);
+		reader->live_row = malloc(sizeof(uint32_t) * view->live_rows);
+		reader->live_start = malloc(sizeof(uint32_t) * view->live_rows);
+		if (!reader->live_row || !reader->live_start) {
+			free(reader->live_row);
+			free(reader->live_start);
+			reader->live_row = reader->live_start = NULL;
+			fragment_view_clear(view);
+			return -ENOMEM;
+		}
+		uint32_t position = 0;
+		for (uint32_t row = 0; row < view->rows; row++) {
+			if (!fragment_view_is_live(view, row))
+				continue;
+			reader->live_row[reader->live_count] = row;
+			reader->live_start[reader->live_count] = position;
+			reader->live_count++;
+			position += (uint32_t)(line_end(view, row) - line_start(view, row));
+		}
+		assert(reader->live_count == view->live_rows);
+	}
+	reader->cached = index;
+	return 0;
+}
+
+/* Index of the fragment holding rendered byte offset (offset < reader->size). */
+static size_t reader_find_fragment(const struct table_reader *reader, uint64_t offset)
+{
+	size_t low = 0, high = reader->fragment_count;
+	while (high - low > 1) {
+		size_t middle = low + (high - low) / 2;
+		if (reader->fragments[middle].start <= offset)
+			low = middle;
+		else
+			high = middle;
+	}
+	return low;
+}
+
+ssize_t table_reader_pread(struct table_reader *reader, void *out, size_t size, uint64_t offset)
+{
+	uint8_t *destination = out;
+	size_t copied = 0;
+	while (copied < size && offset < reader->size) {
+		size_t index = reader->cached != SIZE_MAX &&
+					       offset >= reader->fragments[reader->cached].start &&
+					       offset - reader->fragments[reader->cached].start <
+						       reader->fragments[reader->cached].descriptor.live_bytes
+				       ? reader->cached
+				       : reader_find_fragment(reader, offset);
+		int rc = reader_decode(reader, index);
+		if (rc < 0)
+			return rc;
+		const struct reader_fragment *fragment = &reader->fragments[index];
+		const struct fragment_view *view = &reader->view;
+		uint64_t within = offset - fragment->start;
+		if (!view->deleted) {
+			/* All lines live: the rendering is the lines area itself. */
+			size_t take = (size_t)(view->lines_size - within);
+			if (take > size - copied)
+				take = size - copied;
+			memcpy(destination + copied, view->lines + within, take);
+			copied += take;
+			offset += take;
+			continue;
+		}
+		size_t low = 0, high = reader->live_count;
+		while (high - low > 1) {
+			size_t middle = low + (high - low) / 2;
+			if (reader->live_start[middle] <= within)
+				low = middle;
+			else
+				high = middle;
+		}
+		for (size_t live = low; live < reader->live_count && copied < size; live++) {
+			uint32_t row = reader->live_row[live];
+			size_t start = line_start(view, row);
+			size_t length = line_end(view, row) - start;
+			size_t skip = (size_t)(within - reader->live_start[live]);
+			size_t take = length - skip;
+			if (take > size - copied)
+				take = size - copied;
+			memcpy(destination + copied, view->lines + start + skip, take);
+			copied += take;
+			offset += take;
+			within += take;
+		}
+	}
+	return (ssize_t)copied;
+}
+
+int table_lookup(struct pager *pager, const struct table_info *info, const void *id, size_t id_size,
+		 struct buf *row_out)
+{
+	struct btree *keys = NULL, *fragments = NULL;
+	struct buf value;
+	buf_init(&value);
+	struct fragment_view view;
+	fragment_view_init(&view);
+	struct key_value location;
+	struct fragment_descriptor descriptor;
+	int rc;
+	if (block_address_is_null(info->keys))
+		return -ENOENT;
+	if ((rc = btree_open(pager, info->keys, &keys)) < 0 ||
+	    (rc = btree_get(keys, id, id_size, &value)) < 0)
+		goto out;
+	if ((rc = key_value_decode(value.data, value.size, &location)) < 0 ||
+	    (rc = btree_open(pager, info->fragments, &fragments)) < 0)
+		goto out;
+	rc = descriptor_get(fragments, location.sequence, &descriptor);
+	if (rc == -ENOENT)
+		rc = -EIO; /* the key tree names a fragment the table does not have */
+	if (rc < 0 || (rc = fragment_view_load(pager, &descriptor, &view)) < 0)
+		goto out;
+	size_t found_size;
+	const uint8_t *found;
+	if (location.row_index >= view.rows || !fragment_view_is_live(&view, location.row_index) ||
+	    (found = row_id(&view, location.row_index, &found_size), found_size != id_size) ||
+	    memcmp(found, id, id_size) != 0) {
+		rc = -EIO;
+		goto out;
+	}
+	size_t start = line_start(&view, location.row_index);
+	rc = buf_append(row_out, view.lines + start, line_end(&view, location.row_index) - start);
+out:
+	fragment_view_clear(&view);
+	buf_free(&value);
+	btree_free(keys);
+	btree_free(fragments);
+	return rc;
+}
+
+/* ---- staging ------------------------------------------------------------------------- */
+
+enum {
+	ENTRY_DELETE = 1,   /* a staged delete (merges) */
+	ENTRY_DEAD = 2,     /* superseded by a later entry for the same id */
+	ENTRY_CUT = 4,      /* the row is in stage fragment `fragment` at `row_index` */
+};
+
+#define PENDING UINT32_MAX
+
+struct stage_entry {
+	uint64_t id_offset;             /* into stage->ids */
+	uint32_t line_size;             /* bytes of the canonical line, 0 for deletes */
+	uint32_t fragment;              /* ENTRY_CUT: stage fragment ordinal */
+	uint32_t position;              /* cut: row index; pending: offset in pending_lines */
+	uint16_t id_size;
+	uint8_t flags;
+};
+
+struct stage_fragment {
+	struct block_address address;   /* spilled: its block in the segment; inline: null */
+	struct buf payload;             /* inline: the raw payload, appended at apply */
+	uint32_t rows;
+	uint32_t live_rows;
+	uint64_t live_bytes;
+	roaring_bitmap_t *dead;         /* rows that died after the cut, NULL if none */
+};
+
+struct table_stage {
+	struct pager *pager;
+	enum table_write_mode mode;
+	enum codec_kind codec;
+	table_segment_allocator allocate;
+	void *allocate_context;
+	struct pager_segment *segment;  /* non-NULL once spilled */
+	uint64_t segment_id;
+	bool sealed;
+	bool published;
+
+	struct stage_entry *entries;
+	size_t entry_count, entry_capacity;
+	struct buf ids;                 /* every staged id, concatenated */
+	uint32_t *slots;                /* id map: entry index + 1, 0 = empty; open addressing */
+	size_t slot_capacity;           /* power of two */
+	size_t distinct;                /* ids in the map */
+
+	struct buf pending_lines;       /* lines of rows not yet cut */
+	uint32_t *pending;              /* entry indexes of those rows, in order */
+	size_t pending_count, pending_capacity;
+
+	struct stage_fragment *fragments;
+	size_t fragment_count, fragment_capacity;
+
+	uint32_t *sorted;               /* after seal: live row entries in key order */
+	size_t sorted_count;
+
+	uint64_t rows_added, bytes_added, live_rows, live_bytes;
+	struct buf scratch;
+};
+
+static const uint8_t *entry_id(const struct table_stage *stage, const struct stage_entry *entry)
+{
+	return stage->ids.data + entry->id_offset;
+}
+
+static size_t slot_of(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	return (size_t)codec_hash(id, id_size) & (stage->slot_capacity - 1);
+}
+
+/* Finds the map slot of id: its entry's slot, or the empty slot it would take. */
+static size_t stage_find_slot(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	size_t slot = slot_of(stage, id, id_size);
+	for (;;) {
+		uint32_t held = stage->slots[slot];
+		if (held == 0)
+			return slot;
+		const struct stage_entry *entry = &stage->entries[held - 1];
+		if (entry->id_size == id_size && memcmp(entry_id(stage, entry), id, id_size) == 0)
+			return slot;
+		slot = (slot + 1) & (stage->slot_capacity - 1);
+	}
+}
+
+/* The index + 1 of the entry last staged for id, or 0. */
+static uint32_t stage_lookup(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	if (stage->slot_capacity == 0)
+		return 0;
+	return stage->slots[stage_find_slot(stage, id, id_size)];
+}
+
+/* Doubles the id map (keeps the load at most one half). 0 or -ENOMEM; unchanged on error. */
+static int stage_grow_map(struct table_stage *stage)
+{
+	size_t capacity = stage->slot_capacity ? stage->slot_capacity * 2 : 1024;
+	uint32_t *slots = calloc(capacity, sizeof *slots);
+	if (!slots)
+		return -ENOMEM;
+	uint32_t *old = stage->slots;
+	size_t old_capacity = stage->slot_capacity;
+	stage->slots = slots;
+	stage->slot_capacity = capacity;
+	for (size_t i = 0; i < old_capacity; i++) {
+		if (!old[i])
+			continue;
+		const struct stage_entry *entry = &stage->entries[old[i] - 1];
+		size_t slot = slot_of(stage, entry_id(stage, entry), entry->id_size);
+		while (slots[slot])
+			slot = (slot + 1) & (capacity - 1);
+		slots[slot] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+static int grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
+{
+	if (needed <= *capacity)
+		return 0;
+	size_t grown = *capacity ? *capacity : 64;
+	while (grown < needed)
+		grown *= 2;
+	void *bigger = realloc(*array, grown * element_size);
+	if (!bigger)
+		return -ENOMEM;
+	*array = bigger;
+	*capacity = grown;
+	return 0;
+}
+
+int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
+		     table_segment_allocator allocate, void *allocate_context,
+		     struct table_stage **out)
+{
+	struct table_stage *stage = calloc(1, sizeof *stage);
+	if (!stage)
+		return -ENOMEM;
+	stage->pager = pager;
+	stage->mode = mode;
+	stage->codec = codec;
+	stage->allocate = allocate;
+	stage->allocate_context = allocate_context;
+	buf_init(&stage->ids);
+	buf_init(&stage->pending_lines);
+	buf_init(&stage->scratch);
+	*out = stage;
+	return 0;
+}
+
+void table_stage_free(struct table_stage *stage)
+{
+	if (!stage)
+		return;
+	if (stage->segment) {
+		pager_segment_free(stage->segment);
+		if (!stage->published)
+			pager_segment_remove(stage->pager, stage->segment_id);
+	}
+	for (size_t i = 0; i < stage->fragment_count; i++) {
+		buf_free(&stage->fragments[i].payload);
+		if (stage->fragments[i].dead)
+			roaring_bitmap_free(stage->fragments[i].dead);
+	}
+	free(stage->fragments);
+	free(stage->entries);
+	free(stage->slots);
+	free(stage->pending);
+	free(stage->sorted);
+	buf_free(&stage->ids);
+	buf_free(&stage->pending_lines);
+	buf_free(&stage->scratch);
+	free(stage);
+}
+
+void table_stage_published(struct table_stage *stage)
+{
+	stage->published = true;
+}
+
+enum table_write_mode table_stage_mode(const struct table_stage *stage)
+{
+	return stage->mode;
+}
+
+uint64_t table_stage_rows(const struct table_stage *stage)
+{
+	return stage->rows_added;
+}
+
+uint64_t table_stage_bytes(const struct table_stage *stage)
+{
+	return stage->bytes_added;
+}
+
+uint64_t table_stage_segment(const struct table_stage *stage)
+{
+	return stage->segment ? stage->segment_id : 0;
+}
+
+bool table_stage_has(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	uint32_t held = stage_lookup(stage, id, id_size);
+	return held && !(stage->entries[held - 1].flags & ENTRY_DELETE);
+}
+
+bool table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	uint32_t held = stage_lookup(stage, id, id_size);
+	return held && (stage->entries[held - 1].flags & ENTRY_DELETE);
+}
+
+/*
+ * Cuts one fragment from the pending rows starting at *cursor: the live
+ * rows that fit TABLE_FRAGMENT_ROWS / TABLE_FRAGMENT_BYTES. A spilled stage
+ * writes it to the segment; an inline one keeps the payload for apply.
+ * Advances *cursor past the rows consumed. 0 or -errno; on error no row was
+ * assigned to a fragment.
+ */
+static int stage_cut(struct table_stage *stage, size_t *cursor)
+{
+	size_t first = *cursor, end = first;
+	uint32_t rows = 0;
+	uint64_t bytes = 0, id_bytes = 0;
+	while (end < stage->pending_count) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[end]];
+		if (!(entry->flags & ENTRY_DEAD)) {
+			if (rows == TABLE_FRAGMENT_ROWS ||
+			    (rows > 0 && bytes + entry->line_size > TABLE_FRAGMENT_BYTES))
+				break;
+			rows++;
+			bytes += entry->line_size;
+			id_bytes += entry->id_size;
+		}
+		end++;
+	}
+	if (rows == 0) {
+		*cursor = end;
+		return 0;
+	}
+	if (4 + 8 * (uint64_t)rows + bytes + id_bytes > BLOCK_MAX_RAW_SIZE)
+		return -EFBIG;
+	int rc = grow_array((void **)&stage->fragments, &stage->fragment_capacity,
+			    stage->fragment_count + 1, sizeof *stage->fragments);
+	if (rc < 0)
+		return rc;
+	struct buf *payload = &stage->scratch;
+	buf_reset(payload);
+	if ((rc = buf_reserve(payload, 4 + 8 * (size_t)rows + bytes + id_bytes)) < 0)
+		return rc;
+	buf_put_u32(payload, rows);
+	uint32_t offset = 0;
+	for (size_t i = first; i < end; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		if (!(entry->flags & ENTRY_DEAD))
+			buf_put_u32(payload, offset += entry->line_size);
+	}
+	offset = 0;
+	for (size_t i = first; i < end; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		if (!(entry->flags & ENTRY_DEAD))
+			buf_put_u32(payload, offset += entry->id_size);
+	}
+	for (size_t i = first; i < end; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		if (!(entry->flags & ENTRY_DEAD))
+			buf_append(payload, stage->pending_lines.data + entry->position, entry->line_size);
+	}
+	for (size_t i = first; i < end; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		if (!(entry->flags & ENTRY_DEAD))
+			buf_append(payload, entry_id(stage, entry), entry->id_size);
+	}
+	struct stage_fragment *fragment = &stage->fragments[stage->fragment_count];
+	memset(fragment, 0, sizeof *fragment);
+	buf_init(&fragment->payload);
+	if (stage->segment) {
+		rc = pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec, payload->data,
+					 payload->size, &fragment->address);
+		if (rc < 0)
+			return rc;
+	} else {
+		/* Hand the scratch buffer over as the payload; the scratch starts afresh. */
+		fragment->payload = *payload;
+		buf_init(payload);
+	}
+	fragment->rows = rows;
+	fragment->live_rows = rows;
+	fragment->live_bytes = bytes;
+	uint32_t index = 0;
+	for (size_t i = first; i < end; i++) {
+		struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		if (entry->flags & ENTRY_DEAD)
+			continue;
+		entry->flags |= ENTRY_CUT;
+		entry->fragment = (uint32_t)stage->fragment_count;
+		entry->position = index++;
+	}
+	stage->fragment_count++;
+	*cursor = end;
+	return 0;
+}
+
+/* Cuts every pending row into fragments; pending is empty after success. 0 or -errno. */
+static int stage_cut_all(struct table_stage *stage)
+{
+	size_t cursor = 0;
+	int rc = 0;
+	while (cursor < stage->pending_count && rc == 0)
+		rc = stage_cut(stage, &cursor);
+	/* Drop the rows that were cut (all of them unless an error stopped us). */
+	memmove(stage->pending, stage->pending + cursor,
+		(stage->pending_count - cursor) * sizeof *stage->pending);
+	stage->pending_count -= cursor;
+	if (stage->pending_count == 0)
+		buf_reset(&stage->pending_lines);
+	return rc;
+}
+
+/* Moves the stage to a segment of its own: announces, creates it and cuts pending rows into it. */
+static int stage_spill(struct table_stage *stage)
+{
+	if (!stage->allocate)
+		return -ENOSPC;
+	uint64_t segment_id;
+	int rc = stage->allocate(stage->allocate_context, &segment_id);
+	if (rc < 0)
+		return rc;
+	rc = pager_segment_create(stage->pager, segment_id, &stage->segment);
+	if (rc < 0)
+		return rc;
+	stage->segment_id = segment_id;
+	return stage_cut_all(stage);
+}
+
+/* Marks the entry superseded by a newer one for its id (invariant 5 for cut rows). */
+static void stage_kill(struct table_stage *stage, struct stage_entry *entry)
+{
+	assert(!(entry->flags & ENTRY_DEAD));
+	entry->flags |= ENTRY_DEAD;
+	if (entry->flags & ENTRY_DELETE)
+		return;
+	stage->live_rows--;
+	stage->live_bytes -= entry->line_size;
+	if (entry->flags & ENTRY_CUT) {
+		struct stage_fragment *fragment = &stage->fragments[entry->fragment];
+		roaring_bitmap_add(fragment->dead, entry->position);
+		fragment->live_rows--;
+		fragment->live_bytes -= entry->line_size;
+	}
+}
+
+int table_stage_add(struct table_stage *stage, const struct schema_row *row)
+{
+	const uint8_t *id = row->id.data;
+	size_t id_size = row->id.size;
+	size_t line_size = row->is_delete ? 0 : row->canonical.size;
+	int rc;
+	if (stage->sealed || id_size == 0 || id_size > BTREE_MAX_KEY || id_size > UINT16_MAX)
+		return -EINVAL;
+	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
+		return -EINVAL;
+	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n'))
+		return -EINVAL;
+	/* A row must fit a fragment of its own; entry indexes are u32. */
+	if (4 + 8 + (uint64_t)line_size + id_size > BLOCK_MAX_RAW_SIZE || stage->entry_count >= UINT32_MAX - 1)
+		return -EFBIG;
+	uint32_t held = stage_lookup(stage, id, id_size);
+	if (held && stage->mode == TABLE_OVERWRITE)
+		return -EEXIST;
+
+	/* Make room first, so that nothing below can fail once the stage changes. */
+	if (!row->is_delete) {
+		if (!stage->segment && stage->pending_lines.size + line_size > TABLE_INLINE_LIMIT) {
+			if ((rc = stage_spill(stage)) < 0)
+				return rc;
+		} else if (stage->segment &&
+			   (stage->pending_count >= TABLE_FRAGMENT_ROWS ||
+			    (stage->pending_count > 0 &&
+			     stage->pending_lines.size + line_size > TABLE_FRAGMENT_BYTES))) {
+			if ((rc = stage_cut_all(stage)) < 0)
+				return rc;
+		}
+		if ((rc = buf_reserve(&stage->pending_lines, line_size)) < 0 ||
+		    (rc = grow_array((void **)&stage->pending, &stage->pending_capacity,
+				     stage->pending_count + 1, sizeof *stage->pending)) < 0)
+			return rc;
+	}
+	/* The row this one supersedes may have been cut (just now, too): it needs a dead bitmap. */
+	struct stage_entry *previous = held ? &stage->entries[held - 1] : NULL;
+	if (previous && (previous->flags & ENTRY_CUT) && !stage->fragments[previous->fragment].dead) {
+		roaring_bitmap_t *dead = roaring_bitmap_create();
+		if (!dead)
+			return -ENOMEM;
+		stage->fragments[previous->fragment].dead = dead;
+	}
+	if ((rc = grow_array((void **)&stage->entries, &stage->entry_capacity, stage->entry_count + 1,
+			     sizeof *stage->entries)) < 0 ||
+	    (rc = buf_reserve(&stage->ids, id_size)) < 0)
+		return rc;
+	if (!held && (stage->distinct + 1) * 2 > stage->slot_capacity) {
+		if ((rc = stage_grow_map(stage)) < 0)
+			return rc;
+	}
+	/* The entries array may have moved. */
+	previous = held ? &stage->entries[held - 1] : NULL;
+
+	size_t index = stage->entry_count++;
+	struct stage_entry *entry = &stage->entries[index];
+	memset(entry, 0, sizeof *entry);
+	entry->id_offset = stage->ids.size;
+	entry->id_size = (uint16_t)id_size;
+	buf_append(&stage->ids, id, id_size);
+	if (row->is_delete) {
+		entry->flags = ENTRY_DELETE;
+	} else {
+		entry->line_size = (uint32_t)line_size;
+		entry->fragment = PENDING;
+		entry->position = (uint32_t)stage->pending_lines.size;
+		buf_append(&stage->pending_lines, row->canonical.data, line_size);
+		stage->pending[stage->pending_count++] = (uint32_t)index;
+		stage->live_rows++;
+		stage->live_bytes += line_size;
+	}
+	if (previous)
+		stage_kill(stage, previous);
+	else
+		stage->distinct++;
+	stage->slots[stage_find_slot(stage, id, id_size)] = (uint32_t)index + 1;
+	stage->rows_added++;
+	stage->bytes_added += line_size;
+	return 0;
+}
+
+static int compare_entries_by_id(const void *a, const void *b, void *context)
+{
+	const struct table_stage *stage = context;
+	const struct stage_entry *left = &stage->entries[*(const uint32_t *)a];
+	const struct stage_entry *right = &stage->entries[*(const uint32_t *)b];
+	return id_compare(entry_id(stage, left), left->id_size, entry_id(stage, right), right->id_size);
+}
+
+int table_stage_seal(struct table_stage *stage)
+{
+	if (stage->sealed)
+		return 0;
+	int rc = stage_cut_all(stage);
+	if (rc < 0)
+		return rc;
+	buf_free(&stage->pending_lines);
+	free(stage->sorted);
+	stage->sorted = NULL;
+	stage->sorted_count = 0;
+	if (stage->live_rows > 0) {
+		stage->sorted = malloc(stage->live_rows * sizeof *stage->sorted);
+		if (!stage->sorted)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < stage->entry_count; i++)
+		if (!(stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)))
+			stage->sorted[stage->sorted_count++] = (uint32_t)i;
+	assert(stage->sorted_count == stage->live_rows);
+	qsort_r(stage->sorted, stage->sorted_count, sizeof *stage->sorted, compare_entries_by_id, stage);
+	for (size_t i = 0; i < stage->fragment_count; i++)
+		if (stage->fragments[i].dead)
+			roaring_bitmap_run_optimize(stage->fragments[i].dead);
+	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
+		return rc;
+	stage->sealed = true;
+	return 0;
+}
+
+/* ---- apply ------------------------------------------------------------------------------ */
+
+/* Appends a deletion bitmap block. 0 or -errno. */
+static int bitmap_append(struct pager_append *append, const roaring_bitmap_t *bitmap,
+			 struct block_address *address_out)
+{
+	size_t size = roaring_bitmap_portable_size_in_bytes(bitmap);
+	char *bytes = malloc(size);
+	if (!bytes)
+		return -ENOMEM;
+	roaring_bitmap_portable_serialize(bitmap, bytes);
+	int rc = pager_append_block(append, BLOCK_BITMAP, CODEC_NONE, bytes, size, address_out);
+	free(bytes);
+	return rc;
+}
+
+/* The fragment descriptors of the stage's fragments for this apply. */
+struct apply_state {
+	struct fragment_descriptor *descriptors; /* one per stage fragment; live_rows 0: left out */
+	uint64_t first_sequence;
+};
+
+static int apply_fragments(struct pager_append *append, const struct table_stage *stage,
+			   struct apply_state *state)
+{
+	state->descriptors = calloc(stage->fragment_count ? stage->fragment_count : 1,
+				    sizeof *state->descriptors);
+	if (!state->descriptors)
+		return -ENOMEM;
+	for (size_t i = 0; i < stage->fragment_count; i++) {
+		const struct stage_fragment *fragment = &stage->fragments[i];
+		struct fragment_descriptor *descriptor = &state->descriptors[i];
+		descriptor->rows = fragment->rows;
+		descriptor->live_rows = fragment->live_rows;
+		descriptor->live_bytes = fragment->live_bytes;
+		if (fragment->live_rows == 0)
+			continue;
+		int rc;
+		if (stage->segment) {
+			descriptor->block = fragment->address;
+		} else if ((rc = pager_append_block(append, BLOCK_FRAGMENT, stage->codec,
+						    fragment->payload.data, fragment->payload.size,
+						    &descriptor->block)) < 0) {
+			return rc;
+		}
+		if (fragment->live_rows < fragment->rows &&
+		    (rc = bitmap_append(append, fragment->dead, &descriptor->bitmap)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void entry_location(const struct table_stage *stage, const struct apply_state *state,
+			   const struct stage_entry *entry, uint8_t value[KEY_VALUE_SIZE])
+{
+	assert(entry->flags & ENTRY_CUT);
+	struct key_value location = {
+		.sequence = state->first_sequence + entry->fragment,
+		.row_index = entry->position,
+		.row_size = entry->line_size,
+	};
+	key_value_encode(&location, value);
+}
+
+/* Overwrites, and merges into an empty table: both trees bulk-built. */
+static int apply_bulk(struct pager_append *append, const struct table_stage *stage,
+		      const struct apply_state *state, struct table_info *info)
+{
+	struct btree_builder *builder = NULL;
+	int rc = btree_builder_open(append, &builder);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < stage->fragment_count; i++) {
+		if (state->descriptors[i].live_rows == 0)
+			continue;
+		uint8_t key[SEQUENCE_KEY_SIZE], value[DESCRIPTOR_SIZE];
+		sequence_key(state->first_sequence + i, key);
+		descriptor_encode(&state->descriptors[i], value);
+		if ((rc = btree_builder_add(builder, key, sizeof key, value, sizeof value)) < 0)
+			goto out;
+	}
+	rc = btree_builder_finish(builder, &info->fragments);
+	builder = NULL;
+	if (rc < 0 || (rc = btree_builder_open(append, &builder)) < 0)
+		goto out;
+	for (size_t i = 0; i < stage->sorted_count; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->sorted[i]];
+		uint8_t value[KEY_VALUE_SIZE];
+		entry_location(stage, state, entry, value);
+		if ((rc = btree_builder_add(builder, entry_id(stage, entry), entry->id_size, value,
+					    sizeof value)) < 0)
+			goto out;
+	}
+	rc = btree_builder_finish(builder, &info->keys);
+	builder = NULL;
+	if (rc < 0)
+		goto out;
+	info->row_count = stage->live_rows;
+	info->byte_size = stage->live_bytes;
+out:
+	btree_builder_free(builder);
+	return rc;
+}
+
+/* A row of an old fragment that the merge deletes (replaced or deleted). */
+struct old_row {
+	uint64_t sequence;
+	uint32_t row_index;
+	uint32_t row_size;
+};
+
+static int compare_old_rows(const void *a, const void *b)
+{
+	const struct old_row *left = a, *right = b;
+	if (left->sequence != right->sequence)
+		return left->sequence < right->sequence ? -1 : 1;
+	return left->row_index < right->row_index ? -1 : left->row_index > right->row_index;
+}
+
+/*
+ * Marks the rows [first, end) of one old fragment deleted: a new bitmap and
+ * descriptor, or the fragment leaves the tree when no live row remains.
+ */
+static int apply_old_fragment(struct pager *pager, struct pager_append *append, struct btree *fragments,
+			      const struct old_row *first, const struct old_row *end)
+{
+	struct fragment_descriptor descriptor;
+	roaring_bitmap_t *bitmap = NULL;
+	uint8_t key[SEQUENCE_KEY_SIZE];
+	sequence_key(first->sequence, key);
+	int rc = descriptor_get(fragments, first->sequence, &descriptor);
+	if (rc == -ENOENT)
+		rc = -EIO; /* the key tree names a fragment the table does not have */
+	if (rc < 0)
+		return rc;
+	if (block_address_is_null(descriptor.bitmap))
+		bitmap = roaring_bitmap_create();
+	else if ((rc = bitmap_read(pager, descriptor.bitmap, descriptor.rows, &bitmap)) < 0)
+		return rc;
+	if (!bitmap)
+		return -ENOMEM;
+	for (const struct old_row *row = first; row < end; row++) {
+		if (row->row_index >= descriptor.rows || !roaring_bitmap_add_checked(bitmap, row->row_index) ||
+		    descriptor.live_rows == 0 || descriptor.live_bytes < row->row_size) {
+			rc = -EIO; /* the key tree points at a row that is not live */
+			goto out;
+		}
+		descriptor.live_rows--;
+		descriptor.live_bytes -= row->row_size;
+	}
+	if (descriptor.live_rows == 0) {
+		if (descriptor.live_bytes != 0) {
+			rc = -EIO;
+			goto out;
+		}
+		rc = btree_delete(fragments, key, sizeof key);
+		goto out;
+	}
+	roaring_bitmap_run_optimize(bitmap);
+	if ((rc = bitmap_append(append, bitmap, &descriptor.bitmap)) < 0)
+		goto out;
+	uint8_t value[DESCRIPTOR_SIZE];
+	descriptor_encode(&descriptor, value);
+	rc = btree_put(fragments, key, sizeof key, value, sizeof value);
+out:
+	roaring_bitmap_free(bitmap);
+	return rc;
+}
+
+/* A merge into a table with rows: O(k log n) tree updates, never a walk of the table. */
+static int apply_merge(struct pager *pager, struct pager_append *append, const struct table_info *base,
+		       const struct table_stage *stage, const struct apply_state *state,
+		       struct table_info *info)
+{
+	struct btree *keys = NULL, *fragments = NULL;
+	struct old_row *old_rows = NULL;
+	size_t old_count = 0, old_capacity = 0;
+	uint64_t removed_rows = 0, removed_bytes = 0;
+	struct buf value;
+	buf_init(&value);
+	int rc;
+	if ((rc = btree_open(pager, base->keys, &keys)) < 0 ||
+	    (rc = btree_open(pager, base->fragments, &fragments)) < 0)
+		goto out;
+	for (size_t i = 0; i < stage->entry_count; i++) {
+		const struct stage_entry *entry = &stage->entries[i];
+		if (entry->flags & ENTRY_DEAD)
+			continue;
+		const uint8_t *id = entry_id(stage, entry);
+		buf_reset(&value);
+		rc = btree_get(keys, id, entry->id_size, &value);
+		if (rc < 0 && rc != -ENOENT)
+			goto out;
+		bool existed = rc == 0;
+		if (existed) {
+			struct key_value old;
+			if ((rc = key_value_decode(value.data, value.size, &old)) < 0 ||
+			    (rc = grow_array((void **)&old_rows, &old_capacity, old_count + 1,
+					     sizeof *old_rows)) < 0)
+				goto out;
+			old_rows[old_count++] = (struct old_row){ old.sequence, old.row_index, old.row_size };
+			removed_rows++;
+			removed_bytes += old.row_size;
+		}
+		if (entry->flags & ENTRY_DELETE) {
+			rc = existed ? btree_delete(keys, id, entry->id_size) : 0;
+		} else {
+			uint8_t location[KEY_VALUE_SIZE];
+			entry_location(stage, state, entry, location);
+			rc = btree_put(keys, id, entry->id_size, location, sizeof location);
+		}
+		if (rc < 0)
+			goto out;
+	}
+	if (old_count > 0)
+		qsort(old_rows, old_count, sizeof *old_rows, compare_old_rows);
+	for (size_t first = 0, end; first < old_count; first = end) {
+		for (end = first + 1; end < old_count && old_rows[end].sequence == old_rows[first].sequence;)
+			end++;
+		if ((rc = apply_old_fragment(pager, append, fragments, old_rows + first, old_rows + end)) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < stage->fragment_count; i++) {
+		if (state->descriptors[i].live_rows == 0)
+			continue;
+		uint8_t key[SEQUENCE_KEY_SIZE], descriptor[DESCRIPTOR_SIZE];
+		sequence_key(state->first_sequence + i, key);
+		descriptor_encode(&state->descriptors[i], descriptor);
+		if ((rc = btree_put(fragments, key, sizeof key, descriptor, sizeof descriptor)) < 0)
+			goto out;
+	}
+	if (removed_rows > base->row_count || removed_bytes > base->byte_size) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = btree_flush(fragments, append, &info->fragments)) < 0 ||
+	    (rc = btree_flush(keys, append, &info->keys)) < 0)
+		goto out;
+	info->row_count = base->row_count - removed_rows + stage->live_rows;
+	info->byte_size = base->byte_size - removed_bytes + stage->live_bytes;
+out:
+	buf_free(&value);
+	free(old_rows);
+	btree_free(keys);
+	btree_free(fragments);
+	return rc;
+}
+
+int table_apply(struct pager *pager, struct pager_append *append, const struct table_info *base,
+		struct table_stage *stage, struct block_address schema_block, struct table_info *out,
+		struct block_address *address_out)
+{
+	if (!stage->sealed)
+		return -EINVAL;
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	if (base) {
+		info.stable_id = base->stable_id;
+		info.incarnation = base->incarnation;
+	} else {
+		info.stable_id = out->stable_id;
+		info.incarnation = out->incarnation;
+	}
+	info.table_version = base ? base->table_version + 1 : 1;
+	info.schema = schema_block;
+	struct apply_state state = { .descriptors = NULL, .first_sequence = base ? base->next_fragment : 0 };
+	info.next_fragment = state.first_sequence + stage->fragment_count;
+	int rc = apply_fragments(append, stage, &state);
+	if (rc < 0)
+		goto out;
+	bool bulk = !base || stage->mode == TABLE_OVERWRITE || block_address_is_null(base->keys);
+	rc = bulk ? apply_bulk(append, stage, &state, &info)
+		  : apply_merge(pager, append, base, stage, &state, &info);
+	if (rc < 0)
+		goto out;
+	assert(block_address_is_null(info.keys) == (info.row_count == 0));
+	if ((rc = table_info_append(append, &info, address_out)) < 0)
+		goto out;
+	*out = info;
+out:
+	free(state.descriptors);
+	return rc;
+}
+
+/* ---- verify ------------------------------------------------------------------------------ */
+
+int table_verify(struct pager *pager, const struct table_info *info, char *message,
+		 size_t message_size)
+{
+	struct btree *fragments = NULL, *keys = NULL;
+	struct btree_iterator *iterator = NULL;
+	struct fragment_view view;
+	fragment_view_init(&view);
+	struct buf value;
+	buf_init(&value);
+	struct schema schema;
+	schema_init(&schema);
+	uint64_t live_rows = 0, live_bytes = 0, key_entries = 0;
+	int rc;
+	if (message_size)
+		message[0] = 0;
+#define FAIL(...)                                                       \
+	do {                                                            \
+		if (message_size)                                       \
+			snprintf(message, message_size, __VA_ARGS__);   \
+		rc = -EIO;                                              \
+		goto out;                                               \
+	} while (0)
+
+	if (!block_address_is_null(info->schema) && (rc = table_schema_read(pager, info->schema, &schema)) < 0)
+		FAIL("table schema block at %llu:%llu is unreadable (%d)",
+		     (unsigned long long)info->schema.segment, (unsigned long long)info->schema.offset, rc);
+	if (btree_verify(pager, info->fragments, NULL, NULL, message, message_size) < 0 ||
+	    btree_verify(pager, info->keys, NULL, NULL, message, message_size) < 0) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = btree_open(pager, info->fragments, &fragments)) < 0 ||
+	    (rc = btree_open(pager, info->keys, &keys)) < 0 ||
+	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0)
+		goto out;
+	for (;;) {
+		const uint8_t *key, *encoded;
+		size_t key_size, encoded_size;
+		rc = btree_iterator_next(iterator, &key, &key_size, &encoded, &encoded_size);
+		if (rc < 0)
+			FAIL("fragment tree walk failed (%d)", rc);
+		if (rc == 0)
+			break;
+		struct fragment_descriptor descriptor;
+		if (key_size != SEQUENCE_KEY_SIZE || descriptor_decode(encoded, encoded_size, &descriptor) < 0)
+			FAIL("malformed fragment descriptor");
+		uint64_t sequence = sequence_from_key(key);
+		if (sequence >= info->next_fragment)
+			FAIL("fragment %llu is beyond the next fragment number %llu",
+			     (unsigned long long)sequence, (unsigned long long)info->next_fragment);
+		if ((rc = fragment_view_load(pager, &descriptor, &view)) < 0)
+			FAIL("fragment %llu at %llu:%llu is corrupt or unreadable (%d)",
+			     (unsigned long long)sequence, (unsigned long long)descriptor.block.segment,
+			     (unsigned long long)descriptor.block.offset, rc);
+		live_rows += view.live_rows;
+		live_bytes += view.live_bytes;
+		for (uint32_t row = 0; row < view.rows; row++) {
+			if (!fragment_view_is_live(&view, row))
+				continue;
+			size_t id_size;
+			const uint8_t *id = row_id(&view, row, &id_size);
+			struct key_value location;
+			buf_reset(&value);
+			rc = btree_get(keys, id, id_size, &value);
+			if (rc < 0 || key_value_decode(value.data, value.size, &location) < 0)
+				FAIL("live row %u of fragment %llu has no key tree entry (%d)", row,
+				     (unsigned long long)sequence, rc);
+			if (location.sequence != sequence || location.row_index != row ||
+			    location.row_size != line_end(&view, row) - line_start(&view, row))
+				FAIL("the key tree entry of live row %u of fragment %llu points elsewhere",
+				     row, (unsigned long long)sequence);
+		}
+	}
+	btree_iterator_free(iterator);
+	iterator = NULL;
+	if (live_rows != info->row_count || live_bytes != info->byte_size)
+		FAIL("fragments hold %llu rows and %llu bytes; the table version says %llu and %llu",
+		     (unsigned long long)live_rows, (unsigned long long)live_bytes,
+		     (unsigned long long)info->row_count, (unsigned long long)info->byte_size);
+	if ((rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0)
+		goto out;
+	for (;;) {
+		const uint8_t *key, *encoded;
+		size_t key_size, encoded_size;
+		rc = btree_iterator_next(iterator, &key, &key_size, &encoded, &encoded_size);
+		if (rc < 0)
+			FAIL("key tree walk failed (%d)", rc);
+		if (rc == 0)
+			break;
+		key_entries++;
+	}
+	/* Each live row owns a distinct key entry pointing at it; equal counts leave no stray entry. */
+	if (key_entries != live_rows)
+		FAIL("the key tree has %llu entries for %llu live rows", (unsigned long long)key_entries,
+		     (unsigned long long)live_rows);
+	rc = 0;
+#undef FAIL
+out:
+	btree_iterator_free(iterator);
+	btree_free(fragments);
+	btree_free(keys);
+	fragment_view_clear(&view);
+	buf_free(&value);
+	schema_free(&schema);
+	return rc;
+}

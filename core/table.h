@@ -116,6 +116,11 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out);
 void table_stage_free(struct table_stage *stage);  /* also removes an unpublished segment */
+/*
+ * Marks the stage's segment as published: called by the manifest once the
+ * commit that references it is durable, so table_stage_free keeps the file.
+ */
+void table_stage_published(struct table_stage *stage);
 enum table_write_mode table_stage_mode(const struct table_stage *stage);
 
 /*
