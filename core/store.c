@@ -1,1 +1,679 @@
-/* store — to be written */
+/*
+ * store — the public API: lifetime, snapshots and reads through them,
+ * branches, commit lookup, stats, verify and repair. Transactions are in
+ * store_txn.c, import/export in store_ops.c. See store.h.
+ *
+ * States of a snapshot: OPEN (references >= 1, resolved once at open and
+ * never re-resolved) -> FREED at the last release. Its head commit time is
+ * read lazily on first request (UNKNOWN -> KNOWN) and then never again.
+ *
+ * Invariants kept:
+ *   1. Everything read through a snapshot is read from its own root and
+ *      branch record, never from anything newer (DESIGN invariant 4).
+ *   2. Every call that means "latest" refreshes the manifest first, so
+ *      commits of other processes are seen.
+ *   3. No caller-supplied visitor runs while store.lock is held (results
+ *      are collected first), so visitors may call back into the store.
+ *   4. A store is closed only after every snapshot is released (asserted).
+ */
+#include "store_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io.h"
+
+/* ---- locking ------------------------------------------------------------ */
+
+void store_lock_shared(struct store *store)
+{
+	int rc = pthread_rwlock_rdlock(&store->lock);
+	assert(rc == 0);
+	(void)rc;
+}
+
+void store_lock_exclusive(struct store *store)
+{
+	int rc = pthread_rwlock_wrlock(&store->lock);
+	assert(rc == 0);
+	(void)rc;
+}
+
+void store_unlock(struct store *store)
+{
+	int rc = pthread_rwlock_unlock(&store->lock);
+	assert(rc == 0);
+	(void)rc;
+}
+
+const char *store_branch_or_main(const char *branch)
+{
+	return branch && *branch ? branch : "main";
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+int store_init(const char *path, struct error_info *error)
+{
+	return manifest_create(path, error);
+}
+
+static void default_actor(char out[STORE_ACTOR_MAX])
+{
+	const char *user = getenv("USER");
+	if (!user || !*user) {
+		struct passwd *entry = getpwuid(geteuid());
+		user = entry && entry->pw_name ? entry->pw_name : "unknown";
+	}
+	char host[256];
+	if (gethostname(host, sizeof host) != 0)
+		snprintf(host, sizeof host, "localhost");
+	host[sizeof host - 1] = 0;
+	snprintf(out, STORE_ACTOR_MAX, "%.63s@%s", user, host);
+}
+
+int store_open(const char *path, const struct store_options *options, struct store **out,
+	       struct error_info *error)
+{
+	struct store_options defaults = { 0 };
+	if (!options)
+		options = &defaults;
+	*out = NULL;
+	int rc = 0;
+	struct store *store = calloc(1, sizeof *store);
+	if (!store)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	store->path = strdup(path);
+	if (!store->path) {
+		rc = error_info_set(error, -ENOMEM, "out of memory");
+		goto cleanup;
+	}
+	if (options->codec != 0 && options->codec != CODEC_ZSTD && options->codec != CODEC_LZ4) {
+		rc = error_info_set(error, -EINVAL, "unknown codec %d (0 zstd, 2 lz4)", options->codec);
+		goto cleanup;
+	}
+	store->codec = options->codec == CODEC_LZ4 ? CODEC_LZ4 : CODEC_ZSTD;
+	store->row_max = options->row_max ? options->row_max : SCHEMA_DEFAULT_ROW_MAX;
+	store->staged_max = options->staged_max;
+	store->read_only = options->read_only;
+	if (options->actor && *options->actor)
+		snprintf(store->actor, sizeof store->actor, "%s", options->actor);
+	else
+		default_actor(store->actor);
+	if (pthread_rwlock_init(&store->lock, NULL) != 0) {
+		rc = error_info_set(error, -ENOMEM, "cannot create the store lock");
+		goto cleanup;
+	}
+	rc = manifest_open(path, store->read_only ? MANIFEST_READ_ONLY : 0, &store->manifest, error);
+	if (rc < 0) {
+		pthread_rwlock_destroy(&store->lock);
+		goto cleanup;
+	}
+	store->pager = manifest_pager(store->manifest);
+	*out = store;
+	return 0;
+cleanup:
+	free(store->path);
+	free(store);
+	return rc;
+}
+
+void store_close(struct store *store)
+{
+	if (!store)
+		return;
+	assert(atomic_load(&store->open_snapshots) == 0);
+	manifest_close(store->manifest);
+	pthread_rwlock_destroy(&store->lock);
+	free(store->path);
+	free(store);
+}
+
+int store_refresh(struct store *store, bool *changed)
+{
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, changed);
+	store_unlock(store);
+	return rc;
+}
+
+uint64_t store_version(struct store *store)
+{
+	struct root_record root;
+	store_lock_shared(store);
+	int rc = manifest_latest(store->manifest, &root);
+	store_unlock(store);
+	return rc < 0 ? 0 : root.version;
+}
+
+const char *store_path(const struct store *store)
+{
+	return store->path;
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+int store_snapshot_resolve(struct store *store, const char *branch, uint64_t version, bool refresh,
+			   struct store_snapshot **out, struct error_info *error)
+{
+	*out = NULL;
+	branch = store_branch_or_main(branch);
+	if (!schema_name_is_valid(branch, strlen(branch)))
+		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", branch);
+	struct store_snapshot *snapshot = calloc(1, sizeof *snapshot);
+	if (!snapshot)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	int rc;
+	if (refresh) {
+		store_lock_exclusive(store);
+		rc = manifest_refresh(store->manifest, NULL);
+		if (rc == 0)
+			rc = version == STORE_LATEST
+				     ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
+				     : manifest_snapshot_at(store->manifest, branch, version,
+							    &snapshot->view);
+	} else {
+		store_lock_shared(store);
+		rc = version == STORE_LATEST
+			     ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
+			     : manifest_snapshot_at(store->manifest, branch, version, &snapshot->view);
+	}
+	store_unlock(store);
+	if (rc < 0) {
+		free(snapshot);
+		if (rc == -ENOENT) {
+			if (version == STORE_LATEST)
+				return error_info_set(error, rc, "no branch named \"%s\"", branch);
+			return error_info_set(error, rc, "branch \"%s\" has no version %llu", branch,
+					      (unsigned long long)version);
+		}
+		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch,
+				      strerror(-rc));
+	}
+	if (pthread_mutex_init(&snapshot->time_lock, NULL) != 0) {
+		free(snapshot);
+		return error_info_set(error, -ENOMEM, "out of memory");
+	}
+	atomic_init(&snapshot->references, 1);
+	atomic_init(&snapshot->time_known, false);
+	snapshot->store = store;
+	atomic_fetch_add(&store->open_snapshots, 1);
+	*out = snapshot;
+	return 0;
+}
+
+int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
+			struct store_snapshot **out, struct error_info *error)
+{
+	/* A historical version newer than what the handle knows needs a refresh too. */
+	return store_snapshot_resolve(store, branch, version, true, out, error);
+}
+
+void store_snapshot_retain(struct store_snapshot *snapshot)
+{
+	long before = atomic_fetch_add(&snapshot->references, 1);
+	assert(before >= 1);
+	(void)before;
+}
+
+void store_snapshot_release(struct store_snapshot *snapshot)
+{
+	if (!snapshot)
+		return;
+	long before = atomic_fetch_sub(&snapshot->references, 1);
+	assert(before >= 1);
+	if (before != 1)
+		return;
+	atomic_fetch_sub(&snapshot->store->open_snapshots, 1);
+	pthread_mutex_destroy(&snapshot->time_lock);
+	free(snapshot);
+}
+
+uint64_t store_snapshot_version(const struct store_snapshot *snapshot)
+{
+	return snapshot->view.version;
+}
+
+const char *store_snapshot_branch(const struct store_snapshot *snapshot)
+{
+	return snapshot->view.branch.name;
+}
+
+uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot)
+{
+	/* The struct is always heap-allocated and mutable; const only promises
+	 * that the snapshot's view does not change. */
+	struct store_snapshot *mutable_snapshot = (struct store_snapshot *)snapshot;
+	if (atomic_load_explicit(&mutable_snapshot->time_known, memory_order_acquire))
+		return mutable_snapshot->time_us;
+	pthread_mutex_lock(&mutable_snapshot->time_lock);
+	if (!atomic_load_explicit(&mutable_snapshot->time_known, memory_order_relaxed)) {
+		uint64_t time_us = 0;
+		bool known = true;
+		if (!block_address_is_null(snapshot->view.branch.head_record)) {
+			struct commit_record record;
+			commit_record_init(&record);
+			struct store *store = snapshot->store;
+			store_lock_shared(store);
+			int rc = manifest_commit_read(store->manifest, snapshot->view.branch.head_record,
+						      &record);
+			store_unlock(store);
+			if (rc == 0)
+				time_us = record.time_us;
+			else
+				known = false; /* an I/O error: answer 0 now, try again next time */
+			commit_record_free(&record);
+		}
+		mutable_snapshot->time_us = time_us;
+		if (known)
+			atomic_store_explicit(&mutable_snapshot->time_known, true,
+					      memory_order_release);
+	}
+	uint64_t time_us = mutable_snapshot->time_us;
+	pthread_mutex_unlock(&mutable_snapshot->time_lock);
+	return time_us;
+}
+
+int store_snapshot_head(struct store_snapshot *snapshot, const char *table, struct head_row *out)
+{
+	if (!table || !schema_name_is_valid(table, strlen(table)))
+		return -ENOENT;
+	struct store *store = snapshot->store;
+	store_lock_shared(store);
+	int rc = manifest_head_find(store->manifest, &snapshot->view, table, out);
+	store_unlock(store);
+	return rc;
+}
+
+struct head_list {
+	struct head_row *heads;
+	size_t count;
+	size_t capacity;
+};
+
+static int collect_head(const struct head_row *head, void *context)
+{
+	struct head_list *list = context;
+	if (list->count == list->capacity) {
+		size_t capacity = list->capacity ? list->capacity * 2 : 32;
+		struct head_row *heads = realloc(list->heads, capacity * sizeof *heads);
+		if (!heads)
+			return -ENOMEM;
+		list->heads = heads;
+		list->capacity = capacity;
+	}
+	list->heads[list->count++] = *head;
+	return 0;
+}
+
+int store_snapshot_heads(struct store_snapshot *snapshot, bool tombstoned,
+			 int (*visit)(const struct head_row *head, void *context), void *context)
+{
+	struct store *store = snapshot->store;
+	struct head_list list = { 0 };
+	store_lock_shared(store);
+	int rc = manifest_heads_each(store->manifest, &snapshot->view, tombstoned, collect_head, &list);
+	store_unlock(store);
+	if (rc < 0)
+		goto cleanup;
+	rc = 0;
+	for (size_t i = 0; i < list.count; i++) {
+		int stop = visit(&list.heads[i], context);
+		if (stop) {
+			rc = stop < 0 ? stop : 0;
+			break;
+		}
+	}
+cleanup:
+	free(list.heads);
+	return rc;
+}
+
+int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,
+		      struct schema *schema_out)
+{
+	int rc = table_info_read(store->pager, head->table, info_out);
+	if (rc < 0)
+		return rc;
+	if (schema_out)
+		rc = table_schema_read(store->pager, info_out->schema, schema_out);
+	return rc;
+}
+
+int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, struct buf *out)
+{
+	struct head_row head;
+	int rc = store_snapshot_head(snapshot, table, &head);
+	if (rc < 0)
+		return rc;
+	struct table_info info;
+	struct schema schema;
+	schema_init(&schema);
+	rc = store_head_schema(snapshot->store, &head, &info, &schema);
+	if (rc == 0)
+		rc = schema_render(&schema, out);
+	schema_free(&schema);
+	return rc;
+}
+
+/* The log is collected as encoded records so that the visitor runs unlocked. */
+static int collect_commit(const struct commit_record *record, void *context)
+{
+	struct buf *records = context;
+	size_t length_at = records->size;
+	int rc = buf_put_u32(records, 0);
+	if (rc < 0)
+		return rc;
+	rc = commit_record_encode(record, records);
+	if (rc < 0) {
+		records->size = length_at;
+		return rc;
+	}
+	buf_store_u32(records->data + length_at, (uint32_t)(records->size - length_at - 4));
+	return 0;
+}
+
+int store_snapshot_log(struct store_snapshot *snapshot,
+		       int (*visit)(const struct commit_record *record, void *context), void *context)
+{
+	struct store *store = snapshot->store;
+	struct buf records;
+	buf_init(&records);
+	store_lock_shared(store);
+	int rc = manifest_log_each(store->manifest, &snapshot->view, collect_commit, &records);
+	store_unlock(store);
+	if (rc < 0)
+		goto cleanup;
+	rc = 0;
+	size_t position = 0;
+	while (position + 4 <= records.size) {
+		uint32_t length = buf_load_u32(records.data + position);
+		position += 4;
+		struct commit_record record;
+		rc = commit_record_decode(records.data + position, length, &record);
+		if (rc < 0)
+			break;
+		position += length;
+		int stop = visit(&record, context);
+		commit_record_free(&record);
+		if (stop) {
+			rc = stop < 0 ? stop : 0;
+			break;
+		}
+	}
+cleanup:
+	buf_free(&records);
+	return rc;
+}
+
+/* ---- table contents ------------------------------------------------------------ */
+
+struct store_table {
+	struct store_snapshot *snapshot;   /* retained: the bytes stay readable */
+	struct table_reader *reader;
+	pthread_mutex_t lock;              /* a table reader serves one thread at a time */
+	uint64_t size;
+};
+
+int store_table_open(struct store_snapshot *snapshot, const char *table, struct store_table **out)
+{
+	*out = NULL;
+	struct head_row head;
+	int rc = store_snapshot_head(snapshot, table, &head);
+	if (rc < 0)
+		return rc;
+	struct table_info info;
+	rc = table_info_read(snapshot->store->pager, head.table, &info);
+	if (rc < 0)
+		return rc;
+	struct store_table *opened = calloc(1, sizeof *opened);
+	if (!opened)
+		return -ENOMEM;
+	rc = table_reader_open(snapshot->store->pager, &info, &opened->reader);
+	if (rc < 0) {
+		free(opened);
+		return rc;
+	}
+	if (pthread_mutex_init(&opened->lock, NULL) != 0) {
+		table_reader_free(opened->reader);
+		free(opened);
+		return -ENOMEM;
+	}
+	opened->size = table_reader_size(opened->reader);
+	store_snapshot_retain(snapshot);
+	opened->snapshot = snapshot;
+	*out = opened;
+	return 0;
+}
+
+uint64_t store_table_size(const struct store_table *table)
+{
+	return table->size;
+}
+
+ssize_t store_table_pread(struct store_table *table, void *out, size_t size, uint64_t offset)
+{
+	pthread_mutex_lock(&table->lock);
+	ssize_t done = table_reader_pread(table->reader, out, size, offset);
+	pthread_mutex_unlock(&table->lock);
+	return done;
+}
+
+void store_table_close(struct store_table *table)
+{
+	if (!table)
+		return;
+	table_reader_free(table->reader);
+	pthread_mutex_destroy(&table->lock);
+	store_snapshot_release(table->snapshot);
+	free(table);
+}
+
+/* ---- commits and branches --------------------------------------------------------- */
+
+int store_commit_find(struct store *store, const char *ulid_text, uint64_t *version,
+		      char branch[JOURNAL_NAME_MAX + 1])
+{
+	struct ulid id;
+	if (!ulid_text || strlen(ulid_text) != ULID_TEXT_SIZE - 1 || ulid_parse(ulid_text, &id) < 0)
+		return -EINVAL;
+	struct block_address address;
+	uint64_t found_version = 0;
+	struct commit_record record;
+	commit_record_init(&record);
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc == 0)
+		rc = manifest_commit_find(store->manifest, &id, &found_version, &address);
+	if (rc == 0)
+		rc = manifest_commit_read(store->manifest, address, &record);
+	store_unlock(store);
+	if (rc == 0) {
+		if (version)
+			*version = found_version;
+		if (branch)
+			snprintf(branch, JOURNAL_NAME_MAX + 1, "%s", record.branch);
+	}
+	commit_record_free(&record);
+	return rc;
+}
+
+struct branch_list {
+	struct store_branch_info *branches;
+	size_t count;
+	size_t capacity;
+};
+
+static int collect_branch(const struct branch_record *branch, void *context)
+{
+	struct branch_list *list = context;
+	if (list->count == list->capacity) {
+		size_t capacity = list->capacity ? list->capacity * 2 : 8;
+		struct store_branch_info *branches = realloc(list->branches, capacity * sizeof *branches);
+		if (!branches)
+			return -ENOMEM;
+		list->branches = branches;
+		list->capacity = capacity;
+	}
+	struct store_branch_info *info = &list->branches[list->count++];
+	memset(info, 0, sizeof *info);
+	snprintf(info->name, sizeof info->name, "%s", branch->name);
+	snprintf(info->forked_from, sizeof info->forked_from, "%s", branch->forked_from);
+	info->fork_version = branch->fork_version;
+	info->head_version = branch->head_version;
+	if (!ulid_is_zero(&branch->head_commit))
+		ulid_format(&branch->head_commit, info->head_commit);
+	return 0;
+}
+
+int store_branches(struct store *store,
+		   int (*visit)(const struct store_branch_info *branch, void *context), void *context)
+{
+	struct branch_list list = { 0 };
+	struct root_record root;
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(store->manifest, &root);
+	if (rc == 0)
+		rc = manifest_branches_each(store->manifest, &root, collect_branch, &list);
+	store_unlock(store);
+	if (rc < 0)
+		goto cleanup;
+	rc = 0;
+	for (size_t i = 0; i < list.count; i++) {
+		int stop = visit(&list.branches[i], context);
+		if (stop) {
+			rc = stop < 0 ? stop : 0;
+			break;
+		}
+	}
+cleanup:
+	free(list.branches);
+	return rc;
+}
+
+int store_branch_create(struct store *store, const char *name, const char *from,
+			struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	if (!name || !schema_name_is_valid(name, strlen(name)))
+		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"",
+				      name ? name : "");
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc == 0)
+		rc = manifest_branch_create(store->manifest, name, store_branch_or_main(from), error);
+	else
+		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	store_unlock(store);
+	return rc;
+}
+
+int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
+			struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	if (!name || !schema_name_is_valid(name, strlen(name)))
+		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc == 0)
+		rc = manifest_branch_delete(store->manifest, name, mounted_branch, error);
+	else
+		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	store_unlock(store);
+	return rc;
+}
+
+/* ---- stats, verify, repair ------------------------------------------------------------ */
+
+static json_t *counters_json(enum io_class class, const char *pages_name)
+{
+	struct io_counters counters;
+	io_counters_get(class, &counters);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "reads", (json_int_t)counters.reads,
+			 "bytes", (json_int_t)counters.bytes, pages_name, (json_int_t)counters.pages,
+			 "rows_decoded", (json_int_t)counters.rows_decoded, "writes",
+			 (json_int_t)counters.writes, "bytes_written",
+			 (json_int_t)counters.bytes_written, "fsyncs", (json_int_t)counters.fsyncs);
+}
+
+int store_stats_json(struct store *store, struct buf *out)
+{
+	json_t *root = json_pack("{s:o,s:o,s:{s:I,s:s,s:i}}", "manifest",
+				 counters_json(IO_MANIFEST, "pages"), "data",
+				 counters_json(IO_DATA, "blocks"), "store", "version",
+				 (json_int_t)store_version(store), "path", store->path, "format",
+				 STORE_FORMAT_VERSION);
+	if (!root)
+		return -ENOMEM;
+	char *text = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	if (!text)
+		return -ENOMEM;
+	int rc = buf_append_string(out, text);
+	free(text);
+	return rc;
+}
+
+struct finding_list {
+	struct buf text;   /* NUL-separated findings */
+	int failed;
+};
+
+static void collect_finding(const char *finding, void *context)
+{
+	struct finding_list *list = context;
+	if (buf_append(&list->text, finding, strlen(finding) + 1) < 0)
+		list->failed = 1;
+}
+
+int store_verify(struct store *store, void (*report)(const char *finding, void *context),
+		 void *context)
+{
+	struct finding_list list = { .failed = 0 };
+	buf_init(&list.text);
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	store_unlock(store);
+	if (rc < 0)
+		goto cleanup;
+	store_lock_shared(store);
+	rc = manifest_verify(store->manifest, collect_finding, &list);
+	store_unlock(store);
+	if (list.failed && rc >= 0)
+		rc = -ENOMEM;
+	if (report) {
+		size_t position = 0;
+		while (position < list.text.size) {
+			const char *finding = (const char *)list.text.data + position;
+			report(finding, context);
+			position += strlen(finding) + 1;
+		}
+	}
+cleanup:
+	buf_free(&list.text);
+	return rc;
+}
+
+int store_repair(struct store *store, int *repaired_branches, struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	store_lock_exclusive(store);
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc == 0)
+		rc = manifest_repair(store->manifest, repaired_branches, error);
+	else
+		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	store_unlock(store);
+	return rc;
+}

@@ -12,6 +12,18 @@
  *
  * Every function returns 0 (or a count/size) on success and a negative errno
  * on failure, filling struct error_info when it is given.
+ *
+ * Threads: every entry point may be called from any thread. A snapshot, an
+ * open table and a transaction may be shared between threads; a writer is
+ * meant to be fed by one thread at a time (concurrent calls on one writer
+ * are serialized). Visitors (heads, log, branches, verify) are called
+ * without any store lock held, so they may call back into the store.
+ * Branch arguments may be NULL or "" for "main".
+ *
+ * Lifetimes: every snapshot (and table, which retains its snapshot) must be
+ * released before store_close. Writers belong to their transaction: a
+ * successful store_txn_commit, store_writer_discard and store_txn_free free
+ * them; do not use a writer after any of those.
  */
 #ifndef GRAPHFS_STORE_H
 #define GRAPHFS_STORE_H
@@ -45,11 +57,17 @@ struct store_options {
 
 /* ---- lifetime ------------------------------------------------------------- */
 
+/* Creates an empty store (branch main, version 0) in path. 0, -EEXIST (not empty), -errno. */
 int store_init(const char *path, struct error_info *error);
+/* Opens (and, unless read_only, recovers) the store at path. options may be NULL
+ * (all defaults). Returns 0, -EPROTO (format too old / too new: the message
+ * says what to do), -ENOENT / -EINVAL (not a store), -ENOMEM, -EIO. */
 int store_open(const char *path, const struct store_options *options, struct store **out,
 	       struct error_info *error);
 void store_close(struct store *store);
-/* Picks up commits made by other processes; *changed says whether anything moved. */
+/* Picks up commits made by other processes; *changed (may be NULL) says whether
+ * anything moved. Operations that mean "latest" (snapshot_open, txn_begin,
+ * branches, commit_find) refresh by themselves. Returns 0 or -errno. */
 int store_refresh(struct store *store, bool *changed);
 /* The newest version the handle knows. */
 uint64_t store_version(struct store *store);
@@ -57,27 +75,36 @@ const char *store_path(const struct store *store);
 
 /* ---- snapshots (pinned reads) ------------------------------------------------ */
 
-/* Pins branch at version (STORE_LATEST: newest). -ENOENT: no such branch, or not at that version. */
+/* Pins branch at version (STORE_LATEST: newest). -ENOENT: no such branch, or not at
+ * that version (before the branch existed, at or below the horizon, in the future).
+ * The snapshot starts with one reference; release it with store_snapshot_release. */
 int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
 			struct store_snapshot **out, struct error_info *error);
 void store_snapshot_retain(struct store_snapshot *snapshot);
 void store_snapshot_release(struct store_snapshot *snapshot);   /* frees at the last release */
 uint64_t store_snapshot_version(const struct store_snapshot *snapshot);
 const char *store_snapshot_branch(const struct store_snapshot *snapshot);
-/* The time of the commit the snapshot's branch head is (0 before the first commit). */
+/* The time of the commit the snapshot's branch head is (0 before the first commit).
+ * Read once, lazily, from that commit record; never on the head-lookup path. */
 uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot);
 
+/* The live head of table: 0, -ENOENT (no live table of that name, or an invalid name), -EIO. */
 int store_snapshot_head(struct store_snapshot *snapshot, const char *table, struct head_row *out);
-/* Live heads in name order, or tombstoned heads. visit returns non-zero to stop. */
+/* Live heads in name order, or tombstoned heads. visit returns non-zero to stop
+ * (a negative value is returned as the result, a positive one gives 0). */
 int store_snapshot_heads(struct store_snapshot *snapshot, bool tombstoned,
 			 int (*visit)(const struct head_row *head, void *context), void *context);
-/* Appends the canonical schema JSON of a live table. */
+/* Appends the canonical schema JSON of a live table. 0, -ENOENT, -EIO, -ENOMEM;
+ * on error out may hold nothing new. */
 int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, struct buf *out);
-/* Commit records of the branch, newest first, up to the snapshot's version. */
+/* Commit records of the branch, newest first, up to the snapshot's version.
+ * visit as for store_snapshot_heads; the record is valid during the call only. */
 int store_snapshot_log(struct store_snapshot *snapshot,
 		       int (*visit)(const struct commit_record *record, void *context), void *context);
 
-/* Table contents as of the snapshot: exact size, reads at any offset. */
+/* Table contents as of the snapshot: exact size, reads at any offset. open: 0,
+ * -ENOENT, -EIO, -ENOMEM; the table retains the snapshot until store_table_close.
+ * pread returns the bytes copied (0 at or past the end) or -EIO / -ENOMEM. */
 int store_table_open(struct store_snapshot *snapshot, const char *table, struct store_table **out);
 uint64_t store_table_size(const struct store_table *table);
 ssize_t store_table_pread(struct store_table *table, void *out, size_t size, uint64_t offset);
@@ -85,7 +112,7 @@ void store_table_close(struct store_table *table);
 
 /* ---- commits and branches ------------------------------------------------------ */
 
-/* Finds a commit by ULID text: its version and branch. -ENOENT / -EINVAL. */
+/* Finds a commit by ULID text: its version and branch (either may be NULL). -ENOENT / -EINVAL. */
 int store_commit_find(struct store *store, const char *ulid_text, uint64_t *version,
 		      char branch[JOURNAL_NAME_MAX + 1]);
 
@@ -96,6 +123,7 @@ struct store_branch_info {
 	uint64_t head_version;
 	char head_commit[ULID_TEXT_SIZE];  /* "" before the first commit */
 };
+/* Branches of the latest root in name order; visit as for store_snapshot_heads. */
 int store_branches(struct store *store,
 		   int (*visit)(const struct store_branch_info *branch, void *context), void *context);
 int store_branch_create(struct store *store, const char *name, const char *from,
@@ -107,7 +135,8 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 
 enum store_write_mode { STORE_OVERWRITE = 0, STORE_MERGE = 1 };
 
-/* Starts a transaction on branch, pinning its latest snapshot. */
+/* Starts a transaction on branch, pinning its latest snapshot. 0, -ENOENT (no such
+ * branch), -EROFS (read-only store), -ENOMEM. */
 int store_txn_begin(struct store *store, const char *branch, struct store_txn **out,
 		    struct error_info *error);
 /* Staging mode: edge endpoints missing from the snapshot are checked at commit
@@ -121,7 +150,12 @@ struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
  * based_on_version non-zero makes the publish fail with -EBUSY if the table
  * is no longer at that version (in-place edits). A missing table is created
  * at commit, its schema inferred from the rows. path names the input in
- * error messages (e.g. "tables/Person.jsonl" or the imported file).
+ * error messages (e.g. "tables/Person.jsonl" or the imported file; NULL: the
+ * table name). A writer of an existing table validates against its schema (or
+ * the schema of a SCHEMA operation earlier in this transaction). Returns 0,
+ * -EINVAL (invalid table name), -EBUSY (the table already has a writer, or is
+ * written through a rename, in this transaction), -EIO, -ENOMEM; on error the
+ * transaction is unchanged.
  */
 int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
 		     uint64_t based_on_version, const char *path, struct store_writer **out,
@@ -135,14 +169,25 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
  */
 int store_writer_write(struct store_writer *writer, const void *bytes, size_t size,
 		       struct error_info *error);
-/* Ends the input: a last line without "\n" is -EINVAL. */
+/* Ends the input: a last line without "\n" is -EINVAL (sticky, like write errors).
+ * A commit also refuses a writer whose last line has no "\n". */
 int store_writer_finish(struct store_writer *writer, struct error_info *error);
 uint64_t store_writer_lines(const struct store_writer *writer);
-/* Drops this writer's staged rows from the transaction. */
+/* Drops this writer's staged rows from the transaction and frees the writer. */
 void store_writer_discard(struct store_writer *writer);
 
+/*
+ * Stages a schema operation: creates table (empty) or changes its schema
+ * compatibly. The schema is parsed and, for an existing table, checked for
+ * compatibility now. Returns 0, -EINVAL (invalid name, schema or change; error
+ * names "schema/<table>.json" and the line), -EIO, -ENOMEM.
+ */
 int store_txn_schema(struct store_txn *txn, const char *table, const char *json, size_t size,
 		     struct error_info *error);
+/* Stage a drop / a rename, as the table stands after the operations already
+ * staged. -EINVAL (invalid name, rename onto itself), -ENOENT (no such table),
+ * -EEXIST (rename onto a live name). Refusals that depend on other tables
+ * (a node table a live edge table references: -EBUSY) come from the commit. */
 int store_txn_drop(struct store_txn *txn, const char *table, struct error_info *error);
 int store_txn_rename(struct store_txn *txn, const char *from, const char *to,
 		     struct error_info *error);
@@ -155,8 +200,17 @@ struct store_commit_result {
 	uint64_t time_us;
 };
 
-/* Publishes everything staged as one commit. On error nothing is published
- * and the transaction stays as it was (fix and retry, or free). */
+/*
+ * Publishes everything staged as one commit (merges of zero lines are left
+ * out; an overwrite of zero lines empties the table). message NULL or "":
+ * a summary such as "overwrite Person (3 rows)". Returns 0 (the transaction
+ * is then empty and pinned to the snapshot it published), -ENODATA (nothing
+ * staged), -EINVAL (a failed writer's error, a last line without "\n", a
+ * dangling deferred endpoint: error names path and line), -EBUSY (a writer
+ * is being written right now, a based-on version moved, the schema changed
+ * under the rows), -ENOENT, -EEXIST, -EIO. On error nothing is published
+ * and the transaction stays as it was (fix and retry, or free).
+ */
 int store_txn_commit(struct store_txn *txn, const char *message, struct store_commit_result *result,
 		     struct error_info *error);
 void store_txn_free(struct store_txn *txn);   /* abandons anything not committed */
@@ -166,20 +220,29 @@ void store_txn_free(struct store_txn *txn);   /* abandons anything not committed
 /* Progress callback for long operations: done and total bytes (total 0: unknown). */
 typedef void (*store_progress_fn)(uint64_t done, uint64_t total, void *context);
 
+/* Streams file ("-": standard input) through one writer and commits
+ * it; errors as store_txn_writer / store_writer_write / store_txn_commit, plus
+ * -errno of open/read (error names the file). Nothing is published on error. */
 int store_import(struct store *store, const char *branch, const char *table, const char *file,
 		 enum store_write_mode mode, const char *message, store_progress_fn progress,
 		 void *progress_context, struct store_commit_result *result, struct error_info *error);
-/* Writes the table's bytes (as tables/TABLE.jsonl shows them) to fd. */
+/* Writes the table's bytes (as tables/TABLE.jsonl shows them) to fd, at version
+ * (STORE_LATEST: newest). 0, -ENOENT (branch, version or table), -EIO, or the
+ * -errno of write(2); on error part of the bytes may have been written. */
 int store_export(struct store *store, const char *branch, const char *table, uint64_t version,
 		 int fd, struct error_info *error);
 
 /* ---- maintenance and stats ---------------------------------------------------------- */
 
-/* JSON object: manifest.{reads,bytes,pages,rows_decoded}, data.{...}, store.{version,...}. */
+/* Appends one JSON object: manifest.{reads,bytes,pages,rows_decoded,writes,
+ * bytes_written,fsyncs}, data.{reads,bytes,blocks,rows_decoded,writes,
+ * bytes_written,fsyncs} (process-wide io counters), store.{version,path,format}.
+ * 0 or -ENOMEM. */
 int store_stats_json(struct store *store, struct buf *out);
 /* Returns the number of findings (0 clean), reporting each; or -errno. */
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),
 		 void *context);
+/* Rebuilds heads from the journal as audited commits; -EROFS when read-only. */
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error);
 
 #endif

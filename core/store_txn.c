@@ -1,1 +1,1045 @@
-/* store_txn — to be written */
+/*
+ * store_txn — transactions: table writers that validate rows while they
+ * stream in, schema/drop/rename operations, and the one commit that
+ * publishes them together. See store.h.
+ *
+ * States of a transaction:
+ *   OPEN        pinned to a snapshot of its branch; operations are added in
+ *               the order the caller makes them (writers take their place
+ *               when opened)
+ *   COMMITTING  under txn.lock: every writer checked, deferred endpoints
+ *               checked, stages sealed, manifest_commit called
+ *   OPEN again  on success: empty, re-pinned to the snapshot just published;
+ *               on error: exactly as before, so the caller may fix and retry
+ *   FREED       store_txn_free abandons anything not committed (stages and
+ *               the recovery intent with their segments)
+ * States of a writer: WRITING -> FINISHED (store_writer_finish), or
+ * FAILED (sticky: every later call returns the first error).
+ *
+ * Invariants kept:
+ *   1. Every complete line is parsed and validated by the write(2) that
+ *      completed it; only a last line without "\n" and deferred endpoint
+ *      checks are left for finish/commit (DESIGN §3).
+ *   2. A line longer than row_max is refused as soon as that is known,
+ *      without buffering more than row_max bytes of it.
+ *   3. The bytes staged by the transaction (input lines, "\n" included)
+ *      never exceed staged_max.
+ *   4. Nothing is published unless every operation of the transaction is;
+ *      a refused commit publishes nothing (manifest_commit is atomic).
+ *   5. At most one writer per table name per transaction.
+ *   6. At most one recovery intent per transaction, created the first time
+ *      a stage spills to a segment.
+ */
+#include "store_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENDPOINT_FROM 0
+#define ENDPOINT_TO 1
+
+struct endpoint_table {
+	char name[JOURNAL_NAME_MAX + 1];
+	bool in_snapshot;               /* info is the node table's version in the pinned snapshot */
+	struct table_info info;
+};
+
+struct store_writer {
+	struct store_txn *txn;
+	pthread_mutex_t lock;
+	char table[JOURNAL_NAME_MAX + 1];
+	char path[256];
+	enum store_write_mode mode;
+	uint64_t based_on_version;
+	struct ulid based_on_incarnation;
+	char expected_schema_hash[17];
+	bool creates;                   /* the table does not exist: its schema is inferred */
+	struct schema schema;           /* validation schema when !creates */
+	struct schema_inference *inference;
+	struct schema inferred;         /* built at commit when creates */
+	struct table_stage *stage;
+	struct schema_row row;          /* reused for every line */
+	struct buf partial;             /* the incomplete line carried across writes */
+	_Atomic uint64_t lines;         /* complete lines processed */
+	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
+	bool finished;
+	struct error_info failure;      /* code != 0: sticky-failed */
+	bool is_edge;
+	struct endpoint_table endpoints[2];
+	struct buf pending;             /* deferred endpoints: u8 end, u64 line, u32 size, id */
+};
+
+struct txn_op {
+	enum manifest_op_kind kind;
+	char name[JOURNAL_NAME_MAX + 1];
+	char new_name[JOURNAL_NAME_MAX + 1];
+	struct store_writer *writer;    /* MANIFEST_WRITE */
+	struct schema schema;           /* MANIFEST_SCHEMA */
+};
+
+struct store_txn {
+	struct store *store;
+	pthread_mutex_t lock;
+	char branch[JOURNAL_NAME_MAX + 1];
+	struct store_snapshot *snapshot;
+	bool defer_endpoints;
+	struct txn_op **ops;
+	size_t op_count;
+	size_t op_capacity;
+	struct manifest_intent *intent;
+	uint64_t staged_bytes;
+};
+
+/* ---- operations list ---------------------------------------------------------- */
+
+static void txn_op_free(struct txn_op *op);
+
+static int txn_append_op(struct store_txn *txn, struct txn_op *op)
+{
+	if (txn->op_count == txn->op_capacity) {
+		size_t capacity = txn->op_capacity ? txn->op_capacity * 2 : 8;
+		struct txn_op **ops = realloc(txn->ops, capacity * sizeof *ops);
+		if (!ops)
+			return -ENOMEM;
+		txn->ops = ops;
+		txn->op_capacity = capacity;
+	}
+	txn->ops[txn->op_count++] = op;
+	return 0;
+}
+
+static void txn_remove_op(struct store_txn *txn, size_t index)
+{
+	memmove(&txn->ops[index], &txn->ops[index + 1],
+		(txn->op_count - index - 1) * sizeof *txn->ops);
+	txn->op_count--;
+}
+
+static struct store_writer *txn_find_writer(struct store_txn *txn, const char *table)
+{
+	for (size_t i = 0; i < txn->op_count; i++)
+		if (txn->ops[i]->kind == MANIFEST_WRITE && strcmp(txn->ops[i]->name, table) == 0)
+			return txn->ops[i]->writer;
+	return NULL;
+}
+
+/*
+ * What a table name means inside the transaction: replays the pending
+ * operations backwards (through renames) down to the pinned snapshot.
+ */
+struct table_state {
+	bool exists;
+	bool in_snapshot;                /* head is the table's head in the snapshot */
+	struct head_row head;
+	const struct schema *pending_schema; /* the newest SCHEMA op's schema */
+	bool written;                    /* a writer of this transaction writes it */
+};
+
+static int txn_resolve(struct store_txn *txn, const char *name, struct table_state *state)
+{
+	memset(state, 0, sizeof *state);
+	char current[JOURNAL_NAME_MAX + 1];
+	snprintf(current, sizeof current, "%s", name);
+	size_t upto = txn->op_count;
+	for (;;) {
+		bool followed = false;
+		while (upto > 0) {
+			const struct txn_op *op = txn->ops[--upto];
+			if (op->kind == MANIFEST_RENAME) {
+				if (strcmp(op->new_name, current) == 0) {
+					snprintf(current, sizeof current, "%s", op->name);
+					followed = true;
+					break;
+				}
+				if (strcmp(op->name, current) == 0) {
+					state->exists = state->written || state->pending_schema;
+					return 0;
+				}
+				continue;
+			}
+			if (strcmp(op->name, current) != 0)
+				continue;
+			if (op->kind == MANIFEST_DROP) {
+				state->exists = state->written || state->pending_schema;
+				return 0;
+			}
+			if (op->kind == MANIFEST_SCHEMA) {
+				if (!state->pending_schema)
+					state->pending_schema = &op->schema;
+				state->exists = true;
+				/* keep going: the snapshot head (if any) is the base */
+			}
+			if (op->kind == MANIFEST_WRITE)
+				state->written = true;
+		}
+		if (!followed)
+			break;
+	}
+	int rc = store_snapshot_head(txn->snapshot, current, &state->head);
+	if (rc == 0) {
+		state->in_snapshot = true;
+		state->exists = true;
+	} else if (rc == -ENOENT) {
+		state->exists = state->written || state->pending_schema;
+	} else {
+		return rc;
+	}
+	return 0;
+}
+
+/* ---- transaction lifetime --------------------------------------------------------- */
+
+int store_txn_begin(struct store *store, const char *branch, struct store_txn **out,
+		    struct error_info *error)
+{
+	*out = NULL;
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	struct store_txn *txn = calloc(1, sizeof *txn);
+	if (!txn)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	branch = store_branch_or_main(branch);
+	snprintf(txn->branch, sizeof txn->branch, "%s", branch);
+	txn->store = store;
+	int rc = store_snapshot_resolve(store, branch, STORE_LATEST, true, &txn->snapshot, error);
+	if (rc < 0) {
+		free(txn);
+		return rc;
+	}
+	if (pthread_mutex_init(&txn->lock, NULL) != 0) {
+		store_snapshot_release(txn->snapshot);
+		free(txn);
+		return error_info_set(error, -ENOMEM, "out of memory");
+	}
+	*out = txn;
+	return 0;
+}
+
+void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer)
+{
+	pthread_mutex_lock(&txn->lock);
+	txn->defer_endpoints = defer;
+	pthread_mutex_unlock(&txn->lock);
+}
+
+struct store_snapshot *store_txn_snapshot(struct store_txn *txn)
+{
+	pthread_mutex_lock(&txn->lock);
+	struct store_snapshot *snapshot = txn->snapshot;
+	pthread_mutex_unlock(&txn->lock);
+	return snapshot;
+}
+
+static void writer_free(struct store_writer *writer)
+{
+	if (!writer)
+		return;
+	table_stage_free(writer->stage);
+	schema_free(&writer->schema);
+	schema_free(&writer->inferred);
+	schema_inference_free(writer->inference);
+	schema_row_free(&writer->row);
+	buf_free(&writer->partial);
+	buf_free(&writer->pending);
+	pthread_mutex_destroy(&writer->lock);
+	free(writer);
+}
+
+static void txn_op_free(struct txn_op *op)
+{
+	if (!op)
+		return;
+	writer_free(op->writer);
+	schema_free(&op->schema);
+	free(op);
+}
+
+void store_txn_free(struct store_txn *txn)
+{
+	if (!txn)
+		return;
+	for (size_t i = 0; i < txn->op_count; i++)
+		txn_op_free(txn->ops[i]);
+	free(txn->ops);
+	if (txn->intent)
+		manifest_intent_abandon(txn->intent);
+	store_snapshot_release(txn->snapshot);
+	pthread_mutex_destroy(&txn->lock);
+	free(txn);
+}
+
+/* A writer is counted when it means something: an overwrite (even of zero
+ * rows: the table becomes empty) or a merge with at least one line. */
+static bool op_counts(const struct txn_op *op)
+{
+	if (op->kind != MANIFEST_WRITE)
+		return true;
+	return op->writer->mode == STORE_OVERWRITE || atomic_load(&op->writer->lines) > 0;
+}
+
+size_t store_txn_size(const struct store_txn *txn)
+{
+	struct store_txn *mutable_txn = (struct store_txn *)txn;
+	pthread_mutex_lock(&mutable_txn->lock);
+	size_t count = 0;
+	for (size_t i = 0; i < txn->op_count; i++)
+		count += op_counts(txn->ops[i]);
+	pthread_mutex_unlock(&mutable_txn->lock);
+	return count;
+}
+
+/* ---- writers ---------------------------------------------------------------------- */
+
+/* The stage's segment allocator: the first spill creates the txn's intent. Called
+ * from table_stage_add / table_stage_seal with txn.lock held. */
+static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
+{
+	struct store_txn *txn = context;
+	if (!txn->intent) {
+		store_lock_exclusive(txn->store);
+		int rc = manifest_intent_begin(txn->store->manifest, &txn->intent);
+		store_unlock(txn->store);
+		if (rc < 0) {
+			txn->intent = NULL;
+			return rc;
+		}
+	}
+	return manifest_intent_new_segment(txn->intent, segment_id_out);
+}
+
+static int endpoint_table_open(struct store_txn *txn, const char *name, struct endpoint_table *out)
+{
+	memset(out, 0, sizeof *out);
+	snprintf(out->name, sizeof out->name, "%s", name);
+	struct head_row head;
+	int rc = store_snapshot_head(txn->snapshot, name, &head);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	rc = table_info_read(txn->store->pager, head.table, &out->info);
+	if (rc < 0)
+		return rc;
+	out->in_snapshot = true;
+	return 0;
+}
+
+int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
+		     uint64_t based_on_version, const char *path, struct store_writer **out,
+		     struct error_info *error)
+{
+	*out = NULL;
+	const char *shown = path && *path ? path : (table ? table : "");
+	error_info_locate(error, shown, 0);
+	if (!table || !schema_name_is_valid(table, strlen(table)))
+		return error_info_set(error, -EINVAL,
+				      "invalid table name \"%.128s\": names are [A-Za-z_][A-Za-z0-9_]{0,127}",
+				      table ? table : "");
+	if (mode != STORE_OVERWRITE && mode != STORE_MERGE)
+		return error_info_set(error, -EINVAL, "unknown write mode %d", (int)mode);
+	struct store_writer *writer = calloc(1, sizeof *writer);
+	if (!writer)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	struct txn_op *op = NULL;
+	int rc = 0;
+	if (pthread_mutex_init(&writer->lock, NULL) != 0) {
+		free(writer);
+		return error_info_set(error, -ENOMEM, "out of memory");
+	}
+	writer->txn = txn;
+	snprintf(writer->table, sizeof writer->table, "%s", table);
+	snprintf(writer->path, sizeof writer->path, "%s", shown);
+	writer->mode = mode;
+	writer->based_on_version = based_on_version;
+	schema_init(&writer->schema);
+	schema_init(&writer->inferred);
+	schema_row_init(&writer->row);
+	buf_init(&writer->partial);
+	buf_init(&writer->pending);
+	atomic_init(&writer->lines, 0);
+
+	pthread_mutex_lock(&txn->lock);
+	struct table_state state;
+	if (txn_find_writer(txn, table)) {
+		rc = error_info_set(error, -EBUSY, "table %s already has a writer in this transaction",
+				    table);
+		goto cleanup;
+	}
+	rc = txn_resolve(txn, table, &state);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+		goto cleanup;
+	}
+	if (state.written) {
+		rc = error_info_set(error, -EBUSY,
+				    "table %s is already written in this transaction", table);
+		goto cleanup;
+	}
+	if (state.pending_schema) {
+		rc = schema_copy(&writer->schema, state.pending_schema);
+	} else if (state.exists) {
+		struct table_info info;
+		rc = store_head_schema(txn->store, &state.head, &info, &writer->schema);
+		if (rc == 0)
+			memcpy(writer->expected_schema_hash, state.head.schema_hash,
+			       sizeof writer->expected_schema_hash);
+	} else {
+		writer->creates = true;
+		rc = schema_inference_open(&writer->inference);
+	}
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot read the schema of %s: %s", table, strerror(-rc));
+		goto cleanup;
+	}
+	if (state.in_snapshot && based_on_version)
+		writer->based_on_incarnation = state.head.incarnation;
+	if (!writer->creates && writer->schema.kind == SCHEMA_EDGE) {
+		writer->is_edge = true;
+		rc = endpoint_table_open(txn, writer->schema.from, &writer->endpoints[ENDPOINT_FROM]);
+		if (rc == 0)
+			rc = endpoint_table_open(txn, writer->schema.to, &writer->endpoints[ENDPOINT_TO]);
+		if (rc < 0) {
+			error_info_set(error, rc, "cannot read the node tables of %s: %s", table,
+				       strerror(-rc));
+			goto cleanup;
+		}
+	}
+	rc = table_stage_open(txn->store->pager,
+			      mode == STORE_MERGE ? TABLE_MERGE : TABLE_OVERWRITE, txn->store->codec,
+			      txn_allocate_segment, txn, &writer->stage);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot stage rows: %s", strerror(-rc));
+		goto cleanup;
+	}
+	op = calloc(1, sizeof *op);
+	if (!op) {
+		rc = error_info_set(error, -ENOMEM, "out of memory");
+		goto cleanup;
+	}
+	op->kind = MANIFEST_WRITE;
+	snprintf(op->name, sizeof op->name, "%s", table);
+	schema_init(&op->schema);
+	op->writer = writer;
+	rc = txn_append_op(txn, op);
+	if (rc < 0) {
+		error_info_set(error, rc, "out of memory");
+		op->writer = NULL;
+		txn_op_free(op);
+		goto cleanup;
+	}
+	pthread_mutex_unlock(&txn->lock);
+	error_info_clear(error);
+	*out = writer;
+	return 0;
+cleanup:
+	pthread_mutex_unlock(&txn->lock);
+	writer_free(writer);
+	return rc;
+}
+
+/* Records the first error of a writer (sticky) and copies it to error. */
+static int writer_fail(struct store_writer *writer, struct error_info *error, int code,
+		       uint64_t line, const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+static int writer_fail(struct store_writer *writer, struct error_info *error, int code,
+		       uint64_t line, const char *format, ...)
+{
+	struct error_info *failure = &writer->failure;
+	failure->code = code;
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(failure->message, sizeof failure->message, format, arguments);
+	va_end(arguments);
+	error_info_locate(failure, writer->path, line);
+	if (error)
+		*error = *failure;
+	return code;
+}
+
+/*
+ * True if id is a node of the endpoint table as the commit would leave it:
+ * a live row of the txn's writer of that table, else (unless that writer
+ * deletes it or overwrites the table) a row of the pinned snapshot.
+ * Called with txn.lock held. Returns 1, 0, or -errno.
+ */
+static int endpoint_exists(struct store_txn *txn, const struct endpoint_table *table,
+			   const void *id, size_t size)
+{
+	struct store_writer *writer = txn_find_writer(txn, table->name);
+	if (writer) {
+		if (table_stage_has(writer->stage, id, size))
+			return 1;
+		if (table_stage_deletes(writer->stage, id, size) || writer->mode == STORE_OVERWRITE)
+			return 0;
+	}
+	if (!table->in_snapshot)
+		return 0;
+	struct buf row;
+	buf_init(&row);
+	int rc = table_lookup(txn->store->pager, &table->info, id, size, &row);
+	buf_free(&row);
+	if (rc == 0)
+		return 1;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size,
+			  uint64_t line, struct error_info *error)
+{
+	const struct endpoint_table *table = &writer->endpoints[end];
+	int found = endpoint_exists(writer->txn, table, id, size);
+	if (found < 0)
+		return writer_fail(writer, error, found, line, "cannot look up %s in %s: %s",
+				   end == ENDPOINT_FROM ? "from" : "to", table->name, strerror(-found));
+	if (!found)
+		return writer_fail(writer, error, -EINVAL, line,
+				   "dangling edge: %s \"%.*s\" is not a row of %s",
+				   end == ENDPOINT_FROM ? "from" : "to", (int)(size > 200 ? 200 : size),
+				   (const char *)id, table->name);
+	return 0;
+}
+
+static int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id)
+{
+	size_t before = writer->pending.size;
+	int rc = buf_put_u8(&writer->pending, (uint8_t)end);
+	if (rc == 0)
+		rc = buf_put_u64(&writer->pending, line);
+	if (rc == 0)
+		rc = buf_put_bytes(&writer->pending, id->data, (uint32_t)id->size);
+	if (rc < 0)
+		writer->pending.size = before;
+	return rc;
+}
+
+/* Checks the endpoints deferred at write time. Called with txn.lock held. The
+ * error is reported but does not make the writer fail: the caller may still
+ * stage the missing nodes and commit again. */
+static int pending_check(struct store_writer *writer, struct error_info *error)
+{
+	struct buf_reader reader;
+	buf_reader_init(&reader, writer->pending.data, writer->pending.size);
+	while (buf_reader_remaining(&reader) > 0) {
+		int end = buf_get_u8(&reader);
+		uint64_t line = buf_get_u64(&reader);
+		const uint8_t *id;
+		size_t size = buf_get_bytes(&reader, &id);
+		if (reader.failed)
+			return -EIO;
+		int found = endpoint_exists(writer->txn, &writer->endpoints[end], id, size);
+		if (found == 1)
+			continue;
+		error_info_locate(error, writer->path, line);
+		if (found < 0)
+			return error_info_set(error, found, "cannot look up %s in %s: %s",
+					      end == ENDPOINT_FROM ? "from" : "to",
+					      writer->endpoints[end].name, strerror(-found));
+		return error_info_set(error, -EINVAL, "dangling edge: %s \"%.*s\" is not a row of %s",
+				      end == ENDPOINT_FROM ? "from" : "to",
+				      (int)(size > 200 ? 200 : size), (const char *)id,
+				      writer->endpoints[end].name);
+	}
+	return 0;
+}
+
+/* Parses, validates and stages one complete line (without "\n"). Writer lock held. */
+static int writer_line(struct store_writer *writer, const char *line, size_t size,
+		       struct error_info *error)
+{
+	uint64_t number = atomic_fetch_add(&writer->lines, 1) + 1;
+	if (size == 0)
+		return writer_fail(writer, error, -EINVAL, number, "empty line");
+	struct error_info parse_error;
+	error_info_clear(&parse_error);
+	bool allow_delete = writer->mode == STORE_MERGE;
+	int rc = writer->creates
+			 ? schema_inference_row(writer->inference, line, size, allow_delete,
+						&writer->row, &parse_error)
+			 : schema_row_parse(&writer->schema, line, size, allow_delete, &writer->row,
+					    &parse_error);
+	if (rc < 0)
+		return writer_fail(writer, error, rc, number, "%s",
+				   parse_error.message[0] ? parse_error.message : strerror(-rc));
+
+	struct store_txn *txn = writer->txn;
+	struct store *store = txn->store;
+	pthread_mutex_lock(&txn->lock);
+	uint64_t cost = size + 1;
+	if (store->staged_max && txn->staged_bytes + cost > store->staged_max) {
+		rc = writer_fail(writer, error, -ENOSPC, number,
+				 "the transaction would stage more than %llu bytes",
+				 (unsigned long long)store->staged_max);
+		goto out;
+	}
+	if (writer->is_edge && !writer->row.is_delete) {
+		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
+			const struct buf *id = end == ENDPOINT_FROM ? &writer->row.from : &writer->row.to;
+			if (txn->defer_endpoints) {
+				rc = pending_add(writer, end, number, id);
+				if (rc < 0)
+					rc = writer_fail(writer, error, rc, number, "out of memory");
+			} else {
+				rc = endpoint_check(writer, end, id->data, id->size, number, error);
+			}
+			if (rc < 0)
+				goto out;
+		}
+	}
+	rc = table_stage_add(writer->stage, &writer->row);
+	if (rc == -EEXIST) {
+		rc = writer_fail(writer, error, -EINVAL, number, "duplicate id \"%.200s\"",
+				 buf_cstr(&writer->row.id));
+		goto out;
+	}
+	if (rc < 0) {
+		rc = writer_fail(writer, error, rc, number, "cannot stage the row: %s",
+				 strerror(-rc));
+		goto out;
+	}
+	txn->staged_bytes += cost;
+	writer->staged_bytes += cost;
+out:
+	pthread_mutex_unlock(&txn->lock);
+	return rc;
+}
+
+static int writer_too_long(struct store_writer *writer, struct error_info *error)
+{
+	return writer_fail(writer, error, -EFBIG, atomic_load(&writer->lines) + 1,
+			   "line is longer than the limit of %zu bytes", writer->txn->store->row_max);
+}
+
+int store_writer_write(struct store_writer *writer, const void *bytes, size_t size,
+		       struct error_info *error)
+{
+	int rc = 0;
+	pthread_mutex_lock(&writer->lock);
+	if (writer->failure.code) {
+		if (error)
+			*error = writer->failure;
+		rc = writer->failure.code;
+		goto out;
+	}
+	if (writer->finished) {
+		error_info_locate(error, writer->path, 0);
+		rc = error_info_set(error, -EINVAL, "the input was already finished");
+		goto out;
+	}
+	size_t row_max = writer->txn->store->row_max;
+	const char *position = bytes;
+	const char *end = position + size;
+	while (position < end) {
+		const char *newline = memchr(position, '\n', (size_t)(end - position));
+		size_t piece = (size_t)((newline ? newline : end) - position);
+		if (writer->partial.size + piece > row_max) {
+			rc = writer_too_long(writer, error);
+			goto out;
+		}
+		if (!newline) {
+			rc = buf_append(&writer->partial, position, piece);
+			if (rc < 0)
+				rc = writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
+						 "out of memory");
+			goto out;
+		}
+		if (writer->partial.size) {
+			rc = buf_append(&writer->partial, position, piece);
+			if (rc < 0) {
+				rc = writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
+						 "out of memory");
+				goto out;
+			}
+			rc = writer_line(writer, (const char *)writer->partial.data,
+					 writer->partial.size, error);
+			buf_reset(&writer->partial);
+		} else {
+			rc = writer_line(writer, position, piece, error);
+		}
+		if (rc < 0)
+			goto out;
+		position = newline + 1;
+	}
+out:
+	pthread_mutex_unlock(&writer->lock);
+	return rc;
+}
+
+int store_writer_finish(struct store_writer *writer, struct error_info *error)
+{
+	int rc = 0;
+	pthread_mutex_lock(&writer->lock);
+	if (writer->failure.code) {
+		if (error)
+			*error = writer->failure;
+		rc = writer->failure.code;
+	} else if (writer->partial.size) {
+		rc = writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines) + 1,
+				 "last line has no newline");
+	} else {
+		writer->finished = true;
+	}
+	pthread_mutex_unlock(&writer->lock);
+	return rc;
+}
+
+uint64_t store_writer_lines(const struct store_writer *writer)
+{
+	return atomic_load(&writer->lines);
+}
+
+void store_writer_discard(struct store_writer *writer)
+{
+	if (!writer)
+		return;
+	struct store_txn *txn = writer->txn;
+	pthread_mutex_lock(&txn->lock);
+	for (size_t i = 0; i < txn->op_count; i++) {
+		if (txn->ops[i]->writer == writer) {
+			struct txn_op *op = txn->ops[i];
+			txn_remove_op(txn, i);
+			txn->staged_bytes -= writer->staged_bytes;
+			txn_op_free(op);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&txn->lock);
+}
+
+/* ---- schema, drop, rename ----------------------------------------------------------- */
+
+static int check_table_name(const char *name, struct error_info *error)
+{
+	if (name && schema_name_is_valid(name, strlen(name)))
+		return 0;
+	return error_info_set(error, -EINVAL,
+			      "invalid table name \"%.128s\": names are [A-Za-z_][A-Za-z0-9_]{0,127}",
+			      name ? name : "");
+}
+
+static int txn_add_named_op(struct store_txn *txn, enum manifest_op_kind kind, const char *name,
+			    const char *new_name, struct schema *schema, struct error_info *error)
+{
+	struct txn_op *op = calloc(1, sizeof *op);
+	if (!op)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	op->kind = kind;
+	snprintf(op->name, sizeof op->name, "%s", name);
+	if (new_name)
+		snprintf(op->new_name, sizeof op->new_name, "%s", new_name);
+	schema_init(&op->schema);
+	if (schema) {
+		op->schema = *schema;   /* takes ownership */
+		schema_init(schema);
+	}
+	int rc = txn_append_op(txn, op);
+	if (rc < 0) {
+		txn_op_free(op);
+		return error_info_set(error, rc, "out of memory");
+	}
+	return 0;
+}
+
+int store_txn_schema(struct store_txn *txn, const char *table, const char *json, size_t size,
+		     struct error_info *error)
+{
+	char path[JOURNAL_NAME_MAX + 16];
+	snprintf(path, sizeof path, "schema/%.128s.json", table ? table : "");
+	error_info_locate(error, path, 0);
+	int rc = check_table_name(table, error);
+	if (rc < 0)
+		return rc;
+	struct schema schema, old;
+	schema_init(&schema);
+	schema_init(&old);
+	rc = schema_parse(json, size, &schema, error);
+	if (rc < 0) {
+		if (error)
+			snprintf(error->path, sizeof error->path, "%s", path);
+		goto out;
+	}
+	pthread_mutex_lock(&txn->lock);
+	struct table_state state;
+	rc = txn_resolve(txn, table, &state);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+	} else if (state.pending_schema) {
+		rc = schema_check_compatible(state.pending_schema, &schema, error);
+	} else if (state.in_snapshot) {
+		struct table_info info;
+		rc = store_head_schema(txn->store, &state.head, &info, &old);
+		if (rc < 0)
+			error_info_set(error, rc, "cannot read the schema of %s: %s", table,
+				       strerror(-rc));
+		else
+			rc = schema_check_compatible(&old, &schema, error);
+	}
+	if (rc == 0)
+		rc = txn_add_named_op(txn, MANIFEST_SCHEMA, table, NULL, &schema, error);
+	pthread_mutex_unlock(&txn->lock);
+out:
+	schema_free(&schema);
+	schema_free(&old);
+	return rc;
+}
+
+int store_txn_drop(struct store_txn *txn, const char *table, struct error_info *error)
+{
+	int rc = check_table_name(table, error);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&txn->lock);
+	struct table_state state;
+	rc = txn_resolve(txn, table, &state);
+	if (rc < 0)
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+	else if (!state.exists)
+		rc = error_info_set(error, -ENOENT, "no table named %s", table);
+	else
+		rc = txn_add_named_op(txn, MANIFEST_DROP, table, NULL, NULL, error);
+	pthread_mutex_unlock(&txn->lock);
+	return rc;
+}
+
+int store_txn_rename(struct store_txn *txn, const char *from, const char *to,
+		     struct error_info *error)
+{
+	int rc = check_table_name(from, error);
+	if (rc == 0)
+		rc = check_table_name(to, error);
+	if (rc < 0)
+		return rc;
+	if (strcmp(from, to) == 0)
+		return error_info_set(error, -EINVAL, "cannot rename %s onto itself", from);
+	pthread_mutex_lock(&txn->lock);
+	struct table_state state;
+	rc = txn_resolve(txn, from, &state);
+	if (rc == 0 && !state.exists)
+		rc = error_info_set(error, -ENOENT, "no table named %s", from);
+	if (rc == 0) {
+		rc = txn_resolve(txn, to, &state);
+		if (rc == 0 && state.exists)
+			rc = error_info_set(error, -EEXIST, "a table named %s already exists", to);
+	}
+	if (rc == 0)
+		rc = txn_add_named_op(txn, MANIFEST_RENAME, from, to, NULL, error);
+	else if (error && !error->message[0])
+		error_info_set(error, rc, "cannot read the heads: %s", strerror(-rc));
+	pthread_mutex_unlock(&txn->lock);
+	return rc;
+}
+
+/* ---- commit ------------------------------------------------------------------------ */
+
+static void describe_op(const struct txn_op *op, struct buf *out)
+{
+	switch (op->kind) {
+	case MANIFEST_WRITE: {
+		const struct store_writer *writer = op->writer;
+		uint64_t rows = table_stage_rows(writer->stage);
+		const char *verb = writer->creates ? "create"
+				   : writer->mode == STORE_MERGE ? "merge"
+								 : "overwrite";
+		buf_printf(out, "%s %s (%llu row%s)", verb, op->name, (unsigned long long)rows,
+			   rows == 1 ? "" : "s");
+		break;
+	}
+	case MANIFEST_SCHEMA:
+		buf_printf(out, "schema %s", op->name);
+		break;
+	case MANIFEST_DROP:
+		buf_printf(out, "drop %s", op->name);
+		break;
+	case MANIFEST_RENAME:
+		buf_printf(out, "rename %s to %s", op->name, op->new_name);
+		break;
+	}
+}
+
+/* "overwrite Person (3 rows), merge Knows (1 row) and 2 more" */
+static int default_message(struct txn_op **ops, size_t count, struct buf *out)
+{
+	enum { SHOWN = 3 };
+	for (size_t i = 0; i < count && i < SHOWN; i++) {
+		if (i)
+			buf_append_string(out, ", ");
+		describe_op(ops[i], out);
+	}
+	if (count > SHOWN)
+		buf_printf(out, " and %zu more", count - SHOWN);
+	return buf_append(out, "", 1) < 0 ? -ENOMEM : 0;
+}
+
+int store_txn_commit(struct store_txn *txn, const char *message, struct store_commit_result *result,
+		     struct error_info *error)
+{
+	struct store *store = txn->store;
+	struct txn_op **included = NULL;
+	struct manifest_op *manifest_ops = NULL;
+	size_t locked_writers = 0;
+	size_t included_count = 0;
+	struct buf summary;
+	buf_init(&summary);
+	int rc = 0;
+	error_info_clear(error);
+	pthread_mutex_lock(&txn->lock);
+
+	/* 1. Every writer: not busy, not failed, no partial last line. */
+	for (; locked_writers < txn->op_count; locked_writers++) {
+		struct txn_op *op = txn->ops[locked_writers];
+		if (op->kind != MANIFEST_WRITE)
+			continue;
+		struct store_writer *writer = op->writer;
+		if (pthread_mutex_trylock(&writer->lock) != 0) {
+			error_info_locate(error, writer->path, 0);
+			rc = error_info_set(error, -EBUSY, "%s is still being written", writer->path);
+			goto cleanup;
+		}
+		if (writer->failure.code) {
+			if (error)
+				*error = writer->failure;
+			rc = writer->failure.code;
+			locked_writers++;
+			goto cleanup;
+		}
+		if (writer->partial.size) {
+			error_info_locate(error, writer->path, atomic_load(&writer->lines) + 1);
+			rc = error_info_set(error, -EINVAL, "last line has no newline");
+			locked_writers++;
+			goto cleanup;
+		}
+	}
+
+	/* 2. What is published: everything but merges of zero lines. */
+	included = calloc(txn->op_count ? txn->op_count : 1, sizeof *included);
+	manifest_ops = calloc(txn->op_count ? txn->op_count : 1, sizeof *manifest_ops);
+	if (!included || !manifest_ops) {
+		rc = error_info_set(error, -ENOMEM, "out of memory");
+		goto cleanup;
+	}
+	for (size_t i = 0; i < txn->op_count; i++)
+		if (op_counts(txn->ops[i]))
+			included[included_count++] = txn->ops[i];
+	if (included_count == 0) {
+		rc = error_info_set(error, -ENODATA, "nothing staged");
+		goto cleanup;
+	}
+
+	/* 3. Endpoints deferred at write time, against the snapshot plus every stage. */
+	for (size_t i = 0; i < included_count; i++) {
+		if (included[i]->kind != MANIFEST_WRITE)
+			continue;
+		rc = pending_check(included[i]->writer, error);
+		if (rc < 0)
+			goto cleanup;
+	}
+
+	/* 4. The request, in the order the caller made the operations. */
+	for (size_t i = 0; i < included_count; i++) {
+		struct txn_op *op = included[i];
+		struct manifest_op *request_op = &manifest_ops[i];
+		request_op->kind = op->kind;
+		memcpy(request_op->name, op->name, sizeof request_op->name);
+		memcpy(request_op->new_name, op->new_name, sizeof request_op->new_name);
+		if (op->kind == MANIFEST_SCHEMA)
+			request_op->schema = &op->schema;
+		if (op->kind != MANIFEST_WRITE)
+			continue;
+		struct store_writer *writer = op->writer;
+		request_op->stage = writer->stage;
+		memcpy(request_op->expected_schema_hash, writer->expected_schema_hash,
+		       sizeof request_op->expected_schema_hash);
+		request_op->based_on_version = writer->based_on_version;
+		request_op->based_on_incarnation = writer->based_on_incarnation;
+		if (writer->creates) {
+			schema_free(&writer->inferred);
+			rc = schema_inference_finish(writer->inference, &writer->inferred);
+			if (rc < 0) {
+				error_info_locate(error, writer->path, 0);
+				error_info_set(error, rc, "cannot infer the schema of %s: %s",
+					       op->name, strerror(-rc));
+				goto cleanup;
+			}
+			request_op->schema = &writer->inferred;
+		}
+	}
+	if (!message || !*message) {
+		rc = default_message(included, included_count, &summary);
+		if (rc < 0) {
+			error_info_set(error, rc, "out of memory");
+			goto cleanup;
+		}
+		message = (const char *)summary.data;
+	}
+
+	/* 5. Stages durable before the publish takes the store lock. */
+	for (size_t i = 0; i < included_count; i++) {
+		if (included[i]->kind != MANIFEST_WRITE)
+			continue;
+		rc = table_stage_seal(included[i]->writer->stage);
+		if (rc < 0) {
+			error_info_locate(error, included[i]->writer->path, 0);
+			error_info_set(error, rc, "cannot write the staged rows: %s", strerror(-rc));
+			goto cleanup;
+		}
+	}
+
+	/* 6. Publish. */
+	struct manifest_commit_request request = {
+		.branch = txn->branch,
+		.actor = store->actor,
+		.message = message,
+		.op_count = included_count,
+		.ops = manifest_ops,
+		.intent = NULL,
+	};
+	if (txn->intent)
+		manifest_request_attach_intent(&request, txn->intent);
+	struct manifest_commit_result published;
+	store_lock_exclusive(store);
+	rc = manifest_commit(store->manifest, &request, &published, error);
+	store_unlock(store);
+	if (rc < 0) {
+		if (error && !error->message[0])
+			error_info_set(error, rc, "the commit was refused: %s", strerror(-rc));
+		goto cleanup;
+	}
+
+	/* 7. Published: the transaction is empty and pinned to what it published. */
+	txn->intent = NULL;   /* completed and cleared by the publish */
+	if (result) {
+		result->version = published.version;
+		ulid_format(&published.commit, result->commit);
+		result->time_us = published.time_us;
+	}
+	for (size_t i = 0; i < txn->op_count; i++) {
+		struct txn_op *op = txn->ops[i];
+		if (op->kind == MANIFEST_WRITE)
+			pthread_mutex_unlock(&op->writer->lock);
+		txn_op_free(op);
+	}
+	locked_writers = 0;
+	txn->op_count = 0;
+	txn->staged_bytes = 0;
+	/* No refresh needed: the publish made this handle's latest at least ours. If the
+	 * re-pin fails (out of memory), the old pin stays and later commits re-validate. */
+	struct store_snapshot *snapshot = NULL;
+	if (store_snapshot_resolve(store, txn->branch, STORE_LATEST, false, &snapshot, NULL) == 0) {
+		store_snapshot_release(txn->snapshot);
+		txn->snapshot = snapshot;
+	}
+	error_info_clear(error);
+	rc = 0;
+cleanup:
+	for (size_t i = 0; i < locked_writers; i++)
+		if (txn->ops[i]->kind == MANIFEST_WRITE)
+			pthread_mutex_unlock(&txn->ops[i]->writer->lock);
+	pthread_mutex_unlock(&txn->lock);
+	free(included);
+	free(manifest_ops);
+	buf_free(&summary);
+	return rc;
+}

@@ -1,0 +1,66 @@
+/*
+ * store_int — internals shared by store.c, store_txn.c and store_ops.c
+ * (layer: store). Not included outside core/store*.c.
+ *
+ * Locking (outermost first; a thread never takes an earlier lock while
+ * holding a later one):
+ *   1. store_writer.lock   one writer's input state (line carry, counters)
+ *   2. store_txn.lock      the transaction's operations and stages
+ *   3. store.lock          rwlock over the manifest handle: shared for reads
+ *                          through it, exclusive for refresh, commit, branch
+ *                          operations, intents and repair
+ * Visitors supplied by callers are never called with store.lock held, so a
+ * visitor may call back into the store.
+ */
+#ifndef GRAPHFS_STORE_INT_H
+#define GRAPHFS_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "manifest.h"
+#include "schema.h"
+#include "store.h"
+#include "table.h"
+
+#define STORE_ACTOR_MAX 320  /* user@host: 64 + 1 + 255 */
+
+struct store {
+	struct manifest *manifest;
+	struct pager *pager;              /* owned by the manifest */
+	pthread_rwlock_t lock;            /* see the locking order above */
+	char *path;
+	bool read_only;
+	enum codec_kind codec;
+	size_t row_max;
+	uint64_t staged_max;
+	char actor[STORE_ACTOR_MAX];
+	atomic_long open_snapshots;       /* snapshots not yet released (checked at close) */
+};
+
+struct store_snapshot {
+	atomic_long references;
+	struct store *store;
+	struct manifest_snapshot view;    /* plain data: the branch as of view.version */
+	pthread_mutex_t time_lock;        /* guards the lazily read head commit time */
+	atomic_bool time_known;
+	uint64_t time_us;
+};
+
+/* Shared / exclusive access to the manifest handle. */
+void store_lock_shared(struct store *store);
+void store_lock_exclusive(struct store *store);
+void store_unlock(struct store *store);
+
+/* store_snapshot_open without a refresh for STORE_LATEST when refresh is false. */
+int store_snapshot_resolve(struct store *store, const char *branch, uint64_t version, bool refresh,
+			   struct store_snapshot **out, struct error_info *error);
+
+/* Reads the table version record and schema of a live head. 0 or -errno. */
+int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,
+		      struct schema *schema_out);
+
+/* "main" when branch is NULL or empty. */
+const char *store_branch_or_main(const char *branch);
+
+#endif
