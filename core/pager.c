@@ -1,1 +1,640 @@
-/* pager — to be written */
+/*
+ * pager — verified block reads from the manifest and segment files, manifest
+ * appends and segment writers. See pager.h; layouts in docs/FORMAT.md §2, §4.
+ *
+ * Invariants:
+ *   1. Every block returned to a caller has passed codec_decode (magic, type,
+ *      sizes, checksum); every failure to read or verify one is -EIO plus one
+ *      stderr line naming the file and offset.
+ *   2. Each verified block read from disk counts exactly one page and
+ *      BLOCK_HEADER_SIZE + stored_size bytes in its file's class; the number
+ *      of read calls depends only on the block's size (one speculative read
+ *      of up to SPECULATIVE_READ bytes, a second one for the rest if larger).
+ *   3. The segment descriptor cache holds at most SEGMENT_CACHE_SIZE open
+ *      files; a descriptor in use by a reader (users > 0) is never closed
+ *      under it. When every slot is busy, a reader opens a private descriptor.
+ *      Segment files are only cached after their file header has been
+ *      verified (kind, store ULID, segment id).
+ *   4. A manifest append writes base .. base + size with one pwrite (or half
+ *      of it when "publish.torn_write" is armed) and never writes before base.
+ *
+ * States of a struct pager_append: BUFFERING (blocks appended) -> WRITTEN
+ * (after a successful pager_append_write; no more blocks) -> freed.
+ * States of a struct pager_segment: OPEN (header + blocks buffered, flushed
+ * every ~1 MiB) -> FINISHED (flushed, fsynced, directory fsynced) -> freed;
+ * any write error moves it to FAILED (every later call returns the error).
+ */
+#include "pager.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEGMENT_CACHE_SIZE 32
+#define SPECULATIVE_READ 4096
+#define SEGMENT_FLUSH_SIZE (1u << 20)
+#define FILE_NAME_SIZE 32
+
+static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
+
+struct segment_slot {
+	uint64_t segment_id;    /* 0: empty */
+	struct io_file file;
+	unsigned users;         /* readers holding file right now */
+	uint64_t last_used;     /* LRU clock value */
+	bool doomed;            /* removed while in use: close when the last user leaves */
+};
+
+struct pager {
+	int store_directory;
+	struct io_file *manifest;
+	struct ulid store_id;
+	pthread_mutex_t lock;   /* guards the segment cache */
+	uint64_t clock;
+	struct segment_slot slots[SEGMENT_CACHE_SIZE];
+};
+
+/* A file to read one block from: the manifest, a cached segment, or a private descriptor. */
+struct read_handle {
+	struct io_file file;
+	int slot;               /* cache slot to release, or -1 */
+	bool private_file;      /* close after the read */
+	char name[FILE_NAME_SIZE];
+};
+
+static void segment_name(uint64_t segment_id, char out[FILE_NAME_SIZE])
+{
+	snprintf(out, FILE_NAME_SIZE, "segments/%016llx", (unsigned long long)segment_id);
+}
+
+static void log_bad_block(const char *file, uint64_t offset, const char *what)
+{
+	fprintf(stderr, "graphfs: %s: %s at offset %llu\n", file, what, (unsigned long long)offset);
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
+
+/* ---- file headers ------------------------------------------------------- */
+
+void pager_file_header_encode(const struct file_header *header, uint8_t *out)
+{
+	memset(out, 0, FILE_HEADER_SIZE);
+	memcpy(out, file_magic, sizeof file_magic);
+	buf_store_u32(out + 8, header->format_version);
+	buf_store_u32(out + 12, (uint32_t)header->kind);
+	memcpy(out + 16, header->store_id.bytes, 16);
+	buf_store_u64(out + 32, header->segment_id);
+	buf_store_u64(out + 40, header->created_us);
+	buf_store_u64(out + 48, codec_hash(out, 48));
+}
+
+int pager_file_header_decode(const uint8_t *bytes, struct file_header *out)
+{
+	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
+		return -EIO;
+	out->format_version = buf_load_u32(bytes + 8);
+	if (out->format_version != FILE_FORMAT_VERSION)
+		return -EPROTO;
+	if (buf_load_u64(bytes + 48) != codec_hash(bytes, 48))
+		return -EIO;
+	uint32_t kind = buf_load_u32(bytes + 12);
+	if (kind != FILE_KIND_MANIFEST && kind != FILE_KIND_SEGMENT)
+		return -EIO;
+	out->kind = (enum file_kind)kind;
+	memcpy(out->store_id.bytes, bytes + 16, 16);
+	out->segment_id = buf_load_u64(bytes + 32);
+	out->created_us = buf_load_u64(bytes + 40);
+	if ((out->kind == FILE_KIND_MANIFEST) != (out->segment_id == 0))
+		return -EIO;
+	return 0;
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+int pager_init(int store_directory, struct io_file *manifest, struct pager **out)
+{
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header;
+	int rc = io_pread(manifest, bytes, sizeof bytes, 0);
+	if (rc < 0) {
+		log_bad_block("manifest", 0, "file header is unreadable or short");
+		return rc == -EIO || rc == -EINVAL ? -EIO : rc;
+	}
+	rc = pager_file_header_decode(bytes, &header);
+	if (rc == 0 && header.kind != FILE_KIND_MANIFEST)
+		rc = -EIO;
+	if (rc == -EIO)
+		log_bad_block("manifest", 0, "file header checksum mismatch or not a manifest");
+	if (rc < 0)
+		return rc;
+
+	struct pager *pager = calloc(1, sizeof *pager);
+	if (!pager)
+		return -ENOMEM;
+	if (pthread_mutex_init(&pager->lock, NULL) != 0) {
+		free(pager);
+		return -ENOMEM;
+	}
+	pager->store_directory = store_directory;
+	pager->manifest = manifest;
+	pager->store_id = header.store_id;
+	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++)
+		pager->slots[i].file.descriptor = -1;
+	*out = pager;
+	return 0;
+}
+
+void pager_free(struct pager *pager)
+{
+	if (!pager)
+		return;
+	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++) {
+		assert(pager->slots[i].users == 0);
+		io_file_close(&pager->slots[i].file);
+	}
+	pthread_mutex_destroy(&pager->lock);
+	free(pager);
+}
+
+const struct ulid *pager_store_id(const struct pager *pager)
+{
+	return &pager->store_id;
+}
+
+/* ---- segment descriptor cache ------------------------------------------ */
+
+/* Opens segments/<id> read-only and checks its file header. Returns 0, -ENOENT, -EIO, -errno. */
+static int segment_open_verified(struct pager *pager, uint64_t segment_id, struct io_file *out)
+{
+	char name[FILE_NAME_SIZE];
+	segment_name(segment_id, name);
+	int rc = io_file_open(pager->store_directory, name, O_RDONLY, IO_DATA, out);
+	if (rc < 0)
+		return rc;
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header;
+	rc = io_pread(out, bytes, sizeof bytes, 0);
+	if (rc == 0)
+		rc = pager_file_header_decode(bytes, &header);
+	if (rc == 0 && (header.kind != FILE_KIND_SEGMENT || header.segment_id != segment_id ||
+			ulid_compare(&header.store_id, &pager->store_id) != 0))
+		rc = -EIO;
+	if (rc < 0) {
+		log_bad_block(name, 0, "segment file header is short, corrupt or from another store");
+		io_file_close(out);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int segment_acquire(struct pager *pager, uint64_t segment_id, struct read_handle *handle)
+{
+	handle->slot = -1;
+	handle->private_file = false;
+	segment_name(segment_id, handle->name);
+	int rc = 0;
+	pthread_mutex_lock(&pager->lock);
+	int victim = -1;
+	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++) {
+		struct segment_slot *slot = &pager->slots[i];
+		if (slot->segment_id == segment_id && !slot->doomed) {
+			slot->users++;
+			slot->last_used = ++pager->clock;
+			handle->file = slot->file;
+			handle->slot = i;
+			goto out;
+		}
+		if (slot->users == 0 &&
+		    (victim < 0 || slot->segment_id == 0 ||
+		     (pager->slots[victim].segment_id != 0 && slot->last_used < pager->slots[victim].last_used)))
+			victim = i;
+	}
+	rc = segment_open_verified(pager, segment_id, &handle->file);
+	if (rc < 0)
+		goto out;
+	if (victim < 0) {
+		handle->private_file = true; /* every slot is busy: read with a private descriptor */
+		goto out;
+	}
+	struct segment_slot *slot = &pager->slots[victim];
+	io_file_close(&slot->file);
+	slot->segment_id = segment_id;
+	slot->file = handle->file;
+	slot->users = 1;
+	slot->doomed = false;
+	slot->last_used = ++pager->clock;
+	handle->slot = victim;
+out:
+	pthread_mutex_unlock(&pager->lock);
+	return rc;
+}
+
+static void handle_release(struct pager *pager, struct read_handle *handle)
+{
+	if (handle->private_file) {
+		io_file_close(&handle->file);
+		return;
+	}
+	if (handle->slot < 0)
+		return;
+	pthread_mutex_lock(&pager->lock);
+	struct segment_slot *slot = &pager->slots[handle->slot];
+	assert(slot->users > 0);
+	if (--slot->users == 0 && slot->doomed) {
+		io_file_close(&slot->file);
+		slot->segment_id = 0;
+		slot->doomed = false;
+	}
+	pthread_mutex_unlock(&pager->lock);
+}
+
+static int handle_acquire(struct pager *pager, struct block_address address, struct read_handle *handle)
+{
+	uint64_t first_block = address.segment == 0 ? MANIFEST_FIRST_BLOCK : FILE_HEADER_SIZE;
+	if (address.segment == 0) {
+		handle->file = *pager->manifest;
+		handle->slot = -1;
+		handle->private_file = false;
+		snprintf(handle->name, sizeof handle->name, "manifest");
+	} else {
+		int rc = segment_acquire(pager, address.segment, handle);
+		if (rc < 0)
+			return rc;
+	}
+	if (address.offset < first_block) {
+		log_bad_block(handle->name, address.offset, "block address inside the file header");
+		handle_release(pager, handle);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- reads -------------------------------------------------------------- */
+
+/*
+ * Reads the whole block at offset into *block (speculative buffer or heap);
+ * fills header. Returns 0 or -EIO / -errno (logged).
+ */
+static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *speculative,
+		      uint8_t **block, struct block_header *header)
+{
+	ssize_t got = io_pread_some(&handle->file, speculative, SPECULATIVE_READ, offset);
+	if (got < 0)
+		return (int)got;
+	if (got < BLOCK_HEADER_SIZE) {
+		log_bad_block(handle->name, offset, "block extends past the end of the file");
+		return -EIO;
+	}
+	if (codec_decode_header(speculative, header) < 0) {
+		log_bad_block(handle->name, offset, "invalid block header (checksum mismatch)");
+		return -EIO;
+	}
+	size_t total = BLOCK_HEADER_SIZE + (size_t)header->stored_size;
+	if (total <= (size_t)got) {
+		*block = speculative;
+		return 0;
+	}
+	uint8_t *whole = malloc(total);
+	if (!whole)
+		return -ENOMEM;
+	memcpy(whole, speculative, (size_t)got);
+	int rc = io_pread(&handle->file, whole + got, total - (size_t)got, offset + (uint64_t)got);
+	if (rc < 0) {
+		free(whole);
+		if (rc == -EIO)
+			log_bad_block(handle->name, offset, "block extends past the end of the file");
+		return rc;
+	}
+	*block = whole;
+	return 0;
+}
+
+int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
+	       struct buf *raw_out)
+{
+	struct read_handle handle;
+	int rc = handle_acquire(pager, address, &handle);
+	if (rc < 0)
+		return rc;
+	uint8_t speculative[SPECULATIVE_READ];
+	uint8_t *block = NULL;
+	struct block_header header;
+	rc = read_block(&handle, address.offset, speculative, &block, &header);
+	if (rc < 0)
+		goto out;
+	size_t total = BLOCK_HEADER_SIZE + (size_t)header.stored_size;
+	size_t raw_size_before = raw_out->size;
+	rc = codec_decode(block, total, 0, raw_out);
+	if (rc == -EIO)
+		log_bad_block(handle.name, address.offset, "checksum mismatch");
+	if (rc == 0 && expected_type && header.type != expected_type) {
+		char what[96];
+		snprintf(what, sizeof what, "block of type %d where type %d was expected", (int)header.type,
+			 (int)expected_type);
+		log_bad_block(handle.name, address.offset, what);
+		raw_out->size = raw_size_before;
+		rc = -EIO;
+	}
+	if (rc == 0)
+		io_count_block(handle.file.class, total);
+out:
+	if (block && block != speculative)
+		free(block);
+	handle_release(pager, &handle);
+	return rc;
+}
+
+int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out)
+{
+	struct read_handle handle;
+	int rc = handle_acquire(pager, address, &handle);
+	if (rc < 0)
+		return rc;
+	uint8_t bytes[BLOCK_HEADER_SIZE];
+	struct block_header header;
+	rc = io_pread(&handle.file, bytes, sizeof bytes, address.offset);
+	if (rc == -EIO)
+		log_bad_block(handle.name, address.offset, "block extends past the end of the file");
+	if (rc == 0 && (rc = codec_decode_header(bytes, &header)) < 0)
+		log_bad_block(handle.name, address.offset, "invalid block header");
+	if (rc == 0)
+		*size_out = BLOCK_HEADER_SIZE + (uint64_t)header.stored_size;
+	handle_release(pager, &handle);
+	return rc;
+}
+
+/* ---- manifest appends --------------------------------------------------- */
+
+struct pager_append {
+	struct pager *pager;
+	uint64_t base;
+	struct buf buffer;
+	bool written;
+};
+
+int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append **out)
+{
+	if (base < MANIFEST_FIRST_BLOCK)
+		return -EINVAL;
+	struct pager_append *append = calloc(1, sizeof *append);
+	if (!append)
+		return -ENOMEM;
+	append->pager = pager;
+	append->base = base;
+	buf_init(&append->buffer);
+	*out = append;
+	return 0;
+}
+
+int pager_append_block(struct pager_append *append, enum block_type type, enum codec_kind codec,
+		       const void *raw, size_t raw_size, struct block_address *address_out)
+{
+	if (append->written)
+		return -EINVAL;
+	uint64_t offset = append->base + append->buffer.size;
+	int rc = codec_encode(type, codec, raw, raw_size, &append->buffer);
+	if (rc < 0)
+		return rc;
+	address_out->segment = 0;
+	address_out->offset = offset;
+	return 0;
+}
+
+uint64_t pager_append_size(const struct pager_append *append)
+{
+	return append->buffer.size;
+}
+
+int pager_append_read(struct pager_append *append, struct block_address address,
+		      enum block_type expected_type, struct buf *raw_out)
+{
+	if (address.segment != 0 || address.offset < append->base ||
+	    address.offset - append->base >= append->buffer.size)
+		return pager_read(append->pager, address, expected_type, raw_out);
+	size_t start = (size_t)(address.offset - append->base);
+	size_t available = append->buffer.size - start;
+	struct block_header header;
+	if (available < BLOCK_HEADER_SIZE || codec_decode_header(append->buffer.data + start, &header) < 0 ||
+	    BLOCK_HEADER_SIZE + (size_t)header.stored_size > available) {
+		log_bad_block("manifest (append buffer)", address.offset, "no block starts here");
+		return -EIO;
+	}
+	int rc = codec_decode(append->buffer.data + start, BLOCK_HEADER_SIZE + (size_t)header.stored_size,
+			      expected_type, raw_out);
+	if (rc == -EIO)
+		log_bad_block("manifest (append buffer)", address.offset, "checksum or type mismatch");
+	return rc;
+}
+
+int pager_append_write(struct pager_append *append)
+{
+	struct io_file *manifest = append->pager->manifest;
+	if (append->written)
+		return -EINVAL;
+	uint64_t size;
+	int rc = io_size(manifest, &size);
+	if (rc < 0)
+		return rc;
+	if (size != append->base)
+		return -ESTALE;
+	rc = io_failpoint("publish.before_write");
+	if (rc < 0)
+		return rc;
+	if (io_failpoint_armed("publish.torn_write")) {
+		size_t half = append->buffer.size / 2;
+		rc = io_pwrite(manifest, append->buffer.data, half, append->base);
+		if (rc < 0)
+			return rc;
+		rc = io_failpoint("publish.torn_write");
+		if (rc < 0)
+			return rc;
+		/* Disarmed in between by another thread: finish the write. */
+		rc = io_pwrite(manifest, append->buffer.data + half, append->buffer.size - half,
+			       append->base + half);
+	} else {
+		rc = io_pwrite(manifest, append->buffer.data, append->buffer.size, append->base);
+	}
+	if (rc < 0)
+		return rc;
+	rc = io_failpoint("publish.before_fsync");
+	if (rc < 0)
+		return rc;
+	rc = io_fsync(manifest);
+	if (rc < 0)
+		return rc;
+	rc = io_failpoint("publish.after_fsync");
+	if (rc < 0)
+		return rc;
+	append->written = true;
+	return 0;
+}
+
+void pager_append_free(struct pager_append *append)
+{
+	if (!append)
+		return;
+	buf_free(&append->buffer);
+	free(append);
+}
+
+/* ---- segment files ------------------------------------------------------ */
+
+struct pager_segment {
+	struct pager *pager;
+	uint64_t segment_id;
+	struct io_file file;
+	struct buf pending;     /* bytes not yet written, starting at file offset written */
+	uint64_t written;
+	int failure;            /* first write error, 0 while healthy */
+	bool finished;
+};
+
+int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_segment **out)
+{
+	if (segment_id == 0)
+		return -EINVAL;
+	int rc = io_directory_make(pager->store_directory, "segments");
+	if (rc == 0)
+		rc = io_directory_sync(pager->store_directory);
+	else if (rc == -EEXIST)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	struct pager_segment *segment = calloc(1, sizeof *segment);
+	if (!segment)
+		return -ENOMEM;
+	segment->pager = pager;
+	segment->segment_id = segment_id;
+	buf_init(&segment->pending);
+	char name[FILE_NAME_SIZE];
+	segment_name(segment_id, name);
+	rc = buf_reserve(&segment->pending, FILE_HEADER_SIZE);
+	if (rc < 0)
+		goto cleanup;
+	rc = io_file_open(pager->store_directory, name, O_RDWR | O_CREAT | O_EXCL, IO_DATA, &segment->file);
+	if (rc < 0)
+		goto cleanup;
+	struct file_header header = {
+		.format_version = FILE_FORMAT_VERSION,
+		.kind = FILE_KIND_SEGMENT,
+		.store_id = pager->store_id,
+		.segment_id = segment_id,
+		.created_us = now_us(),
+	};
+	pager_file_header_encode(&header, segment->pending.data);
+	segment->pending.size = FILE_HEADER_SIZE;
+	*out = segment;
+	return 0;
+cleanup:
+	buf_free(&segment->pending);
+	free(segment);
+	return rc;
+}
+
+uint64_t pager_segment_id(const struct pager_segment *segment)
+{
+	return segment->segment_id;
+}
+
+static int segment_flush(struct pager_segment *segment)
+{
+	if (segment->failure)
+		return segment->failure;
+	if (segment->pending.size == 0)
+		return 0;
+	int rc = io_pwrite(&segment->file, segment->pending.data, segment->pending.size, segment->written);
+	if (rc < 0) {
+		segment->failure = rc;
+		return rc;
+	}
+	segment->written += segment->pending.size;
+	buf_reset(&segment->pending);
+	return 0;
+}
+
+int pager_segment_block(struct pager_segment *segment, enum block_type type, enum codec_kind codec,
+			const void *raw, size_t raw_size, struct block_address *address_out)
+{
+	if (segment->failure)
+		return segment->failure;
+	if (segment->finished)
+		return -EINVAL;
+	uint64_t offset = segment->written + segment->pending.size;
+	int rc = codec_encode(type, codec, raw, raw_size, &segment->pending);
+	if (rc < 0)
+		return rc;
+	address_out->segment = segment->segment_id;
+	address_out->offset = offset;
+	if (segment->pending.size >= SEGMENT_FLUSH_SIZE)
+		return segment_flush(segment);
+	return 0;
+}
+
+int pager_segment_finish(struct pager_segment *segment)
+{
+	if (segment->finished)
+		return 0;
+	int rc = segment_flush(segment);
+	if (rc < 0)
+		return rc;
+	rc = io_failpoint("segment.before_fsync");
+	if (rc < 0)
+		return rc;
+	rc = io_fsync(&segment->file);
+	if (rc < 0)
+		return rc;
+	int segments = io_directory_open_at(segment->pager->store_directory, "segments");
+	if (segments < 0)
+		return segments;
+	rc = io_directory_sync(segments);
+	close(segments);
+	if (rc < 0)
+		return rc;
+	rc = io_failpoint("segment.after_fsync");
+	if (rc < 0)
+		return rc;
+	segment->finished = true;
+	return 0;
+}
+
+void pager_segment_free(struct pager_segment *segment)
+{
+	if (!segment)
+		return;
+	io_file_close(&segment->file);
+	buf_free(&segment->pending);
+	free(segment);
+}
+
+int pager_segment_remove(struct pager *pager, uint64_t segment_id)
+{
+	if (segment_id == 0)
+		return -EINVAL;
+	pthread_mutex_lock(&pager->lock);
+	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++) {
+		struct segment_slot *slot = &pager->slots[i];
+		if (slot->segment_id != segment_id)
+			continue;
+		if (slot->users > 0) {
+			slot->doomed = true;
+		} else {
+			io_file_close(&slot->file);
+			slot->segment_id = 0;
+		}
+	}
+	pthread_mutex_unlock(&pager->lock);
+	char name[FILE_NAME_SIZE];
+	segment_name(segment_id, name);
+	return io_unlink(pager->store_directory, name);
+}

@@ -30,15 +30,53 @@
 #include "buf.h"
 #include "codec.h"
 #include "io.h"
+#include "ulid.h"
 
 struct pager;
 
+/* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
+
+#define FILE_HEADER_SIZE 4096
+#define FILE_FORMAT_VERSION 1          /* the store format this binary reads and writes */
+#define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
+
+enum file_kind {
+	FILE_KIND_MANIFEST = 1,
+	FILE_KIND_SEGMENT = 2,
+};
+
+struct file_header {
+	uint32_t format_version;
+	enum file_kind kind;
+	struct ulid store_id;
+	uint64_t segment_id;      /* 0 in the manifest */
+	uint64_t created_us;      /* µs since the epoch */
+};
+
+/* Encodes header into out (FILE_HEADER_SIZE bytes, checksummed, zero padded). */
+void pager_file_header_encode(const struct file_header *header, uint8_t *out);
+
+/*
+ * Decodes FILE_HEADER_SIZE bytes. Checks the magic first (-EIO if it is not
+ * a graphfs file), then the format version: if it is not FILE_FORMAT_VERSION
+ * it returns -EPROTO with only out->format_version filled (a different
+ * format may lay out or checksum the rest differently). Then verifies the
+ * checksum and the kind (-EIO). Returns 0, -EIO or -EPROTO.
+ */
+int pager_file_header_decode(const uint8_t *bytes, struct file_header *out);
+
 /*
  * Creates a pager over an already opened store directory and manifest file
- * (the pager does not take ownership of either). Returns 0 or -ENOMEM.
+ * (the pager does not take ownership of either). Reads and checks the
+ * manifest's file header to learn the store ULID (written into segment
+ * headers). Returns 0, -ENOMEM, -EIO (short, not a manifest, checksum) or
+ * -EPROTO (another format version; the manifest module checks the version
+ * first and explains). On error *out is untouched.
  */
 int pager_init(int store_directory, struct io_file *manifest, struct pager **out);
 void pager_free(struct pager *pager);
+/* The store ULID from the manifest header. */
+const struct ulid *pager_store_id(const struct pager *pager);
 
 /*
  * Reads the block at address, verifies it and appends its raw payload to
@@ -57,7 +95,8 @@ int pager_block_size(struct pager *pager, struct block_address address, uint64_t
 
 struct pager_append;
 
-/* Starts an append at base (the manifest size the caller observed under the lock). */
+/* Starts an append at base (the manifest size the caller observed under the lock;
+ * at least MANIFEST_FIRST_BLOCK, else -EINVAL). Returns 0, -EINVAL or -ENOMEM. */
 int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append **out);
 /* Encodes one block into the buffer; *address_out is where it will live. Returns 0 or -errno. */
 int pager_append_block(struct pager_append *append, enum block_type type, enum codec_kind codec,
@@ -65,11 +104,21 @@ int pager_append_block(struct pager_append *append, enum block_type type, enum c
 /* Bytes buffered so far; base + this is the manifest size after the write. */
 uint64_t pager_append_size(const struct pager_append *append);
 /*
+ * Reads a block like pager_read, but a manifest address inside this append
+ * (base <= offset < base + size) is served from the buffer (verified, not
+ * counted: no I/O); any other address is read from disk by pager_read. For
+ * the tree flush and table apply re-reading what they appended in the same
+ * publish. Returns as pager_read.
+ */
+int pager_append_read(struct pager_append *append, struct block_address address,
+		      enum block_type expected_type, struct buf *raw_out);
+/*
  * Writes the buffer at base with one pwrite, then fsyncs the manifest.
  * Failpoints: "publish.before_write", "publish.torn_write" (writes half, then
- * the action), "publish.before_fsync", "publish.after_fsync". Returns 0 or
- * -errno; on error the manifest may hold a torn tail, which the next
- * recovery truncates (it is beyond the last valid root record).
+ * the action), "publish.before_fsync", "publish.after_fsync". Returns 0,
+ * -ESTALE if the manifest size is no longer base (nothing written), -EINVAL
+ * if already written, or -errno; on error the manifest may hold a torn tail,
+ * which the next recovery truncates (it is beyond the last valid root record).
  */
 int pager_append_write(struct pager_append *append);
 void pager_append_free(struct pager_append *append);
@@ -87,13 +136,17 @@ struct pager_segment;
  */
 int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_segment **out);
 uint64_t pager_segment_id(const struct pager_segment *segment);
-/* Appends one block; returns its address. Buffered; written in large chunks. */
+/* Appends one block; returns its address. Buffered; written in chunks of about 1 MiB.
+ * Returns 0 or -errno (a failed chunk write leaves the segment unusable: free and remove it). */
 int pager_segment_block(struct pager_segment *segment, enum block_type type, enum codec_kind codec,
 			const void *raw, size_t raw_size, struct block_address *address_out);
-/* Flushes, fsyncs the file and the segments/ directory. Failpoint "segment.before_fsync". */
+/* Flushes, fsyncs the file and the segments/ directory. Failpoints "segment.before_fsync"
+ * (data written, not durable) and "segment.after_fsync". Returns 0 or -errno. */
 int pager_segment_finish(struct pager_segment *segment);
 /* Closes; if the segment was never published the caller unlinks it with pager_segment_remove. */
 void pager_segment_free(struct pager_segment *segment);
+/* Unlinks segments/<id> (closing any cached descriptor). Returns 0 or -errno (-ENOENT if
+ * missing). Does not sync the directory. */
 int pager_segment_remove(struct pager *pager, uint64_t segment_id);
 
 #endif

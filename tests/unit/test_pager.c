@@ -1,4 +1,898 @@
+/* pager: verified block reads, manifest appends with failpoints, segment files. */
 #include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pager.h"
+
+struct store {
+	int directory;
+	struct io_file manifest;
+	struct ulid id;
+	struct pager *pager;
+};
+
+/* Writes a manifest header (kind 1) and zero meta slots: blocks start at 12288. */
+static int write_manifest(int directory, const struct ulid *id, struct io_file *manifest)
+{
+	int rc = io_file_open(directory, "manifest", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, manifest);
+	if (rc < 0)
+		return rc;
+	static uint8_t start[MANIFEST_FIRST_BLOCK];
+	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, *id, 0, 1 };
+	memset(start, 0, sizeof start);
+	pager_file_header_encode(&header, start);
+	return io_pwrite(manifest, start, sizeof start, 0);
+}
+
+static int store_open(struct store *store)
+{
+	memset(store, 0, sizeof *store);
+	store->directory = io_directory_open(harness_temp_directory());
+	if (store->directory < 0)
+		return store->directory;
+	ulid_new(&store->id);
+	int rc = write_manifest(store->directory, &store->id, &store->manifest);
+	if (rc < 0)
+		return rc;
+	return pager_init(store->directory, &store->manifest, &store->pager);
+}
+
+static void store_close(struct store *store)
+{
+	pager_free(store->pager);
+	io_file_close(&store->manifest);
+	close(store->directory);
+}
+
+static uint64_t manifest_size(struct store *store)
+{
+	uint64_t size = 0;
+	io_size(&store->manifest, &size);
+	return size;
+}
+
+/* Appends and durably writes one block; returns its address. */
+static struct block_address append_one(struct store *store, enum block_type type, enum codec_kind codec,
+				       const void *raw, size_t size)
+{
+	struct pager_append *append = NULL;
+	struct block_address address = { 0, 0 };
+	if (pager_append_begin(store->pager, manifest_size(store), &append) == 0 &&
+	    pager_append_block(append, type, codec, raw, size, &address) == 0 &&
+	    pager_append_write(append) == 0) {
+		pager_append_free(append);
+		return address;
+	}
+	pager_append_free(append);
+	return (struct block_address){ 0, 0 };
+}
+
+static void fill_text(struct buf *raw, size_t size)
+{
+	while (raw->size < size)
+		buf_printf(raw, "{\"id\":%zu,\"name\":\"row %zu\"}\n", raw->size, raw->size * 7919 % 1000);
+	raw->size = size;
+}
+
+/* Runs fn with stderr captured into out (NUL-terminated). */
+static void capture_stderr(void (*fn)(void *), void *context, char *out, size_t size)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/stderr.txt", harness_temp_directory());
+	fflush(stderr);
+	int saved = dup(2);
+	int file = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	dup2(file, 2);
+	fn(context);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	ssize_t got = pread(file, out, size - 1, 0);
+	out[got > 0 ? got : 0] = 0;
+	close(file);
+	unlink(path);
+}
+
+/* ---- file headers and init --------------------------------------------- */
+
+TEST(file_header_is_laid_out_as_format_md_says)
+{
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_SEGMENT, { { 0 } }, 0xabcd, 123456 };
+	for (int i = 0; i < 16; i++)
+		header.store_id.bytes[i] = (uint8_t)(i + 1);
+	pager_file_header_encode(&header, bytes);
+	CHECK(memcmp(bytes, "GRAPHFS\0", 8) == 0);
+	CHECK_EQ(buf_load_u32(bytes + 8), 1);
+	CHECK_EQ(buf_load_u32(bytes + 12), 2);
+	CHECK(memcmp(bytes + 16, header.store_id.bytes, 16) == 0);
+	CHECK_EQ(buf_load_u64(bytes + 32), 0xabcd);
+	CHECK_EQ(buf_load_u64(bytes + 40), 123456);
+	CHECK(buf_load_u64(bytes + 48) == codec_hash(bytes, 48));
+	for (int i = 56; i < FILE_HEADER_SIZE; i++)
+		CHECK_EQ(bytes[i], 0);
+	struct file_header back;
+	CHECK_EQ(pager_file_header_decode(bytes, &back), 0);
+	CHECK_EQ(back.kind, FILE_KIND_SEGMENT);
+	CHECK_EQ(back.segment_id, 0xabcd);
+	CHECK_EQ(back.created_us, 123456);
+	CHECK_EQ(ulid_compare(&back.store_id, &header.store_id), 0);
+}
+
+TEST(file_header_decode_reports_another_version_before_the_checksum)
+{
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, { { 0 } }, 0, 1 };
+	pager_file_header_encode(&header, bytes);
+	buf_store_u32(bytes + 8, 2); /* newer, checksum now stale */
+	struct file_header back;
+	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
+	CHECK_EQ(back.format_version, 2);
+	buf_store_u32(bytes + 8, 0);
+	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
+	CHECK_EQ(back.format_version, 0);
+	bytes[0] = 'X';
+	CHECK_EQ(pager_file_header_decode(bytes, &back), -EIO);
+}
+
+TEST(file_header_decode_refuses_every_flipped_byte_of_the_checked_part)
+{
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, { { 7 } }, 0, 99 };
+	pager_file_header_encode(&header, bytes);
+	struct file_header back;
+	for (int position = 0; position < 56; position++) {
+		bytes[position] ^= 0x10;
+		int rc = pager_file_header_decode(bytes, &back);
+		bytes[position] ^= 0x10;
+		CHECK(rc == -EIO || (rc == -EPROTO && position >= 8 && position < 12));
+	}
+	CHECK_EQ(pager_file_header_decode(bytes, &back), 0);
+}
+
+TEST(init_learns_the_store_id_from_the_manifest_header)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(ulid_compare(pager_store_id(store.pager), &store.id), 0);
+	store_close(&store);
+}
+
+struct init_attempt {
+	struct store store;
+	int rc;
+};
+
+static void init_quietly(void *context)
+{
+	struct init_attempt *attempt = context;
+	attempt->store.pager = NULL;
+	attempt->rc = pager_init(attempt->store.directory, &attempt->store.manifest, &attempt->store.pager);
+	if (attempt->rc == 0)
+		pager_free(attempt->store.pager);
+	attempt->store.pager = NULL;
+}
+
+TEST(init_refuses_a_corrupt_short_or_foreign_header)
+{
+	struct init_attempt attempt;
+	char log[1024];
+	CHECK_EQ(store_open(&attempt.store), 0);
+	pager_free(attempt.store.pager);
+
+	uint8_t byte;
+	CHECK_EQ(io_pread(&attempt.store.manifest, &byte, 1, 20), 0);
+	byte ^= 1;
+	CHECK_EQ(io_pwrite(&attempt.store.manifest, &byte, 1, 20), 0);
+	capture_stderr(init_quietly, &attempt, log, sizeof log);
+	CHECK_EQ(attempt.rc, -EIO);
+	CHECK(strstr(log, "graphfs: manifest:") != NULL);
+	CHECK(strstr(log, "offset 0") != NULL);
+
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header segment = { FILE_FORMAT_VERSION, FILE_KIND_SEGMENT, attempt.store.id, 5, 1 };
+	pager_file_header_encode(&segment, bytes);
+	CHECK_EQ(io_pwrite(&attempt.store.manifest, bytes, sizeof bytes, 0), 0);
+	capture_stderr(init_quietly, &attempt, log, sizeof log);
+	CHECK_EQ(attempt.rc, -EIO);
+
+	struct file_header newer = { 2, FILE_KIND_MANIFEST, attempt.store.id, 0, 1 };
+	pager_file_header_encode(&newer, bytes);
+	CHECK_EQ(io_pwrite(&attempt.store.manifest, bytes, sizeof bytes, 0), 0);
+	capture_stderr(init_quietly, &attempt, log, sizeof log);
+	CHECK_EQ(attempt.rc, -EPROTO);
+
+	CHECK_EQ(io_truncate(&attempt.store.manifest, 100), 0);
+	capture_stderr(init_quietly, &attempt, log, sizeof log);
+	CHECK_EQ(attempt.rc, -EIO);
+	attempt.store.pager = NULL;
+	store_close(&attempt.store);
+}
+
+/* ---- manifest appends and reads ---------------------------------------- */
+
+TEST(append_assigns_sequential_addresses_and_reads_back)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address first, second, third;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "node", 4, &first), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_COMMIT, CODEC_ZSTD, "commit", 6, &second), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_ROOT, CODEC_NONE, "root", 4, &third), 0);
+	CHECK_EQ(first.segment, 0);
+	CHECK_EQ(first.offset, MANIFEST_FIRST_BLOCK);
+	CHECK_EQ(second.offset, MANIFEST_FIRST_BLOCK + 24 + 4);
+	CHECK_EQ(third.offset, second.offset + 24 + 6);
+	CHECK_EQ(pager_append_size(append), 3 * 24 + 14);
+	CHECK_EQ(pager_append_write(append), 0);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + pager_append_size(append));
+	CHECK_EQ(pager_append_write(append), -EINVAL);
+	pager_append_free(append);
+
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_NODE, &raw), 0);
+	CHECK_EQ(pager_read(store.pager, second, BLOCK_COMMIT, &raw), 0);
+	CHECK_EQ(pager_read(store.pager, third, 0, &raw), 0);
+	CHECK(raw.size == 14 && memcmp(raw.data, "nodecommitroot", 14) == 0);
+	uint64_t size;
+	CHECK_EQ(pager_block_size(store.pager, second, &size), 0);
+	CHECK_EQ(size, 24 + 6);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(append_read_serves_buffered_blocks_and_older_ones_from_disk)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address old = append_one(&store, BLOCK_SCHEMA, CODEC_NONE, "old", 3);
+	CHECK(!block_address_is_null(old));
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, manifest_size(&store), &append), 0);
+	struct block_address fresh;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_LZ4, "fresh fresh fresh fresh", 23, &fresh), 0);
+	struct buf raw;
+	buf_init(&raw);
+	io_counters_reset();
+	CHECK_EQ(pager_append_read(append, fresh, BLOCK_NODE, &raw), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.reads, 0);
+	CHECK_EQ(counters.pages, 0);
+	CHECK_EQ(pager_append_read(append, old, BLOCK_SCHEMA, &raw), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.pages, 1);
+	CHECK(raw.size == 26 && memcmp(raw.data, "fresh fresh fresh freshold", 26) == 0);
+	/* Inside the buffer but not at a block start; and a wrong type. */
+	struct block_address inside = { 0, fresh.offset + 3 };
+	CHECK_EQ(pager_append_read(append, inside, 0, &raw), -EIO);
+	CHECK_EQ(pager_append_read(append, fresh, BLOCK_ROOT, &raw), -EIO);
+	CHECK_EQ(raw.size, 26);
+	buf_free(&raw);
+	pager_append_free(append);
+	store_close(&store);
+}
+
+TEST(append_refuses_a_stale_or_impossible_base)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, 4096, &append), -EINVAL);
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address address;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "x", 1, &address), 0);
+	CHECK(!block_address_is_null(append_one(&store, BLOCK_NODE, CODEC_NONE, "other", 5)));
+	uint64_t before = manifest_size(&store);
+	CHECK_EQ(pager_append_write(append), -ESTALE);
+	CHECK_EQ(manifest_size(&store), before);
+	pager_append_free(append);
+	store_close(&store);
+}
+
+TEST(append_write_is_one_pwrite_and_one_fsync)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address address;
+	for (int i = 0; i < 50; i++)
+		CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "node", 4, &address), 0);
+	io_counters_reset();
+	CHECK_EQ(pager_append_write(append), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.writes, 1);
+	CHECK_EQ(counters.bytes_written, 50 * 28);
+	CHECK_EQ(counters.fsyncs, 1);
+	pager_append_free(append);
+	store_close(&store);
+}
+
+TEST(counters_count_one_page_and_header_plus_stored_bytes_per_block)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct buf text, raw;
+	buf_init(&text);
+	buf_init(&raw);
+	fill_text(&text, 50000);
+	struct block_address small = append_one(&store, BLOCK_NODE, CODEC_NONE, "tiny", 4);
+	struct block_address large = append_one(&store, BLOCK_NODE, CODEC_NONE, text.data, text.size);
+	struct block_address packed = append_one(&store, BLOCK_COMMIT, CODEC_ZSTD, text.data, text.size);
+	uint64_t packed_size;
+	CHECK_EQ(pager_block_size(store.pager, packed, &packed_size), 0);
+	CHECK(packed_size < text.size);
+
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, small, BLOCK_NODE, &raw), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.pages, 1);
+	CHECK_EQ(counters.bytes, 24 + 4);
+	CHECK_EQ(counters.reads, 1);
+
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, large, BLOCK_NODE, &raw), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.pages, 1);
+	CHECK_EQ(counters.bytes, 24 + 50000);
+	CHECK_EQ(counters.reads, 2);
+
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, packed, BLOCK_COMMIT, &raw), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.pages, 1);
+	CHECK_EQ(counters.bytes, packed_size);
+	struct io_counters data;
+	io_counters_get(IO_DATA, &data);
+	CHECK_EQ(data.pages + data.bytes + data.reads, 0);
+
+	CHECK_EQ(raw.size, 4 + 50000 + 50000);
+	CHECK(memcmp(raw.data + 4 + 50000, text.data, text.size) == 0);
+	buf_free(&text);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(the_same_reads_count_the_same_whatever_follows_the_block)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = append_one(&store, BLOCK_NODE, CODEC_NONE, "alone", 5);
+	struct buf raw;
+	buf_init(&raw);
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_NODE, &raw), 0);
+	struct io_counters alone;
+	io_counters_get(IO_MANIFEST, &alone);
+	for (int i = 0; i < 200; i++)
+		append_one(&store, BLOCK_NODE, CODEC_NONE, "following", 9);
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_NODE, &raw), 0);
+	struct io_counters followed;
+	io_counters_get(IO_MANIFEST, &followed);
+	CHECK_EQ(alone.reads, followed.reads);
+	CHECK_EQ(alone.bytes, followed.bytes);
+	CHECK_EQ(alone.pages, followed.pages);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(reading_past_the_end_or_inside_the_header_is_eio)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = append_one(&store, BLOCK_NODE, CODEC_NONE, "0123456789", 10);
+	struct buf raw;
+	buf_init(&raw);
+	buf_append(&raw, "keep", 4);
+	struct block_address beyond = { 0, manifest_size(&store) };
+	struct block_address far = { 0, 1ull << 40 };
+	struct block_address header = { 0, 4096 };
+	struct block_address null = { 0, 0 };
+	CHECK_EQ(pager_read(store.pager, beyond, 0, &raw), -EIO);
+	CHECK_EQ(pager_read(store.pager, far, 0, &raw), -EIO);
+	CHECK_EQ(pager_read(store.pager, header, 0, &raw), -EIO);
+	CHECK_EQ(pager_read(store.pager, null, 0, &raw), -EIO);
+	uint64_t size;
+	CHECK_EQ(pager_block_size(store.pager, beyond, &size), -EIO);
+	/* A block cut short by a torn tail. */
+	CHECK_EQ(io_truncate(&store.manifest, address.offset + 30), 0);
+	CHECK_EQ(pager_read(store.pager, address, 0, &raw), -EIO);
+	CHECK_EQ(raw.size, 4);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+struct corrupt_read {
+	struct pager *pager;
+	struct block_address address;
+	enum block_type type;
+	struct buf *raw;
+	int rc;
+};
+
+static void read_quietly(void *context)
+{
+	struct corrupt_read *read = context;
+	read->rc = pager_read(read->pager, read->address, read->type, read->raw);
+}
+
+TEST(a_flipped_byte_on_disk_is_eio_with_a_log_line_naming_file_and_offset)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct buf text, raw;
+	buf_init(&text);
+	buf_init(&raw);
+	fill_text(&text, 300);
+	append_one(&store, BLOCK_NODE, CODEC_NONE, "before", 6);
+	struct block_address address = append_one(&store, BLOCK_FRAGMENT, CODEC_ZSTD, text.data, text.size);
+	uint64_t size;
+	CHECK_EQ(pager_block_size(store.pager, address, &size), 0);
+	char expected[64], log[2048];
+	snprintf(expected, sizeof expected, "offset %llu", (unsigned long long)address.offset);
+	for (uint64_t position = 0; position < size; position++) {
+		uint8_t byte;
+		CHECK_EQ(io_pread(&store.manifest, &byte, 1, address.offset + position), 0);
+		byte ^= 0x04;
+		CHECK_EQ(io_pwrite(&store.manifest, &byte, 1, address.offset + position), 0);
+		io_counters_reset();
+		struct corrupt_read read = { store.pager, address, BLOCK_FRAGMENT, &raw, 0 };
+		capture_stderr(read_quietly, &read, log, sizeof log);
+		byte ^= 0x04;
+		CHECK_EQ(io_pwrite(&store.manifest, &byte, 1, address.offset + position), 0);
+		CHECK_EQ(read.rc, -EIO);
+		CHECK_EQ(raw.size, 0);
+		CHECK(strncmp(log, "graphfs: manifest: ", 19) == 0);
+		CHECK(strstr(log, expected) != NULL);
+		CHECK_EQ(strchr(log, '\n') - log + 1, strlen(log)); /* exactly one line */
+		struct io_counters counters;
+		io_counters_get(IO_MANIFEST, &counters);
+		CHECK_EQ(counters.pages, 0);
+	}
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_FRAGMENT, &raw), 0);
+	CHECK(raw.size == text.size && memcmp(raw.data, text.data, text.size) == 0);
+	buf_free(&text);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(the_wrong_block_type_is_eio_and_leaves_the_output_unchanged)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = append_one(&store, BLOCK_NODE, CODEC_NONE, "node", 4);
+	struct buf raw;
+	buf_init(&raw);
+	char log[1024];
+	struct corrupt_read read = { store.pager, address, BLOCK_ROOT, &raw, 0 };
+	capture_stderr(read_quietly, &read, log, sizeof log);
+	CHECK_EQ(read.rc, -EIO);
+	CHECK_EQ(raw.size, 0);
+	CHECK(strstr(log, "graphfs: manifest:") != NULL);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+/* ---- publish failpoints ------------------------------------------------ */
+
+static int write_with_failpoint(struct store *store, const char *failpoint, uint64_t *tail_size)
+{
+	struct pager_append *append;
+	int rc = pager_append_begin(store->pager, manifest_size(store), &append);
+	if (rc < 0)
+		return rc;
+	struct block_address address;
+	for (int i = 0; i < 10; i++)
+		pager_append_block(append, BLOCK_NODE, CODEC_NONE, "0123456789", 10, &address);
+	*tail_size = pager_append_size(append);
+	io_failpoint_arm(failpoint, IO_FAILPOINT_ERROR);
+	rc = pager_append_write(append);
+	pager_append_free(append);
+	return rc;
+}
+
+TEST(before_write_error_writes_nothing)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	uint64_t tail;
+	CHECK_EQ(write_with_failpoint(&store, "publish.before_write", &tail), -EIO);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK);
+	store_close(&store);
+}
+
+TEST(torn_write_error_leaves_half_of_the_tail)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	uint64_t tail;
+	CHECK_EQ(write_with_failpoint(&store, "publish.torn_write", &tail), -EIO);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail / 2);
+	store_close(&store);
+}
+
+TEST(before_and_after_fsync_errors_leave_the_whole_tail)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	uint64_t tail;
+	io_counters_reset();
+	CHECK_EQ(write_with_failpoint(&store, "publish.before_fsync", &tail), -EIO);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.fsyncs, 0);
+	uint64_t second;
+	CHECK_EQ(write_with_failpoint(&store, "publish.after_fsync", &second), -EIO);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail + second);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.fsyncs, 1);
+	store_close(&store);
+}
+
+static struct store *crash_store;
+
+static void crash_mid_publish(void)
+{
+	io_failpoint_arm("publish.torn_write", IO_FAILPOINT_CRASH);
+	struct pager_append *append;
+	struct block_address address;
+	pager_append_begin(crash_store->pager, MANIFEST_FIRST_BLOCK, &append);
+	for (int i = 0; i < 10; i++)
+		pager_append_block(append, BLOCK_NODE, CODEC_NONE, "0123456789", 10, &address);
+	pager_append_write(append);
+	_exit(0);
+}
+
+TEST(torn_write_crash_exits_86_with_half_the_tail_on_disk)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	crash_store = &store;
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0)
+		crash_mid_publish();
+	int status;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), IO_FAILPOINT_EXIT_CODE);
+	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + 10 * 34 / 2);
+	store_close(&store);
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+TEST(segment_create_write_finish_and_read_back)
+{
+	mode_t old_mask = umask(0);
+	struct store store;
+	int rc = store_open(&store);
+	umask(old_mask);
+	CHECK_EQ(rc, 0);
+	struct pager_segment *segment;
+	old_mask = umask(0);
+	rc = pager_segment_create(store.pager, 0x1234abcdull, &segment);
+	umask(old_mask);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(pager_segment_id(segment), 0x1234abcdull);
+	struct buf text;
+	buf_init(&text);
+	fill_text(&text, 20000);
+	struct block_address first, second;
+	CHECK_EQ(pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_ZSTD, text.data, text.size, &first), 0);
+	CHECK_EQ(pager_segment_block(segment, BLOCK_BITMAP, CODEC_NONE, "bits", 4, &second), 0);
+	CHECK_EQ(first.segment, 0x1234abcdull);
+	CHECK_EQ(first.offset, FILE_HEADER_SIZE);
+	CHECK(second.offset > first.offset);
+	io_counters_reset();
+	CHECK_EQ(pager_segment_finish(segment), 0);
+	struct io_counters counters;
+	io_counters_get(IO_DATA, &counters);
+	CHECK_EQ(counters.fsyncs, 1);
+	pager_segment_free(segment);
+
+	struct stat status;
+	CHECK_EQ(fstatat(store.directory, "segments/000000001234abcd", &status, AT_SYMLINK_NOFOLLOW), 0);
+	CHECK_EQ(status.st_mode & 07777, 0600);
+	CHECK_EQ(fstatat(store.directory, "segments", &status, AT_SYMLINK_NOFOLLOW), 0);
+	CHECK_EQ(status.st_mode & 07777, 0700);
+
+	struct io_file file;
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct file_header header;
+	CHECK_EQ(io_file_open(store.directory, "segments/000000001234abcd", O_RDONLY, IO_DATA, &file), 0);
+	CHECK_EQ(io_pread(&file, bytes, sizeof bytes, 0), 0);
+	io_file_close(&file);
+	CHECK_EQ(pager_file_header_decode(bytes, &header), 0);
+	CHECK_EQ(header.kind, FILE_KIND_SEGMENT);
+	CHECK_EQ(header.segment_id, 0x1234abcdull);
+	CHECK_EQ(ulid_compare(&header.store_id, &store.id), 0);
+
+	struct buf raw;
+	buf_init(&raw);
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_FRAGMENT, &raw), 0);
+	CHECK_EQ(pager_read(store.pager, second, BLOCK_BITMAP, &raw), 0);
+	CHECK(raw.size == text.size + 4 && memcmp(raw.data, text.data, text.size) == 0);
+	CHECK(memcmp(raw.data + text.size, "bits", 4) == 0);
+	uint64_t first_size;
+	CHECK_EQ(pager_block_size(store.pager, first, &first_size), 0);
+	io_counters_get(IO_DATA, &counters);
+	CHECK_EQ(counters.pages, 2);
+	CHECK_EQ(counters.bytes, first_size + 24 + 4);
+	struct io_counters manifest;
+	io_counters_get(IO_MANIFEST, &manifest);
+	CHECK_EQ(manifest.pages, 0);
+	buf_free(&raw);
+	buf_free(&text);
+	store_close(&store);
+}
+
+TEST(creating_an_existing_segment_is_eexist_and_id_zero_is_invalid)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_segment *segment, *again;
+	CHECK_EQ(pager_segment_create(store.pager, 7, &segment), 0);
+	CHECK_EQ(pager_segment_create(store.pager, 7, &again), -EEXIST);
+	CHECK_EQ(pager_segment_create(store.pager, 0, &again), -EINVAL);
+	pager_segment_free(segment);
+	store_close(&store);
+}
+
+TEST(a_large_segment_is_written_in_chunks_of_about_a_mebibyte)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_segment *segment;
+	CHECK_EQ(pager_segment_create(store.pager, 99, &segment), 0);
+	uint8_t *noise = malloc(100000);
+	CHECK(noise != NULL);
+	for (int i = 0; i < 100000; i++)
+		noise[i] = (uint8_t)(i * 2654435761u >> 13);
+	struct block_address addresses[40];
+	io_counters_reset();
+	for (int i = 0; i < 40; i++) {
+		noise[0] = (uint8_t)i;
+		CHECK_EQ(pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_NONE, noise, 100000, &addresses[i]), 0);
+		if (i > 0)
+			CHECK_EQ(addresses[i].offset, addresses[i - 1].offset + 24 + 100000);
+	}
+	struct io_counters counters;
+	io_counters_get(IO_DATA, &counters);
+	CHECK(counters.writes >= 3 && counters.writes <= 4);
+	CHECK_EQ(pager_segment_finish(segment), 0);
+	io_counters_get(IO_DATA, &counters);
+	CHECK_EQ(counters.bytes_written, FILE_HEADER_SIZE + 40 * (24 + 100000));
+	pager_segment_free(segment);
+	struct buf raw;
+	buf_init(&raw);
+	for (int i = 0; i < 40; i++) {
+		buf_reset(&raw);
+		CHECK_EQ(pager_read(store.pager, addresses[i], BLOCK_FRAGMENT, &raw), 0);
+		CHECK_EQ(raw.size, 100000);
+		CHECK_EQ(raw.data[0], i);
+		CHECK(memcmp(raw.data + 1, noise + 1, 99999) == 0);
+	}
+	buf_free(&raw);
+	free(noise);
+	store_close(&store);
+}
+
+TEST(segment_before_fsync_error_fails_finish)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_segment *segment;
+	struct block_address address;
+	CHECK_EQ(pager_segment_create(store.pager, 3, &segment), 0);
+	CHECK_EQ(pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_NONE, "x", 1, &address), 0);
+	CHECK_EQ(io_failpoint_arm("segment.before_fsync", IO_FAILPOINT_ERROR), 0);
+	io_counters_reset();
+	CHECK_EQ(pager_segment_finish(segment), -EIO);
+	struct io_counters counters;
+	io_counters_get(IO_DATA, &counters);
+	CHECK_EQ(counters.fsyncs, 0);
+	CHECK_EQ(io_failpoint_arm("segment.after_fsync", IO_FAILPOINT_ERROR), 0);
+	CHECK_EQ(pager_segment_finish(segment), -EIO);
+	CHECK_EQ(pager_segment_finish(segment), 0);
+	pager_segment_free(segment);
+	store_close(&store);
+}
+
+static void crash_before_segment_fsync(void)
+{
+	struct pager_segment *segment;
+	struct block_address address;
+	io_failpoint_arm("segment.before_fsync", IO_FAILPOINT_CRASH);
+	if (pager_segment_create(crash_store->pager, 4, &segment) == 0 &&
+	    pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_NONE, "x", 1, &address) == 0)
+		pager_segment_finish(segment);
+	_exit(0);
+}
+
+TEST(segment_crash_before_fsync_exits_86)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	crash_store = &store;
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0)
+		crash_before_segment_fsync();
+	int status;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), IO_FAILPOINT_EXIT_CODE);
+	store_close(&store);
+}
+
+static void write_segment(struct store *store, uint64_t id, const char *text, struct block_address *out)
+{
+	struct pager_segment *segment;
+	if (pager_segment_create(store->pager, id, &segment) < 0)
+		return;
+	pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_NONE, text, strlen(text), out);
+	pager_segment_finish(segment);
+	pager_segment_free(segment);
+}
+
+TEST(a_missing_segment_is_enoent_and_remove_deletes_it)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = { 0, 0 };
+	write_segment(&store, 11, "eleven", &address);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_FRAGMENT, &raw), 0); /* now cached */
+	CHECK_EQ(pager_segment_remove(store.pager, 11), 0);
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_FRAGMENT, &raw), -ENOENT);
+	CHECK_EQ(pager_segment_remove(store.pager, 11), -ENOENT);
+	struct block_address never = { 12, FILE_HEADER_SIZE };
+	CHECK_EQ(pager_read(store.pager, never, 0, &raw), -ENOENT);
+	CHECK_EQ(raw.size, 6);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_segment_of_another_store_or_id_is_refused)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = { 0, 0 };
+	write_segment(&store, 21, "twenty-one", &address);
+	/* Same bytes under another id: the header names segment 21. */
+	CHECK_EQ(renameat(store.directory, "segments/0000000000000015", store.directory,
+			  "segments/0000000000000016"),
+		 0);
+	struct block_address moved = { 22, address.offset };
+	struct buf raw;
+	buf_init(&raw);
+	char log[1024];
+	struct corrupt_read read = { store.pager, moved, 0, &raw, 0 };
+	capture_stderr(read_quietly, &read, log, sizeof log);
+	CHECK_EQ(read.rc, -EIO);
+	CHECK(strstr(log, "segments/0000000000000016") != NULL);
+
+	/* A segment written by another store's pager. */
+	struct pager *other;
+	struct ulid real_id = store.id;
+	uint8_t bytes[FILE_HEADER_SIZE];
+	struct ulid foreign;
+	ulid_new(&foreign);
+	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, foreign, 0, 1 };
+	pager_file_header_encode(&header, bytes);
+	CHECK_EQ(io_pwrite(&store.manifest, bytes, sizeof bytes, 0), 0);
+	CHECK_EQ(pager_init(store.directory, &store.manifest, &other), 0);
+	struct block_address foreign_address = { 0, 0 };
+	struct pager_segment *segment;
+	CHECK_EQ(pager_segment_create(other, 30, &segment), 0);
+	CHECK_EQ(pager_segment_block(segment, BLOCK_FRAGMENT, CODEC_NONE, "alien", 5, &foreign_address), 0);
+	CHECK_EQ(pager_segment_finish(segment), 0);
+	pager_segment_free(segment);
+	pager_free(other);
+	CHECK(ulid_compare(pager_store_id(store.pager), &real_id) == 0);
+	read.address = foreign_address;
+	capture_stderr(read_quietly, &read, log, sizeof log);
+	CHECK_EQ(read.rc, -EIO);
+	CHECK_EQ(raw.size, 0);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_segment_address_inside_its_header_is_eio)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = { 0, 0 };
+	write_segment(&store, 5, "five", &address);
+	struct block_address inside = { 5, 100 };
+	struct buf raw;
+	buf_init(&raw);
+	char log[1024];
+	struct corrupt_read read = { store.pager, inside, 0, &raw, 0 };
+	capture_stderr(read_quietly, &read, log, sizeof log);
+	CHECK_EQ(read.rc, -EIO);
+	CHECK(strstr(log, "segments/0000000000000005") != NULL);
+	CHECK(strstr(log, "offset 100") != NULL);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+#define MANY_SEGMENTS 70
+
+static struct block_address many_addresses[MANY_SEGMENTS];
+
+struct reader_context {
+	struct pager *pager;
+	int start;
+	int failures;
+};
+
+static void *read_all_segments(void *argument)
+{
+	struct reader_context *context = argument;
+	struct buf raw;
+	buf_init(&raw);
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < MANY_SEGMENTS; i++) {
+			int index = (i * 7 + context->start + round) % MANY_SEGMENTS;
+			char expected[32];
+			snprintf(expected, sizeof expected, "segment %d", index);
+			buf_reset(&raw);
+			if (pager_read(context->pager, many_addresses[index], BLOCK_FRAGMENT, &raw) != 0 ||
+			    raw.size != strlen(expected) || memcmp(raw.data, expected, raw.size) != 0)
+				context->failures++;
+		}
+	}
+	buf_free(&raw);
+	return NULL;
+}
+
+TEST(more_segments_than_cached_descriptors_read_correctly_from_many_threads)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	for (int i = 0; i < MANY_SEGMENTS; i++) {
+		char text[32];
+		snprintf(text, sizeof text, "segment %d", i);
+		write_segment(&store, 1000 + (uint64_t)i, text, &many_addresses[i]);
+		CHECK_EQ(many_addresses[i].segment, 1000 + (uint64_t)i);
+	}
+	pthread_t threads[4];
+	struct reader_context contexts[4];
+	for (int t = 0; t < 4; t++) {
+		contexts[t] = (struct reader_context){ store.pager, t * 17, 0 };
+		CHECK_EQ(pthread_create(&threads[t], NULL, read_all_segments, &contexts[t]), 0);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(threads[t], NULL);
+	for (int t = 0; t < 4; t++)
+		CHECK_EQ(contexts[t].failures, 0);
+	/* Descriptors stay bounded: at most the cache size are open. */
+	int open_descriptors = 0;
+	for (int fd = 0; fd < 4096; fd++)
+		open_descriptors += fcntl(fd, F_GETFD) >= 0;
+	CHECK(open_descriptors < 32 + 16);
+	store_close(&store);
+}
 
 int main(void)
 {
