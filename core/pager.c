@@ -7,7 +7,8 @@
  *      sizes, checksum); every failure to read or verify one is -EIO plus one
  *      stderr line naming the file and offset.
  *   2. Each verified block read from disk counts exactly one page and
- *      BLOCK_HEADER_SIZE + stored_size bytes in its file's class; the number
+ *      BLOCK_HEADER_SIZE + stored_size bytes in its class (table data blocks
+ *      in IO_DATA, everything else in its file's class); the number
  *      of read calls depends only on the block's size (one speculative read
  *      of up to SPECULATIVE_READ bytes, a second one for the rest if larger).
  *   3. The segment descriptor cache holds at most SEGMENT_CACHE_SIZE open
@@ -320,6 +321,16 @@ static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *spec
 	return 0;
 }
 
+/* Table data (fragments, deletion bitmaps) is counted as data wherever it
+ * lives — small commits keep it inline in the manifest — so the manifest
+ * counters measure only the manifest's own structures. */
+static enum io_class block_class(enum block_type type, enum io_class file_class)
+{
+	if (type == BLOCK_FRAGMENT || type == BLOCK_BITMAP)
+		return IO_DATA;
+	return file_class;
+}
+
 int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
 	       struct buf *raw_out)
 {
@@ -347,7 +358,7 @@ int pager_read(struct pager *pager, struct block_address address, enum block_typ
 		rc = -EIO;
 	}
 	if (rc == 0)
-		io_count_block(handle.file.class, total);
+		io_count_block(block_class(header.type, handle.file.class), total);
 out:
 	if (block && block != speculative)
 		free(block);
