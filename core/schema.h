@@ -21,7 +21,9 @@
  *   - numbers: i64 in decimal; f64 in the shortest form that round-trips,
  *     JavaScript style (1.0 renders "1", 1e21 renders "1e+21"), so widening
  *     i64 to f64 never changes bytes; vector elements as the shortest form
- *     that round-trips through f32;
+ *     that round-trips through f32; -0 renders "0"; integral values of
+ *     magnitude >= 2^63 use the exponent form (1e+19) so that they parse
+ *     back as JSON numbers a 64-bit-integer parser accepts;
  *   - one "\n" after the row.
  *
  * Schema hash: xxHash3-64 of the canonical schema JSON, rendered as 16
@@ -139,9 +141,11 @@ int schema_row_parse(const struct schema *schema, const char *line, size_t size,
  * its first non-null value, widened i64 -> f64 (also inside lists); other
  * conflicts are -EINVAL. Arrays of numbers infer list<i64>/list<f64>;
  * strings that are dates or datetimes stay strings (no guessing). A
- * property is nullable unless it appeared, non-null, in every row. Edges are
- * recognised by "from" and "to" keys in the first row; their node tables are
- * unknown (empty from/to) until the caller fills them in.
+ * property is nullable unless it appeared, non-null, in every row. Inferred
+ * tables are always nodes: a row with "from" or "to" is refused (-EINVAL,
+ * "edge tables need a schema: ..."), since an edge table's node tables
+ * cannot be guessed. Delete lines (allow_delete) are accepted and counted
+ * as no row.
  *
  * Rendering does not depend on types or nullability, and properties only
  * ever get appended, so a row rendered with schema_inference_row is final.
