@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -675,5 +676,53 @@ int store_repair(struct store *store, int *repaired_branches, struct error_info 
 	else
 		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
 	store_unlock(store);
+	return rc;
+}
+
+/* ---- test support ---------------------------------------------------------------------- */
+
+const char *const *store_failpoint_names(void)
+{
+	return io_failpoint_names();
+}
+
+/* docs/FORMAT.md §2: magic at 0, format version at 8, checksum of 0..47 at 48. */
+#define HEADER_CHECKED_SIZE 48
+#define HEADER_VERSION_OFFSET 8
+
+int store_stamp_format(const char *path, uint32_t format_version, struct error_info *error)
+{
+	int directory = io_directory_open(path);
+	if (directory < 0)
+		return error_info_set(error, directory, "cannot open %s: %s", path, strerror(-directory));
+	struct io_file manifest = { .descriptor = -1, .class = IO_MANIFEST };
+	uint8_t header[HEADER_CHECKED_SIZE + 8];
+	int rc = io_file_open(directory, "manifest", O_RDWR, IO_MANIFEST, &manifest);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot open %s/manifest: %s", path, strerror(-rc));
+		goto cleanup;
+	}
+	rc = io_pread(&manifest, header, sizeof header, 0);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot read the header of %s/manifest", path);
+		goto cleanup;
+	}
+	if (memcmp(header, "GRAPHFS\0", 8) != 0 ||
+	    buf_load_u64(header + HEADER_CHECKED_SIZE) != codec_hash(header, HEADER_CHECKED_SIZE)) {
+		rc = error_info_set(error, -EIO, "%s/manifest does not start with a valid graphfs header",
+				    path);
+		goto cleanup;
+	}
+	buf_store_u32(header + HEADER_VERSION_OFFSET, format_version);
+	buf_store_u64(header + HEADER_CHECKED_SIZE, codec_hash(header, HEADER_CHECKED_SIZE));
+	rc = io_pwrite(&manifest, header, sizeof header, 0);
+	if (rc == 0)
+		rc = io_fsync(&manifest);
+	if (rc < 0)
+		error_info_set(error, rc, "cannot write the header of %s/manifest: %s", path,
+			       strerror(-rc));
+cleanup:
+	io_file_close(&manifest);
+	close(directory);
 	return rc;
 }

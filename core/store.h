@@ -245,4 +245,17 @@ int store_verify(struct store *store, void (*report)(const char *finding, void *
 /* Rebuilds heads from the journal as audited commits; -EROFS when read-only. */
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error);
 
+/* ---- test support ---------------------------------------------------------------------- */
+
+/* The failpoint registry (io_failpoint_names): NULL-terminated, one name each. */
+const char *const *store_failpoint_names(void);
+/*
+ * Rewrites the format version in the manifest header of the store at path
+ * (recomputing the header checksum; docs/FORMAT.md §2), so that tests can
+ * check that older and newer stores are refused. Not for everyday use: the
+ * store must not be open. Returns 0, -ENOENT (no manifest), -EIO (the header
+ * is not a valid graphfs header), -errno.
+ */
+int store_stamp_format(const char *path, uint32_t format_version, struct error_info *error);
+
 #endif

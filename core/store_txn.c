@@ -67,6 +67,7 @@ struct store_writer {
 	_Atomic uint64_t lines;         /* complete lines processed */
 	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
 	bool finished;
+	bool sealed;                    /* a commit sealed the stage: no more rows */
 	struct error_info failure;      /* code != 0: sticky-failed */
 	bool is_edge;
 	struct endpoint_table endpoints[2];
@@ -624,9 +625,11 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 		rc = writer->failure.code;
 		goto out;
 	}
-	if (writer->finished) {
+	if (writer->finished || writer->sealed) {
 		error_info_locate(error, writer->path, 0);
-		rc = error_info_set(error, -EINVAL, "the input was already finished");
+		rc = error_info_set(error, -EINVAL,
+				    writer->sealed ? "the rows were sealed by a refused commit: discard the writer and write them again"
+						   : "the input was already finished");
 		goto out;
 	}
 	size_t row_max = writer->txn->store->row_max;
@@ -980,6 +983,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		if (included[i]->kind != MANIFEST_WRITE)
 			continue;
 		rc = table_stage_seal(included[i]->writer->stage);
+		included[i]->writer->sealed = true;
 		if (rc < 0) {
 			error_info_locate(error, included[i]->writer->path, 0);
 			error_info_set(error, rc, "cannot write the staged rows: %s", strerror(-rc));

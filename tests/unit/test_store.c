@@ -1,4 +1,1064 @@
+/* store: the public API — snapshots, transactions, streaming validation, import/export. */
 #include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "store.h"
+#include "table.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static struct store *open_store_with(const struct store_options *options)
+{
+	const char *directory = harness_temp_directory();
+	char path[4096];
+	snprintf(path, sizeof path, "%s/store", directory);
+	struct error_info error;
+	error_info_clear(&error);
+	struct stat status;
+	if (stat(path, &status) != 0 && store_init(path, &error) < 0) {
+		fprintf(stderr, "    store_init: %s\n", error.message);
+		return NULL;
+	}
+	struct store *store = NULL;
+	if (store_open(path, options, &store, &error) < 0) {
+		fprintf(stderr, "    store_open: %s\n", error.message);
+		return NULL;
+	}
+	return store;
+}
+
+static struct store *open_store(void)
+{
+	struct store_options options = { .actor = "tester@test" };
+	return open_store_with(&options);
+}
+
+/* One writer, one commit. Returns the rc of the first failing step. */
+static int write_table(struct store *store, const char *table, enum store_write_mode mode,
+		       const char *text, struct store_commit_result *result, struct error_info *error)
+{
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	int rc = store_txn_begin(store, "main", &txn, error);
+	if (rc == 0)
+		rc = store_txn_writer(txn, table, mode, 0, "input.jsonl", &writer, error);
+	if (rc == 0)
+		rc = store_writer_write(writer, text, strlen(text), error);
+	if (rc == 0)
+		rc = store_writer_finish(writer, error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, result, error);
+	store_txn_free(txn);
+	return rc;
+}
+
+static int apply_schema(struct store *store, const char *table, const char *json)
+{
+	struct store_txn *txn = NULL;
+	struct error_info error;
+	int rc = store_txn_begin(store, "main", &txn, &error);
+	if (rc == 0)
+		rc = store_txn_schema(txn, table, json, strlen(json), &error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, &error);
+	if (rc < 0)
+		fprintf(stderr, "    apply_schema: %s\n", error.message);
+	store_txn_free(txn);
+	return rc;
+}
+
+/* Reads the whole table through a snapshot; appends to out. */
+static int read_snapshot_table(struct store_snapshot *snapshot, const char *table, struct buf *out)
+{
+	struct store_table *opened = NULL;
+	int rc = store_table_open(snapshot, table, &opened);
+	if (rc < 0)
+		return rc;
+	uint64_t size = store_table_size(opened);
+	char chunk[7]; /* deliberately small: many reads at many offsets */
+	uint64_t offset = 0;
+	while (offset < size) {
+		ssize_t got = store_table_pread(opened, chunk, sizeof chunk, offset);
+		if (got <= 0) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		buf_append(out, chunk, (size_t)got);
+		offset += (uint64_t)got;
+	}
+	store_table_close(opened);
+	return rc;
+}
+
+static int read_table(struct store *store, const char *table, uint64_t version, struct buf *out)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = store_snapshot_open(store, "main", version, &snapshot, NULL);
+	if (rc < 0)
+		return rc;
+	rc = read_snapshot_table(snapshot, table, out);
+	store_snapshot_release(snapshot);
+	return rc;
+}
+
+static int table_equals(struct store *store, const char *table, const char *expected)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = read_table(store, table, STORE_LATEST, &bytes);
+	int equal = rc == 0 && strcmp(buf_cstr(&bytes), expected) == 0;
+	if (!equal)
+		fprintf(stderr, "    table %s (rc %d):\n%s    expected:\n%s", table, rc,
+			buf_cstr(&bytes), expected);
+	buf_free(&bytes);
+	return equal;
+}
+
+/* A fingerprint of every file under a directory: sorted "path size hash" lines. */
+static struct buf *fingerprint_out;
+
+static int fingerprint_entry(const char *path, const struct stat *status, int flag, struct FTW *walk)
+{
+	(void)walk;
+	if (flag != FTW_F)
+		return 0;
+	char *bytes = malloc((size_t)status->st_size + 1);
+	int fd = open(path, O_RDONLY);
+	ssize_t got = fd >= 0 ? read(fd, bytes, (size_t)status->st_size) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf_printf(fingerprint_out, "%s %lld %016llx\n", path, (long long)status->st_size,
+		   (unsigned long long)codec_hash(bytes, got > 0 ? (size_t)got : 0));
+	free(bytes);
+	return 0;
+}
+
+static int compare_lines(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void fingerprint(struct store *store, struct buf *out)
+{
+	struct buf raw;
+	buf_init(&raw);
+	fingerprint_out = &raw;
+	nftw(store_path(store), fingerprint_entry, 16, FTW_PHYS);
+	char *text = strdup(buf_cstr(&raw));
+	char *lines[1024];
+	size_t count = 0;
+	for (char *line = strtok(text, "\n"); line && count < 1024; line = strtok(NULL, "\n"))
+		lines[count++] = line;
+	qsort(lines, count, sizeof *lines, compare_lines);
+	for (size_t i = 0; i < count; i++)
+		buf_printf(out, "%s\n", lines[i]);
+	free(text);
+	buf_free(&raw);
+}
+
+static const char *person_rows = "{\"id\":\"a\",\"name\":\"Ann\",\"age\":30}\n"
+				 "{\"name\":\"Bob\",\"id\":\"b\",\"age\":41}\n"
+				 "{\"id\":\"c\",\"name\":\"Cy\"}\n";
+static const char *person_canonical = "{\"id\":\"a\",\"name\":\"Ann\",\"age\":30}\n"
+				      "{\"id\":\"b\",\"name\":\"Bob\",\"age\":41}\n"
+				      "{\"id\":\"c\",\"name\":\"Cy\"}\n";
+
+static const char *person_schema =
+	"{\"kind\":\"node\",\"properties\":{\"name\":{\"type\":\"string\",\"nullable\":true},"
+	"\"age\":{\"type\":\"i64\",\"nullable\":true}}}";
+static const char *knows_schema =
+	"{\"kind\":\"edge\",\"from\":\"Person\",\"to\":\"Person\",\"properties\":{}}";
+
+/* ---- reading what was written --------------------------------------------------- */
+
+TEST(written_rows_read_back_as_canonical_bytes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK(table_equals(store, "Person", person_canonical));
+	store_close(store);
+}
+
+TEST(table_size_is_the_exact_byte_length)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct store_table *table = NULL;
+	CHECK_EQ(store_table_open(snapshot, "Person", &table), 0);
+	CHECK_EQ(store_table_size(table), strlen(person_canonical));
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &head), 0);
+	CHECK_EQ(head.byte_size, strlen(person_canonical));
+	CHECK_EQ(head.row_count, 3);
+	store_table_close(table);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(pread_returns_the_bytes_at_any_offset)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct store_table *table = NULL;
+	CHECK_EQ(store_table_open(snapshot, "Person", &table), 0);
+	size_t length = strlen(person_canonical);
+	for (size_t offset = 0; offset <= length; offset += 3) {
+		char bytes[16];
+		ssize_t got = store_table_pread(table, bytes, sizeof bytes, offset);
+		size_t expected = length - offset < sizeof bytes ? length - offset : sizeof bytes;
+		CHECK_EQ(got, expected);
+		CHECK(memcmp(bytes, person_canonical + offset, expected) == 0);
+	}
+	char byte;
+	CHECK_EQ(store_table_pread(table, &byte, 1, length + 100), 0);
+	store_table_close(table);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(merge_upserts_by_id_and_deletes_rows)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	const char *merge = "{\"id\":\"a\",\"name\":\"Anna\",\"age\":31}\n"
+			    "{\"id\":\"b\",\"@delete\":true}\n"
+			    "{\"id\":\"d\",\"name\":\"Di\",\"age\":5}\n";
+	CHECK_EQ(write_table(store, "Person", STORE_MERGE, merge, NULL, &error), 0);
+	CHECK(table_equals(store, "Person",
+			   "{\"id\":\"c\",\"name\":\"Cy\"}\n"
+			   "{\"id\":\"a\",\"name\":\"Anna\",\"age\":31}\n"
+			   "{\"id\":\"d\",\"name\":\"Di\",\"age\":5}\n"));
+	store_close(store);
+}
+
+TEST(writing_rows_to_a_new_name_creates_the_table_with_an_inferred_schema)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	struct store_commit_result result;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, &result, &error), 0);
+	CHECK_EQ(result.version, 1);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct buf schema;
+	buf_init(&schema);
+	CHECK_EQ(store_snapshot_schema(snapshot, "Person", &schema), 0);
+	CHECK(strstr(buf_cstr(&schema), "\"kind\":\"node\""));
+	CHECK(strstr(buf_cstr(&schema), "\"name\":{\"type\":\"string\""));
+	CHECK(strstr(buf_cstr(&schema), "\"age\":{\"type\":\"i64\",\"nullable\":true}"));
+	buf_free(&schema);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(a_schema_operation_creates_an_empty_table)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(apply_schema(store, "Person", person_schema), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &head), 0);
+	CHECK_EQ(head.row_count, 0);
+	CHECK_EQ(head.byte_size, 0);
+	struct store_table *table = NULL;
+	CHECK_EQ(store_table_open(snapshot, "Person", &table), 0);
+	CHECK_EQ(store_table_size(table), 0);
+	store_table_close(table);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(drop_through_a_transaction_tombstones_the_head)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_drop(txn, "Person", &error), 0);
+	CHECK_EQ(store_txn_drop(txn, "Person", &error), -ENOENT);  /* already dropped in this txn */
+	CHECK_EQ(store_txn_commit(txn, "drop it", NULL, &error), 0);
+	store_txn_free(txn);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &head), -ENOENT);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(rename_through_a_transaction_keeps_the_stable_id_and_bytes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *before = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &before, NULL), 0);
+	struct head_row old_head, new_head;
+	CHECK_EQ(store_snapshot_head(before, "Person", &old_head), 0);
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_rename(txn, "Person", "People", &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	struct store_snapshot *after = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &after, NULL), 0);
+	CHECK_EQ(store_snapshot_head(after, "Person", &new_head), -ENOENT);
+	CHECK_EQ(store_snapshot_head(after, "People", &new_head), 0);
+	CHECK(memcmp(&old_head.stable_id, &new_head.stable_id, sizeof old_head.stable_id) == 0);
+	CHECK(memcmp(&old_head.incarnation, &new_head.incarnation, sizeof old_head.incarnation) == 0);
+	CHECK(table_equals(store, "People", person_canonical));
+	store_snapshot_release(after);
+	store_snapshot_release(before);
+	store_close(store);
+}
+
+TEST(two_tables_in_one_transaction_are_one_commit)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	uint64_t before = store_version(store);
+	struct store_txn *txn = NULL;
+	struct store_writer *people = NULL, *places = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_OVERWRITE, 0, "p", &people, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Place", STORE_OVERWRITE, 0, "q", &places, &error), 0);
+	CHECK_EQ(store_writer_write(people, person_rows, strlen(person_rows), &error), 0);
+	CHECK_EQ(store_writer_write(places, "{\"id\":\"x\"}\n", 11, &error), 0);
+	CHECK_EQ(store_txn_size(txn), 2);
+	struct store_commit_result result;
+	CHECK_EQ(store_txn_commit(txn, "two tables", &result, &error), 0);
+	CHECK_EQ(result.version, before + 1);
+	CHECK_EQ(store_version(store), before + 1);
+	CHECK_EQ(store_txn_size(txn), 0);
+	CHECK_EQ(store_snapshot_version(store_txn_snapshot(txn)), before + 1);
+	store_txn_free(txn);
+	CHECK(table_equals(store, "Person", person_canonical));
+	CHECK(table_equals(store, "Place", "{\"id\":\"x\"}\n"));
+	store_close(store);
+}
+
+TEST(a_pinned_snapshot_keeps_reading_the_old_bytes_after_later_commits)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *pinned = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &pinned, NULL), 0);
+	struct store_table *open_table = NULL;
+	CHECK_EQ(store_table_open(pinned, "Person", &open_table), 0);
+	for (int i = 0; i < 21; i++) {
+		char row[64];
+		snprintf(row, sizeof row, "{\"id\":\"n%d\",\"name\":\"N\"}\n", i);
+		CHECK_EQ(write_table(store, "Person", i % 2 ? STORE_MERGE : STORE_OVERWRITE, row, NULL,
+				     &error), 0);
+		if (i == 0 || i == 20) {
+			struct buf bytes;
+			buf_init(&bytes);
+			CHECK_EQ(read_snapshot_table(pinned, "Person", &bytes), 0);
+			CHECK(strcmp(buf_cstr(&bytes), person_canonical) == 0);
+			buf_free(&bytes);
+			char all[256];
+			ssize_t got = store_table_pread(open_table, all, sizeof all, 0);
+			CHECK_EQ(got, strlen(person_canonical));
+			CHECK(memcmp(all, person_canonical, (size_t)got) == 0);
+		}
+	}
+	CHECK_EQ(store_snapshot_version(pinned), 1);
+	CHECK_EQ(store_version(store), 22);
+	store_table_close(open_table);
+	store_snapshot_release(pinned);
+	store_close(store);
+}
+
+TEST(a_historical_snapshot_shows_that_version)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, "{\"id\":\"z\"}\n", NULL, &error), 0);
+	struct buf bytes;
+	buf_init(&bytes);
+	CHECK_EQ(read_table(store, "Person", 1, &bytes), 0);
+	CHECK(strcmp(buf_cstr(&bytes), person_canonical) == 0);
+	buf_free(&bytes);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", 99, &snapshot, &error), -ENOENT);
+	CHECK_EQ(store_snapshot_open(store, "nobranch", STORE_LATEST, &snapshot, &error), -ENOENT);
+	store_close(store);
+}
+
+TEST(snapshot_time_is_the_head_commit_time)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct store_snapshot *empty = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &empty, NULL), 0);
+	CHECK_EQ(store_snapshot_time_us(empty), 0);
+	struct error_info error;
+	struct store_commit_result result;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, &result, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	CHECK_EQ(store_snapshot_time_us(snapshot), result.time_us);
+	CHECK_EQ(store_snapshot_time_us(snapshot), result.time_us);
+	CHECK(result.time_us > 0);
+	store_snapshot_release(snapshot);
+	store_snapshot_release(empty);
+	store_close(store);
+}
+
+/* ---- writer semantics ------------------------------------------------------------ */
+
+TEST(lines_split_across_writes_are_joined)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_OVERWRITE, 0, "p", &writer, &error), 0);
+	for (size_t i = 0; person_rows[i]; i++)
+		CHECK_EQ(store_writer_write(writer, &person_rows[i], 1, &error), 0);
+	CHECK_EQ(store_writer_lines(writer), 3);
+	CHECK_EQ(store_writer_finish(writer, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	CHECK(table_equals(store, "Person", person_canonical));
+	store_close(store);
+}
+
+TEST(an_overwrite_of_zero_lines_empties_the_table)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, "", NULL, &error), 0);
+	CHECK(table_equals(store, "Person", ""));
+	store_close(store);
+}
+
+TEST(a_merge_of_zero_lines_is_nothing_staged)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_MERGE, "", NULL, &error), -ENODATA);
+	CHECK(strstr(error.message, "nothing staged"));
+	CHECK_EQ(store_version(store), 1);
+	store_close(store);
+}
+
+TEST(an_empty_transaction_is_nothing_staged)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -ENODATA);
+	CHECK(strstr(error.message, "nothing staged"));
+	store_txn_free(txn);
+	store_close(store);
+}
+
+static int log_first_message(const struct commit_record *record, void *context)
+{
+	snprintf(context, 256, "%s|%s", record->message, record->actor);
+	return 1;
+}
+
+TEST(the_default_commit_message_summarises_the_operations)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	char first[256] = "";
+	CHECK_EQ(store_snapshot_log(snapshot, log_first_message, first), 0);
+	CHECK(strcmp(first, "overwrite Person (3 rows)|tester@test") == 0);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+/* ---- refused input: errno, path and line, and the store unchanged ------------------ */
+
+struct refusal {
+	const char *table;
+	enum store_write_mode mode;
+	const char *input;
+	int code;
+	uint64_t line;
+	const char *message_part;
+};
+
+/* Writes input, expects the refusal at write or finish, then checks that the
+ * store's files are byte-identical to before and nothing was published. */
+static void check_refused(struct store *store, const struct refusal *refusal, bool defer)
+{
+	struct buf before, after;
+	buf_init(&before);
+	buf_init(&after);
+	fingerprint(store, &before);
+	uint64_t version = store_version(store);
+	struct error_info error;
+	error_info_clear(&error);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	store_txn_defer_endpoint_checks(txn, defer);
+	int rc = store_txn_writer(txn, refusal->table, refusal->mode, 0, "tables/T.jsonl", &writer,
+				  &error);
+	if (rc == 0)
+		rc = store_writer_write(writer, refusal->input, strlen(refusal->input), &error);
+	if (rc == 0)
+		rc = store_writer_finish(writer, &error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, &error);
+	if (rc != refusal->code || error.line != refusal->line ||
+	    !strstr(error.message, refusal->message_part))
+		fprintf(stderr, "    got rc %d line %llu \"%s\"\n", rc, (unsigned long long)error.line,
+			error.message);
+	CHECK_EQ(rc, refusal->code);
+	CHECK(strcmp(error.path, "tables/T.jsonl") == 0);
+	CHECK_EQ(error.line, refusal->line);
+	CHECK(strstr(error.message, refusal->message_part));
+	if (writer && !defer) {
+		/* sticky: the same error again */
+		struct error_info again;
+		CHECK_EQ(store_writer_write(writer, "{}\n", 3, &again), refusal->code);
+		CHECK_EQ(again.line, refusal->line);
+		/* and a commit is refused with it too */
+		CHECK_EQ(store_txn_commit(txn, NULL, NULL, &again), refusal->code);
+	}
+	store_txn_free(txn);
+	CHECK_EQ(store_version(store), version);
+	fingerprint(store, &after);
+	if (strcmp(buf_cstr(&before), buf_cstr(&after)) != 0)
+		fprintf(stderr, "    before:\n%s    after:\n%s", buf_cstr(&before), buf_cstr(&after));
+	CHECK(strcmp(buf_cstr(&before), buf_cstr(&after)) == 0);
+	buf_free(&before);
+	buf_free(&after);
+}
+
+static struct store *store_with_people(void)
+{
+	struct store *store = open_store();
+	if (!store)
+		return NULL;
+	struct error_info error;
+	if (apply_schema(store, "Person", person_schema) < 0 ||
+	    write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error) < 0 ||
+	    apply_schema(store, "Knows", knows_schema) < 0) {
+		store_close(store);
+		return NULL;
+	}
+	return store;
+}
+
+TEST(malformed_json_is_refused_with_path_and_line)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_OVERWRITE,
+				   "{\"id\":\"a\"}\n{\"id\":\"b\",\n{\"id\":\"c\"}\n", -EINVAL, 2, "" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_wrong_type_is_refused_with_path_and_line)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_MERGE,
+				   "{\"id\":\"a\",\"age\":1}\n{\"id\":\"b\",\"age\":1}\n{\"id\":\"c\",\"age\":\"old\"}\n",
+				   -EINVAL, 3, "age" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_duplicate_id_in_an_overwrite_is_refused)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_OVERWRITE,
+				   "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"a\"}\n", -EINVAL, 3,
+				   "duplicate id" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_dangling_edge_is_refused_at_the_write)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Knows", STORE_OVERWRITE,
+				   "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"b\"}\n"
+				   "{\"id\":\"k2\",\"from\":\"a\",\"to\":\"nobody\"}\n",
+				   -EINVAL, 2, "dangling edge: to \"nobody\"" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(an_invalid_table_name_is_refused)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	const char *names[] = { "..", "a/b", "", "9lives", "with space" };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		struct refusal refusal = { names[i], STORE_OVERWRITE, "{\"id\":\"a\"}\n", -EINVAL, 0,
+					   "invalid table name" };
+		check_refused(store, &refusal, false);
+	}
+	char long_name[200];
+	memset(long_name, 'x', sizeof long_name - 1);
+	long_name[sizeof long_name - 1] = 0;
+	struct refusal refusal = { long_name, STORE_OVERWRITE, "{\"id\":\"a\"}\n", -EINVAL, 0,
+				   "invalid table name" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(an_empty_line_is_refused)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_OVERWRITE, "{\"id\":\"a\"}\n\n", -EINVAL, 2,
+				   "empty line" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_line_over_row_max_is_efbig_as_soon_as_it_is_too_long)
+{
+	struct store_options options = { .actor = "t", .row_max = 64 };
+	struct store *store = open_store_with(&options);
+	CHECK(store);
+	/* No newline yet: the write that makes the line too long already fails. */
+	char line[200];
+	memset(line, 'x', sizeof line);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "T", STORE_OVERWRITE, 0, "tables/T.jsonl", &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"a\"}\n", 11, &error), 0);
+	CHECK_EQ(store_writer_write(writer, line, 60, &error), 0);
+	CHECK_EQ(store_writer_write(writer, line, 60, &error), -EFBIG);
+	CHECK_EQ(error.line, 2);
+	store_txn_free(txn);
+
+	struct refusal refusal = { "T", STORE_OVERWRITE, NULL, -EFBIG, 2, "longer than" };
+	char input[256];
+	snprintf(input, sizeof input, "{\"id\":\"a\"}\n{\"id\":\"%.*s\"}\n", 80, line);
+	refusal.input = input;
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(staging_more_than_staged_max_is_enospc)
+{
+	struct store_options options = { .actor = "t", .staged_max = 40 };
+	struct store *store = open_store_with(&options);
+	CHECK(store);
+	struct refusal refusal = { "T", STORE_OVERWRITE,
+				   "{\"id\":\"a\",\"n\":1}\n{\"id\":\"b\",\"n\":1}\n{\"id\":\"c\",\"n\":1}\n",
+				   -ENOSPC, 3, "more than 40 bytes" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_last_line_without_newline_is_refused_at_finish)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_OVERWRITE, "{\"id\":\"a\"}\n{\"id\":\"b\"}", -EINVAL,
+				   2, "last line has no newline" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+/* ---- deferred endpoint checks ------------------------------------------------------ */
+
+TEST(deferred_endpoints_accept_a_node_staged_in_another_table_of_the_transaction)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *edges = NULL, *nodes = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	store_txn_defer_endpoint_checks(txn, true);
+	CHECK_EQ(store_txn_writer(txn, "Knows", STORE_OVERWRITE, 0, "staging/Knows.jsonl", &edges,
+				  &error), 0);
+	const char *edge_rows = "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"zed\"}\n";
+	CHECK_EQ(store_writer_write(edges, edge_rows, strlen(edge_rows), &error), 0);
+	CHECK_EQ(store_writer_finish(edges, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "staging/Person.jsonl", &nodes,
+				  &error), 0);
+	const char *node_rows = "{\"id\":\"zed\",\"name\":\"Zed\"}\n";
+	CHECK_EQ(store_writer_write(nodes, node_rows, strlen(node_rows), &error), 0);
+	CHECK_EQ(store_writer_finish(nodes, &error), 0);
+	struct store_commit_result result;
+	CHECK_EQ(store_txn_commit(txn, "staged", &result, &error), 0);
+	store_txn_free(txn);
+	CHECK(table_equals(store, "Knows", "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"zed\"}\n"));
+	store_close(store);
+}
+
+TEST(deferred_endpoints_refuse_the_commit_when_the_node_never_arrives)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct buf before, after;
+	buf_init(&before);
+	buf_init(&after);
+	fingerprint(store, &before);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *edges = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	store_txn_defer_endpoint_checks(txn, true);
+	CHECK_EQ(store_txn_writer(txn, "Knows", STORE_OVERWRITE, 0, "staging/Knows.jsonl", &edges,
+				  &error), 0);
+	const char *edge_rows = "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"b\"}\n"
+				"{\"id\":\"k2\",\"from\":\"ghost\",\"to\":\"b\"}\n";
+	CHECK_EQ(store_writer_write(edges, edge_rows, strlen(edge_rows), &error), 0);
+	CHECK_EQ(store_writer_finish(edges, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -EINVAL);
+	CHECK(strcmp(error.path, "staging/Knows.jsonl") == 0);
+	CHECK_EQ(error.line, 2);
+	CHECK(strstr(error.message, "from \"ghost\""));
+	/* The refused commit left everything staged: fix it and commit again. */
+	CHECK_EQ(store_txn_size(txn), 1);
+	struct store_writer *nodes = NULL;
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "staging/Person.jsonl", &nodes,
+				  &error), 0);
+	CHECK_EQ(store_writer_write(nodes, "{\"id\":\"ghost\"}\n", 15, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	(void)after;
+	buf_free(&before);
+	buf_free(&after);
+	store_close(store);
+}
+
+TEST(a_refused_deferred_commit_leaves_the_store_unchanged)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Knows", STORE_OVERWRITE,
+				   "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"nobody\"}\n", -EINVAL, 1,
+				   "dangling edge: to \"nobody\"" };
+	check_refused(store, &refusal, true);
+	store_close(store);
+}
+
+/* ---- import and export ------------------------------------------------------------ */
+
+TEST(export_writes_the_table_bytes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/export.jsonl", harness_temp_directory());
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(store_export(store, "main", "Person", STORE_LATEST, fd, &error), 0);
+	close(fd);
+	char bytes[512];
+	fd = open(path, O_RDONLY);
+	ssize_t got = read(fd, bytes, sizeof bytes);
+	close(fd);
+	CHECK_EQ(got, strlen(person_canonical));
+	CHECK(memcmp(bytes, person_canonical, (size_t)got) == 0);
+	CHECK_EQ(store_export(store, "main", "Nobody", STORE_LATEST, 1, &error), -ENOENT);
+	store_close(store);
+}
+
+static void count_progress(uint64_t done, uint64_t total, void *context)
+{
+	uint64_t *last = context;
+	if (done >= last[0] && done <= total) {
+		last[0] = done;
+		last[1]++;
+	}
+}
+
+TEST(an_import_larger_than_the_inline_limit_reads_back_identically)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/big.jsonl", harness_temp_directory());
+	FILE *file = fopen(path, "w");
+	CHECK(file);
+	uint64_t size = 0;
+	for (int i = 0; size <= TABLE_INLINE_LIMIT + (1u << 20); i++) {
+		int written = fprintf(file, "{\"id\":\"row%08d\",\"text\":\"%s\",\"n\":%d}\n", i,
+				      "lorem ipsum dolor sit amet, consectetur adipiscing elit", i);
+		size += (uint64_t)written;
+	}
+	fclose(file);
+	struct error_info error;
+	struct store_commit_result result;
+	uint64_t progress[2] = { 0, 0 };
+	CHECK_EQ(store_import(store, "main", "Big", path, STORE_OVERWRITE, "import", count_progress,
+			      progress, &result, &error), 0);
+	CHECK_EQ(progress[0], size);
+	CHECK(progress[1] >= 2);
+	CHECK_EQ(result.version, 1);
+	/* The data went to a segment file. */
+	char segments[4096];
+	snprintf(segments, sizeof segments, "%s/segments", store_path(store));
+	struct stat status;
+	CHECK(stat(segments, &status) == 0 && S_ISDIR(status.st_mode));
+
+	struct buf bytes;
+	buf_init(&bytes);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct store_table *table = NULL;
+	CHECK_EQ(store_table_open(snapshot, "Big", &table), 0);
+	CHECK_EQ(store_table_size(table), size);
+	char *all = malloc(size);
+	uint64_t offset = 0;
+	while (offset < size) {
+		ssize_t got = store_table_pread(table, all + offset, 100000, offset);
+		CHECK(got > 0);
+		offset += (uint64_t)got;
+	}
+	char *original = malloc(size);
+	int fd = open(path, O_RDONLY);
+	CHECK_EQ(read(fd, original, size), size);
+	close(fd);
+	CHECK(memcmp(all, original, size) == 0);
+	free(all);
+	free(original);
+	store_table_close(table);
+	store_snapshot_release(snapshot);
+	buf_free(&bytes);
+	store_close(store);
+}
+
+TEST(an_import_of_a_bad_file_publishes_nothing)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/bad.jsonl", harness_temp_directory());
+	FILE *file = fopen(path, "w");
+	CHECK(file);
+	fputs("{\"id\":\"a\"}\n{\"id\":\n", file);
+	fclose(file);
+	struct error_info error;
+	CHECK_EQ(store_import(store, NULL, "T", path, STORE_OVERWRITE, NULL, NULL, NULL, NULL, &error),
+		 -EINVAL);
+	CHECK(strcmp(error.path, path) == 0);
+	CHECK_EQ(error.line, 2);
+	CHECK_EQ(store_version(store), 0);
+	store_close(store);
+}
+
+/* ---- concurrency, commits, branches, stats ------------------------------------------ */
+
+struct committer {
+	struct store *store;
+	const char *table;
+	int commits;
+	int failures;
+};
+
+static void *commit_repeatedly(void *context)
+{
+	struct committer *committer = context;
+	for (int i = 0; i < committer->commits; i++) {
+		char row[64];
+		snprintf(row, sizeof row, "{\"id\":\"r%d\",\"n\":%d}\n", i, i);
+		struct error_info error;
+		if (write_table(committer->store, committer->table, STORE_MERGE, row, NULL, &error) < 0)
+			committer->failures++;
+	}
+	return NULL;
+}
+
+TEST(two_threads_committing_concurrently_both_land)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct committer first = { store, "Left", 10, 0 }, second = { store, "Right", 10, 0 };
+	pthread_t threads[2];
+	CHECK_EQ(pthread_create(&threads[0], NULL, commit_repeatedly, &first), 0);
+	CHECK_EQ(pthread_create(&threads[1], NULL, commit_repeatedly, &second), 0);
+	pthread_join(threads[0], NULL);
+	pthread_join(threads[1], NULL);
+	CHECK_EQ(first.failures, 0);
+	CHECK_EQ(second.failures, 0);
+	CHECK_EQ(store_version(store), 20);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Left", &head), 0);
+	CHECK_EQ(head.row_count, 10);
+	CHECK_EQ(store_snapshot_head(snapshot, "Right", &head), 0);
+	CHECK_EQ(head.row_count, 10);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(commit_find_gives_the_version_and_branch_of_a_commit)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	struct store_commit_result first, second;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, &first, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, &second, &error), 0);
+	uint64_t version = 0;
+	char branch[JOURNAL_NAME_MAX + 1] = "";
+	CHECK_EQ(store_commit_find(store, first.commit, &version, branch), 0);
+	CHECK_EQ(version, 1);
+	CHECK(strcmp(branch, "main") == 0);
+	CHECK_EQ(store_commit_find(store, second.commit, &version, branch), 0);
+	CHECK_EQ(version, 2);
+	CHECK_EQ(store_commit_find(store, "not-a-ulid", &version, branch), -EINVAL);
+	CHECK_EQ(store_commit_find(store, "01ARZ3NDEKTSV4RRFFQ69G5FAV", &version, branch), -ENOENT);
+	store_close(store);
+}
+
+static int count_heads(const struct head_row *head, void *context)
+{
+	(void)head;
+	(*(int *)context)++;
+	return 0;
+}
+
+static int find_branch(const struct store_branch_info *branch, void *context)
+{
+	if (strcmp(branch->name, "dev") == 0)
+		*(uint64_t *)context = branch->fork_version + 1;
+	return 0;
+}
+
+TEST(a_branch_shares_its_parents_tables_until_it_writes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	CHECK_EQ(store_branch_create(store, "dev", "main", &error), 0);
+	uint64_t found = 0;
+	CHECK_EQ(store_branches(store, find_branch, &found), 0);
+	CHECK_EQ(found, 2);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "dev", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "p", &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"d\"}\n", 11, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	CHECK(table_equals(store, "Person", person_canonical));
+	struct store_snapshot *dev = NULL;
+	CHECK_EQ(store_snapshot_open(store, "dev", STORE_LATEST, &dev, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(dev, "Person", &head), 0);
+	CHECK_EQ(head.row_count, 4);
+	int heads = 0;
+	CHECK_EQ(store_snapshot_heads(dev, false, count_heads, &heads), 0);
+	CHECK_EQ(heads, 1);
+	store_snapshot_release(dev);
+	CHECK_EQ(store_branch_delete(store, "main", NULL, &error), -EBUSY);
+	store_close(store);
+}
+
+TEST(stats_name_the_manifest_and_data_counters)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct buf stats;
+	buf_init(&stats);
+	CHECK_EQ(store_stats_json(store, &stats), 0);
+	const char *text = buf_cstr(&stats);
+	CHECK(strstr(text, "\"manifest\":{\"reads\":"));
+	CHECK(strstr(text, "\"data\":{\"reads\":"));
+	CHECK(strstr(text, "\"blocks\":"));
+	CHECK(strstr(text, "\"rows_decoded\":"));
+	CHECK(strstr(text, "\"fsyncs\":"));
+	CHECK(strstr(text, "\"version\":1"));
+	CHECK(strstr(text, store_path(store)));
+	buf_free(&stats);
+	store_close(store);
+}
+
+TEST(a_read_only_store_refuses_writes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	store_close(store);
+	struct store_options options = { .read_only = true };
+	store = open_store_with(&options);
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), -EROFS);
+	CHECK_EQ(store_branch_create(store, "dev", "main", &error), -EROFS);
+	store_close(store);
+}
+
+TEST(a_store_stamped_with_another_format_is_refused)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	char path[4096];
+	snprintf(path, sizeof path, "%s", store_path(store));
+	store_close(store);
+	struct error_info error;
+	CHECK_EQ(store_stamp_format(path, 2, &error), 0);
+	CHECK_EQ(store_open(path, NULL, &store, &error), -EPROTO);
+	CHECK(strstr(error.message, "upgrade graphfs"));
+	CHECK_EQ(store_stamp_format(path, 1, &error), 0);
+	CHECK_EQ(store_open(path, NULL, &store, &error), 0);
+	store_close(store);
+}
 
 int main(void)
 {
