@@ -132,6 +132,21 @@ static int id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t 
 	return a_size < b_size ? -1 : a_size > b_size;
 }
 
+static int grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
+{
+	if (needed <= *capacity)
+		return 0;
+	size_t grown = *capacity ? *capacity : 64;
+	while (grown < needed)
+		grown *= 2;
+	void *bigger = realloc(*array, grown * element_size);
+	if (!bigger)
+		return -ENOMEM;
+	*array = bigger;
+	*capacity = grown;
+	return 0;
+}
+
 /* ---- table version records ---------------------------------------------------------- */
 
 int table_info_read(struct pager *pager, struct block_address address, struct table_info *out)
@@ -235,12 +250,21 @@ static void fragment_view_init(struct fragment_view *view)
 	buf_init(&view->raw);
 }
 
-static void fragment_view_clear(struct fragment_view *view)
+/* Forgets the decoded fragment but keeps the payload memory for the next one. */
+static void fragment_view_reset(struct fragment_view *view)
 {
-	buf_free(&view->raw);
+	struct buf raw = view->raw;
 	if (view->deleted)
 		roaring_bitmap_free(view->deleted);
-	fragment_view_init(view);
+	memset(view, 0, sizeof *view);
+	view->raw = raw;
+	buf_reset(&view->raw);
+}
+
+static void fragment_view_clear(struct fragment_view *view)
+{
+	fragment_view_reset(view);
+	buf_free(&view->raw);
 }
 
 static size_t line_start(const struct fragment_view *view, uint32_t row)
@@ -266,26 +290,24 @@ static int bitmap_read(struct pager *pager, struct block_address address, uint32
 {
 	struct buf raw;
 	buf_init(&raw);
+	roaring_bitmap_t *bitmap = NULL;
 	*out = NULL;
 	int rc = pager_read(pager, address, BLOCK_BITMAP, &raw);
 	if (rc < 0)
 		goto out;
+	rc = -EIO;
 	if (raw.size == 0 ||
-	    roaring_bitmap_portable_deserialize_size((const char *)raw.data, raw.size) != raw.size) {
-		rc = -EIO;
-		goto out;
-	}
-	roaring_bitmap_t *bitmap = roaring_bitmap_portable_deserialize_safe((const char *)raw.data, raw.size);
-	if (!bitmap) {
-		rc = -EIO;
-		goto out;
-	}
-	if (!roaring_bitmap_is_empty(bitmap) && roaring_bitmap_maximum(bitmap) >= rows) {
-		roaring_bitmap_free(bitmap);
-		rc = -EIO;
+	    roaring_bitmap_portable_deserialize_size((const char *)raw.data, raw.size) != raw.size ||
+	    !(bitmap = roaring_bitmap_portable_deserialize_safe((const char *)raw.data, raw.size)) ||
+	    (!roaring_bitmap_is_empty(bitmap) && roaring_bitmap_maximum(bitmap) >= rows)) {
+		fprintf(stderr, "graphfs: deletion bitmap at %llu:%llu is malformed\n",
+			(unsigned long long)address.segment, (unsigned long long)address.offset);
+		if (bitmap)
+			roaring_bitmap_free(bitmap);
 		goto out;
 	}
 	*out = bitmap;
+	rc = 0;
 out:
 	buf_free(&raw);
 	return rc;
@@ -299,10 +321,12 @@ out:
 static int fragment_view_load(struct pager *pager, const struct fragment_descriptor *descriptor,
 			      struct fragment_view *view)
 {
-	fragment_view_clear(view);
+	fragment_view_reset(view);
+	bool inconsistent = false;
 	int rc = pager_read(pager, descriptor->block, BLOCK_FRAGMENT, &view->raw);
 	if (rc < 0)
 		goto out;
+	inconsistent = true;
 	rc = -EIO;
 	if (view->raw.size < 4)
 		goto out;
@@ -342,8 +366,10 @@ static int fragment_view_load(struct pager *pager, const struct fragment_descrip
 	view->live_bytes = view->lines_size;
 	if (!block_address_is_null(descriptor->bitmap)) {
 		rc = bitmap_read(pager, descriptor->bitmap, rows, &view->deleted);
-		if (rc < 0)
+		if (rc < 0) {
+			inconsistent = false; /* the pager has said why */
 			goto out;
+		}
 		rc = -EIO;
 		roaring_uint32_iterator_t iterator;
 		roaring_init_iterator(view->deleted, &iterator);
@@ -358,11 +384,11 @@ static int fragment_view_load(struct pager *pager, const struct fragment_descrip
 	rc = 0;
 out:
 	if (rc < 0) {
-		if (rc == -EIO)
+		if (inconsistent)
 			fprintf(stderr, "graphfs: fragment at %llu:%llu is inconsistent with its descriptor\n",
 				(unsigned long long)descriptor->block.segment,
 				(unsigned long long)descriptor->block.offset);
-		fragment_view_clear(view);
+		fragment_view_reset(view);
 	}
 	return rc;
 }
@@ -404,6 +430,7 @@ struct table_reader {
 	uint32_t *live_row;             /* live_count row indexes, in order */
 	uint32_t *live_start;           /* their rendered offsets within the fragment */
 	uint32_t live_count;
+	size_t live_capacity;           /* of both arrays */
 };
 
 int table_reader_open(struct pager *pager, const struct table_info *info, struct table_reader **out)
@@ -496,16 +523,13 @@ static int reader_decode(struct table_reader *reader, size_t index)
 		return rc;
 	struct fragment_view *view = &reader->view;
 	if (view->deleted) {
-		free(reader->live_row);
-		free(reader->live_start);
-		reader->live_row = malloc(sizeof(uint32_t) * view->live_rows);
-		reader->live_start = malloc(sizeof(uint32_t) * view->live_rows);
-		if (!reader->live_row || !reader->live_start) {
-			free(reader->live_row);
-			free(reader->live_start);
-			reader->live_row = reader->live_start = NULL;
-			fragment_view_clear(view);
-			return -ENOMEM;
+		size_t capacity = reader->live_capacity;
+		if ((rc = grow_array((void **)&reader->live_row, &capacity, view->live_rows,
+				     sizeof *reader->live_row)) < 0 ||
+		    (rc = grow_array((void **)&reader->live_start, &reader->live_capacity, view->live_rows,
+				     sizeof *reader->live_start)) < 0) {
+			fragment_view_reset(view);
+			return rc;
 		}
 		uint32_t position = 0;
 		for (uint32_t row = 0; row < view->rows; row++) {
@@ -747,20 +771,6 @@ static int stage_grow_map(struct table_stage *stage)
 	return 0;
 }
 
-static int grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
-{
-	if (needed <= *capacity)
-		return 0;
-	size_t grown = *capacity ? *capacity : 64;
-	while (grown < needed)
-		grown *= 2;
-	void *bigger = realloc(*array, grown * element_size);
-	if (!bigger)
-		return -ENOMEM;
-	*array = bigger;
-	*capacity = grown;
-	return 0;
-}
 
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
@@ -942,8 +952,9 @@ static int stage_cut_all(struct table_stage *stage)
 	while (cursor < stage->pending_count && rc == 0)
 		rc = stage_cut(stage, &cursor);
 	/* Drop the rows that were cut (all of them unless an error stopped us). */
-	memmove(stage->pending, stage->pending + cursor,
-		(stage->pending_count - cursor) * sizeof *stage->pending);
+	if (cursor > 0 && cursor < stage->pending_count)
+		memmove(stage->pending, stage->pending + cursor,
+			(stage->pending_count - cursor) * sizeof *stage->pending);
 	stage->pending_count -= cursor;
 	if (stage->pending_count == 0)
 		buf_reset(&stage->pending_lines);
@@ -1093,7 +1104,9 @@ int table_stage_seal(struct table_stage *stage)
 		if (!(stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)))
 			stage->sorted[stage->sorted_count++] = (uint32_t)i;
 	assert(stage->sorted_count == stage->live_rows);
-	qsort_r(stage->sorted, stage->sorted_count, sizeof *stage->sorted, compare_entries_by_id, stage);
+	if (stage->sorted_count > 1)
+		qsort_r(stage->sorted, stage->sorted_count, sizeof *stage->sorted, compare_entries_by_id,
+			stage);
 	for (size_t i = 0; i < stage->fragment_count; i++)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);
