@@ -53,8 +53,9 @@ int cli_usage_error(const char *command, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
- * Prints the engine's error as one line: the error_info when it says
- * something ("<path>:<line>: <message>"), otherwise "<context>: <strerror>".
+ * Prints the engine's error as one line: an input error that names a line
+ * as "<path>:<line>: <message>"; any other error_info that says something as
+ * "<context>: <path>: <message>"; otherwise "<context>: <strerror>".
  * context is printf-style. Returns CLI_EXIT_FAILURE.
  */
 int cli_fail_error(int rc, const struct error_info *error, const char *context, ...)

@@ -69,7 +69,7 @@ int cli_fail_error(int rc, const struct error_info *error, const char *context, 
 	if (error && error->message[0] != '\0') {
 		char formatted[1024];
 		error_info_format(error, formatted, sizeof formatted);
-		if (error->path[0] != '\0')
+		if (error->path[0] != '\0' && error->line > 0)
 			snprintf(text, sizeof text, "%s", formatted);
 		else
 			snprintf(text, sizeof text, "%s: %s", prefix, formatted);
