@@ -1,0 +1,148 @@
+"""Fixtures for the graphfs command-line suite.
+
+The binary under test is $GRAPHFS (meson sets it; by hand:
+GRAPHFS=$PWD/build/graphfs /usr/bin/python3 -m pytest -q tests/cli).
+"""
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def graphfs_binary():
+    path = os.environ.get("GRAPHFS")
+    if not path:
+        raise RuntimeError("set GRAPHFS to the graphfs binary, e.g. GRAPHFS=$PWD/build/graphfs")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"GRAPHFS={path} is not an executable")
+    return path
+
+
+def canonical(row):
+    """The canonical bytes of a row whose keys are already in schema order."""
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def jsonl(rows):
+    return "".join(canonical(row) for row in rows)
+
+
+def store_digest(store):
+    """Every file and directory under the store: name, type, mode, size, content hash."""
+    digest = {}
+    store = Path(store)
+    for path in sorted(store.rglob("*")):
+        relative = str(path.relative_to(store))
+        info = path.lstat()
+        if path.is_file():
+            digest[relative] = ("file", oct(info.st_mode), info.st_size,
+                                hashlib.sha256(path.read_bytes()).hexdigest())
+        else:
+            digest[relative] = ("dir" if path.is_dir() else "other", oct(info.st_mode))
+    return digest
+
+
+class Cli:
+    """Runs graphfs and checks its outcome."""
+
+    def __init__(self, binary, work):
+        self.binary = binary
+        self.work = Path(work)
+        self.files = 0
+
+    def run(self, *args, input=None, env=None, timeout=120):
+        environment = dict(os.environ)
+        if env:
+            environment.update(env)
+        return subprocess.run([self.binary, *[str(a) for a in args]], input=input,
+                              capture_output=True, timeout=timeout, env=environment)
+
+    def ok(self, *args, **kwargs):
+        result = self.run(*args, **kwargs)
+        assert result.returncode == 0, (
+            f"graphfs {' '.join(map(str, args))} failed ({result.returncode}): "
+            f"{result.stderr.decode(errors='replace')}")
+        return result
+
+    def fail(self, *args, status=1, **kwargs):
+        """Runs a command that must fail with `status` and exactly one line 'graphfs: …' on stderr."""
+        result = self.run(*args, **kwargs)
+        assert result.returncode == status, (
+            f"graphfs {' '.join(map(str, args))}: expected exit {status}, got "
+            f"{result.returncode}; stderr: {result.stderr!r}")
+        error = result.stderr.decode(errors="replace")
+        assert error.startswith("graphfs: "), error
+        assert error.endswith("\n") and error.count("\n") == 1, f"not one line: {error!r}"
+        return error.rstrip("\n")
+
+    def write_file(self, text, name=None):
+        """Writes text (str or bytes) to a fresh file in the work directory; returns its path."""
+        self.files += 1
+        path = self.work / (name or f"input-{self.files}.jsonl")
+        if isinstance(text, str):
+            text = text.encode()
+        path.write_bytes(text)
+        return path
+
+    def import_rows(self, store, table, rows, mode="overwrite", branch=None, message=None):
+        """Imports rows (list of dicts, or raw text) and returns the committed version."""
+        path = self.write_file(rows if isinstance(rows, (str, bytes)) else jsonl(rows))
+        args = ["import", store, table, path, "--mode", mode]
+        if branch:
+            args += ["--branch", branch]
+        if message:
+            args += ["-m", message]
+        output = self.ok(*args).stdout.decode()
+        found = re.search(r"committed version (\d+) \(commit ([0-9A-Z]{26})\)", output)
+        assert found, output
+        return int(found.group(1))
+
+    def export(self, store, table, branch=None, at=None):
+        args = ["export", store, table]
+        if branch:
+            args += ["--branch", branch]
+        if at is not None:
+            args += ["--at", at]
+        return self.ok(*args).stdout.decode()
+
+    def log(self, store, branch=None):
+        args = ["log", store] + (["--branch", branch] if branch else [])
+        return [json.loads(line) for line in self.ok(*args).stdout.decode().splitlines()]
+
+    def heads(self, store, branch=None, at=None):
+        args = ["heads", store]
+        if branch:
+            args += ["--branch", branch]
+        if at is not None:
+            args += ["--at", at]
+        lines = self.ok(*args).stdout.decode().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def set_schema(self, store, table, schema, branch=None):
+        path = self.write_file(json.dumps(schema), name=f"schema-{self.files}.json")
+        args = ["schema", store, table, "--set", path] + (["--branch", branch] if branch else [])
+        self.ok(*args)
+
+
+@pytest.fixture
+def graphfs():
+    return graphfs_binary()
+
+
+@pytest.fixture
+def cli(graphfs, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    return Cli(graphfs, work)
+
+
+@pytest.fixture
+def store(cli, tmp_path):
+    """A fresh, empty store."""
+    path = tmp_path / "store"
+    cli.ok("init", path)
+    return path

@@ -1,0 +1,119 @@
+"""branch list | create NAME [--from B] | delete NAME, and the rules of DESIGN §3."""
+import pytest
+
+from conftest import jsonl, store_digest
+
+
+def branch_names(cli, store):
+    return [line.split("\t")[0] for line in cli.ok("branch", store, "list").stdout.decode().splitlines()]
+
+
+def test_create_adds_a_branch_to_the_list(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    assert branch_names(cli, store) == ["experiment", "main"]
+
+
+def test_list_shows_head_version_and_fork_point(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
+    lines = dict(line.split("\t", 1) for line in
+                 cli.ok("branch", store, "list").stdout.decode().splitlines())
+    assert lines["experiment"].startswith("head version 2\t")
+    assert lines["experiment"].endswith("forked from main at version 1")
+    assert lines["main"].startswith("head version 1\t")
+
+
+def test_a_new_branch_starts_with_the_source_branch_rows(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
+    cli.ok("branch", store, "create", "experiment")
+    assert cli.export(store, "Person", branch="experiment") == '{"id":"a","name":"Ann"}\n'
+
+
+def test_a_branch_does_not_see_later_commits_of_its_source(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b", "name": "Bo"}], mode="merge")
+    assert cli.export(store, "Person", branch="experiment") == '{"id":"a","name":"Ann"}\n'
+
+
+def test_create_from_another_branch(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "one")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="one")
+    cli.ok("branch", store, "create", "two", "--from", "one")
+    assert cli.export(store, "Person", branch="two") == jsonl([{"id": "a"}, {"id": "b"}])
+
+
+def test_create_does_not_add_a_version(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    assert cli.import_rows(store, "Person", [{"id": "b"}], mode="merge") == 2
+
+
+def test_create_refuses_an_existing_name(cli, store):
+    cli.ok("branch", store, "create", "experiment")
+    before = store_digest(store)
+    error = cli.fail("branch", store, "create", "experiment")
+    assert "experiment" in error
+    assert store_digest(store) == before
+
+
+def test_create_refuses_a_missing_source(cli, store):
+    before = store_digest(store)
+    error = cli.fail("branch", store, "create", "experiment", "--from", "nowhere")
+    assert "nowhere" in error
+    assert store_digest(store) == before
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "../up", "9lives", "has space", "x" * 129, "tab\there"])
+def test_create_refuses_an_invalid_name(cli, store, name):
+    before = store_digest(store)
+    cli.fail("branch", store, "create", name)
+    assert store_digest(store) == before
+    assert branch_names(cli, store) == ["main"]
+
+
+def test_delete_removes_the_branch(cli, store):
+    cli.ok("branch", store, "create", "experiment")
+    cli.ok("branch", store, "delete", "experiment")
+    assert branch_names(cli, store) == ["main"]
+    cli.fail("export", store, "Person", "--branch", "experiment")
+
+
+def test_delete_refuses_main(cli, store):
+    before = store_digest(store)
+    error = cli.fail("branch", store, "delete", "main")
+    assert "main" in error
+    assert store_digest(store) == before
+
+
+def test_delete_refuses_a_branch_another_was_forked_from(cli, store):
+    cli.ok("branch", store, "create", "parent")
+    cli.ok("branch", store, "create", "child", "--from", "parent")
+    before = store_digest(store)
+    error = cli.fail("branch", store, "delete", "parent")
+    assert "parent" in error
+    assert store_digest(store) == before
+    cli.ok("branch", store, "delete", "child")
+    cli.ok("branch", store, "delete", "parent")
+    assert branch_names(cli, store) == ["main"]
+
+
+def test_delete_refuses_a_missing_branch(cli, store):
+    error = cli.fail("branch", store, "delete", "ghost")
+    assert "ghost" in error
+
+
+def test_a_deleted_name_can_be_created_again_fresh(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
+    cli.ok("branch", store, "delete", "experiment")
+    cli.ok("branch", store, "create", "experiment")
+    assert cli.export(store, "Person", branch="experiment") == jsonl([{"id": "a"}])
+
+
+def test_unknown_branch_action_is_a_usage_error(cli, store):
+    cli.fail("branch", store, "rename", "a", status=2)

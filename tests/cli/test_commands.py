@@ -1,0 +1,121 @@
+"""The command line itself: help, version, usage errors, init."""
+import re
+
+import pytest
+
+from conftest import store_digest
+
+COMMANDS = ["init", "import", "export", "log", "branch", "heads", "schema", "verify", "repair",
+            "stats", "debug"]
+
+
+def test_help_lists_every_command(cli):
+    output = cli.ok("--help").stdout.decode()
+    for command in COMMANDS + ["mount"]:
+        assert re.search(rf"^  {command} ", output, re.M), command
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_has_help(cli, command):
+    output = cli.ok(command, "--help").stdout.decode()
+    assert output.startswith(f"usage: graphfs {command}")
+
+
+def test_version_prints_binary_version_and_store_format(cli):
+    output = cli.ok("--version").stdout.decode()
+    assert re.fullmatch(r"graphfs \S+ \(store format 1\)\n", output), output
+
+
+def test_no_command_is_a_usage_error(cli):
+    result = cli.run()
+    assert result.returncode == 2
+    assert b"usage: graphfs" in result.stderr
+
+
+def test_unknown_command_is_a_usage_error(cli):
+    error = cli.fail("frobnicate", "x", status=2)
+    assert "unknown command 'frobnicate'" in error
+
+
+def test_missing_argument_is_a_usage_error(cli, store):
+    error = cli.fail("export", store, status=2)
+    assert "export" in error and "--help" in error
+
+
+def test_unknown_option_is_a_usage_error(cli, store):
+    error = cli.fail("log", store, "--colour", status=2)
+    assert "--colour" in error
+
+
+def test_option_without_its_value_is_a_usage_error(cli, store):
+    cli.fail("export", store, "T", "--at", status=2)
+
+
+def test_bad_mode_is_a_usage_error(cli, store):
+    path = cli.write_file('{"id":"a"}\n')
+    error = cli.fail("import", store, "T", path, "--mode", "append", status=2)
+    assert "overwrite or merge" in error
+
+
+def test_bad_version_is_a_usage_error(cli, store):
+    cli.fail("export", store, "T", "--at", "yesterday", status=2)
+
+
+def test_init_creates_an_empty_store(cli, tmp_path):
+    path = tmp_path / "new-store"
+    cli.ok("init", path)
+    assert (path / "manifest").is_file()
+    assert cli.log(path) == []
+    assert cli.heads(path) == []
+    branches = cli.ok("branch", path, "list").stdout.decode().splitlines()
+    assert [line.split("\t")[0] for line in branches] == ["main"]
+    cli.ok("verify", path)
+
+
+def test_init_creates_private_files(cli, tmp_path):
+    path = tmp_path / "new-store"
+    cli.ok("init", path)
+    assert path.stat().st_mode & 0o777 == 0o700
+    for child in path.rglob("*"):
+        expected = 0o700 if child.is_dir() else 0o600
+        assert child.stat().st_mode & 0o777 == expected, child
+
+
+def test_init_twice_refuses_and_changes_nothing(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
+    before = store_digest(store)
+    error = cli.fail("init", store)
+    assert str(store) in error
+    assert store_digest(store) == before
+    assert cli.export(store, "Person") == '{"id":"a","name":"Ann"}\n'
+
+
+def test_init_refuses_a_non_empty_directory(cli, tmp_path):
+    path = tmp_path / "occupied"
+    path.mkdir()
+    (path / "notes.txt").write_text("mine\n")
+    cli.fail("init", path)
+    assert sorted(p.name for p in path.iterdir()) == ["notes.txt"]
+
+
+def test_commands_on_a_directory_that_is_not_a_store_fail_clearly(cli, tmp_path):
+    error = cli.fail("log", tmp_path / "nowhere")
+    assert "nowhere" in error
+
+
+def test_stats_is_one_json_object_with_io_counters(cli, store):
+    import json
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    stats = json.loads(cli.ok("stats", store).stdout)
+    for group in ("manifest", "data"):
+        for counter in ("reads", "bytes", "pages", "rows_decoded"):
+            assert isinstance(stats[group][counter], int), (group, counter)
+    assert stats["store"]["version"] == 1
+
+
+def test_debug_failpoints_lists_the_registry(cli):
+    names = cli.ok("debug", "failpoints").stdout.decode().splitlines()
+    assert "publish.before_fsync" in names
+    assert len(names) == len(set(names))
+    for name in names:
+        assert re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", name), name

@@ -1,0 +1,194 @@
+"""Corruption: a byte flipped anywhere in the written part of any store file
+makes `verify` exit 1, and exporting the damaged data fails — never wrong data.
+
+Offsets are sampled in every file: each header field, each meta slot, and in
+every block (FORMAT.md §4) its magic, type, sizes, checksum and payload
+(first, middle, last byte). verify and export open the store read-only, so the
+byte is flipped in place and flipped back after each probe.
+"""
+import json
+import random
+import struct
+
+import pytest
+
+from conftest import jsonl
+
+MANIFEST_BLOCKS_START = 12288
+SEGMENT_BLOCKS_START = 4096
+BLOCK_HEADER = 24
+BLOCK_FRAGMENT = 6
+
+
+def parse_blocks(data, start):
+    """[(offset, type, stored size)] of the blocks of one file, in order."""
+    blocks = []
+    offset = start
+    while offset + BLOCK_HEADER <= len(data):
+        if data[offset:offset + 4] != b"GFSB":
+            following = data.find(b"GFSB", offset + 1)
+            if following < 0:
+                break
+            offset = following
+            continue
+        block_type = data[offset + 4]
+        (stored,) = struct.unpack_from("<I", data, offset + 8)
+        if offset + BLOCK_HEADER + stored > len(data):
+            break
+        blocks.append((offset, block_type, stored))
+        offset += BLOCK_HEADER + stored
+    return blocks
+
+
+def header_offsets(base):
+    """magic, format version, file kind, store ULID, segment id, creation time, checksum."""
+    return [base + o for o in (0, 7, 8, 12, 16, 31, 32, 40, 48, 55)]
+
+
+def meta_offsets(base):
+    return [base + o for o in (0, 8, 16, 24, 32, 40, 47)]
+
+
+def block_offsets(offset, stored):
+    samples = {offset, offset + 4, offset + 5, offset + 8, offset + 12, offset + 16}
+    if stored:
+        payload = offset + BLOCK_HEADER
+        samples |= {payload, payload + stored // 2, payload + stored - 1}
+    return sorted(samples)
+
+
+@pytest.fixture(scope="module")
+def damaged_store(tmp_path_factory):
+    """A store whose every fragment is live (merges only add or update rows,
+    so every fragment keeps live rows): small tables, a schema change, a
+    branch, and one table large enough to be written to a segment file."""
+    from conftest import Cli, graphfs_binary
+    work = tmp_path_factory.mktemp("corruption")
+    cli = Cli(graphfs_binary(), work)
+    store = work / "store"
+    cli.ok("init", store)
+    tables = {}
+
+    def record(table, branch=None):
+        tables[(table, branch)] = cli.export(store, table, branch=branch)
+
+    cli.import_rows(store, "Person", [{"id": f"p{i}", "name": f"P{i}", "age": i} for i in range(50)])
+    cli.import_rows(store, "Person", [{"id": "p3", "name": "Three", "age": 33},
+                                      {"id": "p99", "name": "New", "age": 99}], mode="merge")
+    cli.import_rows(store, "Company", [{"id": "acme", "name": "Acme"}])
+    cli.set_schema(store, "WORKS_AT", {"kind": "edge", "from": "Person", "to": "Company",
+                                       "properties": {}})
+    cli.import_rows(store, "WORKS_AT", [{"id": "w1", "from": "p1", "to": "acme"}])
+    schema = json.loads(cli.ok("schema", store, "Company").stdout)
+    schema["properties"]["city"] = {"type": "string", "nullable": True}
+    cli.set_schema(store, "Company", schema)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Company", [{"id": "globex", "name": "Globex", "city": "Springfield"}],
+                    mode="merge", branch="experiment")
+    rng = random.Random(5)
+    big = [{"id": f"b{i:07d}", "blob": "".join(rng.choice("abcdefghij") for _ in range(120))}
+           for i in range(45000)]
+    cli.import_rows(store, "Big", jsonl(big))
+    for table in ("Person", "Company", "WORKS_AT", "Big"):
+        record(table)
+    record("Company", "experiment")
+    cli.ok("verify", store)
+    return cli, store, tables
+
+
+def probes(store):
+    """(file, offset, is_live_fragment) for every sampled byte of every store file."""
+    found = []
+    manifest = store / "manifest"
+    data = manifest.read_bytes()
+    for offset in header_offsets(0) + meta_offsets(4096) + meta_offsets(8192):
+        found.append((manifest, offset, False))
+    for offset, block_type, stored in parse_blocks(data, MANIFEST_BLOCKS_START):
+        for sample in block_offsets(offset, stored):
+            found.append((manifest, sample, block_type == BLOCK_FRAGMENT))
+    segments = sorted((store / "segments").glob("*")) if (store / "segments").exists() else []
+    for segment in segments:
+        data = segment.read_bytes()
+        for offset in header_offsets(0):
+            found.append((segment, offset, False))
+        for offset, block_type, stored in parse_blocks(data, SEGMENT_BLOCKS_START):
+            for sample in block_offsets(offset, stored):
+                found.append((segment, sample, block_type == BLOCK_FRAGMENT))
+    return found
+
+
+def flip(path, offset):
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        byte = file.read(1)[0]
+        file.seek(offset)
+        file.write(bytes([byte ^ 0xFF]))
+
+
+def check_exports(cli, store, tables):
+    """Every export gives the right bytes or fails with one line; returns the failures."""
+    failures = 0
+    for (table, branch), expected in tables.items():
+        args = ["export", store, table] + (["--branch", branch] if branch else [])
+        result = cli.run(*args)
+        output = result.stdout.decode(errors="replace")
+        if result.returncode == 0:
+            assert output == expected, f"export {table} returned wrong data"
+        else:
+            failures += 1
+            error = result.stderr.decode(errors="replace")
+            assert error.startswith("graphfs: ") and error.count("\n") == 1, error
+            assert expected.startswith(output), f"export {table} wrote wrong data before failing"
+    return failures
+
+
+def test_the_fixture_has_manifest_blocks_and_a_segment(damaged_store):
+    cli, store, tables = damaged_store
+    manifest_blocks = parse_blocks((store / "manifest").read_bytes(), MANIFEST_BLOCKS_START)
+    assert len(manifest_blocks) > 10
+    assert (store / "manifest").stat().st_size == manifest_blocks[-1][0] + BLOCK_HEADER + \
+        manifest_blocks[-1][2], "blocks do not tile the manifest: FORMAT.md §4 changed?"
+    segments = list((store / "segments").glob("*"))
+    assert segments, "the large import should have written a segment file"
+    assert any(kind == BLOCK_FRAGMENT for _, kind, _ in
+               parse_blocks(segments[0].read_bytes(), SEGMENT_BLOCKS_START))
+
+
+def test_a_clean_store_verifies_with_exit_zero(damaged_store):
+    cli, store, tables = damaged_store
+    result = cli.ok("verify", store)
+    assert result.stderr == b""
+
+
+def test_every_flipped_byte_is_found_by_verify_and_never_read_as_data(damaged_store):
+    cli, store, tables = damaged_store
+    undetected = []
+    for path, offset, live_fragment in probes(store):
+        flip(path, offset)
+        try:
+            result = cli.run("verify", store)
+            if result.returncode != 1:
+                undetected.append(f"{path.name}@{offset}")
+                continue
+            assert result.stdout or result.stderr
+            failures = check_exports(cli, store, tables)
+            if live_fragment:
+                assert failures > 0, f"damaged fragment {path.name}@{offset} was exported"
+        finally:
+            flip(path, offset)
+    assert undetected == [], f"verify missed {len(undetected)} flipped bytes: {undetected[:20]}"
+    cli.ok("verify", store)
+
+
+def test_a_damaged_fragment_in_the_manifest_fails_the_export_that_reads_it(damaged_store):
+    cli, store, tables = damaged_store
+    manifest = store / "manifest"
+    blocks = parse_blocks(manifest.read_bytes(), MANIFEST_BLOCKS_START)
+    fragments = [(offset, stored) for offset, kind, stored in blocks if kind == BLOCK_FRAGMENT]
+    assert fragments
+    for offset, stored in fragments:
+        flip(manifest, offset + BLOCK_HEADER + stored // 2)
+        try:
+            assert check_exports(cli, store, tables) > 0, f"fragment at {offset} was exported"
+        finally:
+            flip(manifest, offset + BLOCK_HEADER + stored // 2)

@@ -1,0 +1,87 @@
+"""log: the same JSON lines as the mounted log, newest first; --graph."""
+import re
+
+FIELDS = ["version", "commit", "parents", "branch", "time", "actor", "message", "changes"]
+ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def make_history(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}],
+                    message="first people")
+    cli.import_rows(store, "Person", '{"id":"c","name":"Cy"}\n{"id":"a","@delete":true}\n',
+                    mode="merge", message="merge people")
+    cli.import_rows(store, "City", [{"id": "ber"}], message="cities")
+    cli.import_rows(store, "Person", [{"id": "z", "name": "Zed"}], message="replace people")
+
+
+def test_log_lines_have_the_documented_fields_in_order(cli, store):
+    make_history(cli, store)
+    for entry in cli.log(store):
+        assert list(entry) == FIELDS
+        assert ULID.fullmatch(entry["commit"])
+        assert TIME.fullmatch(entry["time"])
+        assert entry["branch"] == "main"
+        assert isinstance(entry["actor"], str) and entry["actor"]
+        for change in entry["changes"]:
+            assert list(change) == ["table", "op", "rows"]
+
+
+def test_log_is_newest_first_with_one_line_per_commit(cli, store):
+    make_history(cli, store)
+    log = cli.log(store)
+    assert [entry["version"] for entry in log] == [4, 3, 2, 1]
+    assert [entry["message"] for entry in log] == ["replace people", "cities", "merge people",
+                                                   "first people"]
+    times = [entry["time"] for entry in log]
+    assert times == sorted(times, reverse=True)
+
+
+def test_log_parents_chain_each_commit_to_the_previous(cli, store):
+    make_history(cli, store)
+    log = cli.log(store)
+    assert log[-1]["parents"] == []
+    for newer, older in zip(log, log[1:]):
+        assert newer["parents"] == [older["commit"]]
+    assert len({entry["commit"] for entry in log}) == len(log)
+
+
+def test_log_changes_name_table_operation_and_rows(cli, store):
+    make_history(cli, store)
+    log = cli.log(store)
+    assert log[3]["changes"][0]["table"] == "Person"
+    assert log[3]["changes"][0]["op"] in ("create", "overwrite")
+    assert log[3]["changes"][0]["rows"] == 2
+    assert log[2]["changes"] == [{"table": "Person", "op": "merge", "rows": 2}]
+    assert log[0]["changes"] == [{"table": "Person", "op": "overwrite", "rows": 1}]
+
+
+def test_log_of_a_branch_shows_its_commits_and_the_history_it_forked_from(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="on experiment")
+    cli.import_rows(store, "City", [{"id": "rom"}], message="on main")
+    experiment = cli.log(store, branch="experiment")
+    assert [entry["message"] for entry in experiment][:2] == ["on experiment", "replace people"]
+    assert experiment[0]["branch"] == "experiment"
+    assert "on experiment" not in [entry["message"] for entry in cli.log(store)]
+
+
+def test_log_of_a_missing_branch_fails(cli, store):
+    error = cli.fail("log", store, "--branch", "nope")
+    assert "nope" in error
+
+
+def test_log_graph_draws_one_star_per_commit_and_the_fork(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="on experiment")
+    cli.import_rows(store, "City", [{"id": "rom"}], message="on main")
+    lines = cli.ok("log", store, "--graph").stdout.decode().splitlines()
+    commit_lines = [line for line in lines if "*" in line]
+    assert len(commit_lines) == 6
+    versions = [int(re.search(r"\* (?:[| ] )*(\d+) ", line).group(1)) for line in commit_lines]
+    assert versions == [6, 5, 4, 3, 2, 1]
+    assert any(line.strip() == "|/" for line in lines), lines
+    assert "(experiment)" in commit_lines[1] and "[experiment]" in commit_lines[1]
+    assert "(main)" in commit_lines[0]

@@ -1,0 +1,143 @@
+"""import and export: byte-exact round trips, canonical form, merge semantics."""
+from conftest import canonical, jsonl
+
+PEOPLE = [
+    {"id": "p1", "name": "Ann", "age": 31, "score": 1.5, "tags": ["a", "b"], "active": True},
+    {"id": "p2", "name": "Bo \"the\" \\ / ünïcode ✓", "age": -7, "score": 0.25, "tags": [],
+     "active": False},
+    {"id": "p3", "name": "line\nbreak\ttab", "age": 0, "score": 1e-07, "tags": ["x"],
+     "active": True},
+]
+
+
+def test_import_then_export_round_trips_byte_exact(cli, store):
+    text = jsonl(PEOPLE)
+    cli.import_rows(store, "Person", text)
+    assert cli.export(store, "Person") == text
+
+
+def test_export_writes_nothing_but_the_rows(cli, store):
+    cli.import_rows(store, "Person", PEOPLE)
+    result = cli.ok("export", store, "Person")
+    assert result.stderr == b""
+    assert result.stdout.decode().count("\n") == len(PEOPLE)
+
+
+def test_export_of_an_export_reimported_is_identical(cli, store):
+    cli.import_rows(store, "Person", '{ "name" : "Ann", "id" : "p1",  "age": 31 }\n'
+                                     '{"age":40,"id":"p2","name":"Bo"}\n')
+    first = cli.export(store, "Person")
+    cli.import_rows(store, "Copy", first)
+    assert cli.export(store, "Copy") == first
+    cli.import_rows(store, "Person", first)
+    assert cli.export(store, "Person") == first
+
+
+def test_export_puts_id_first_then_properties_in_schema_order(cli, store):
+    cli.import_rows(store, "Person", '{"name":"Ann","id":"p1","age":31}\n'
+                                     '{"age":40,"name":"Bo","id":"p2"}\n')
+    assert cli.export(store, "Person") == ('{"id":"p1","name":"Ann","age":31}\n'
+                                           '{"id":"p2","name":"Bo","age":40}\n')
+
+
+def test_export_removes_insignificant_whitespace(cli, store):
+    cli.import_rows(store, "Person", '  {  "id" : "p1" ,\t"name" :  "A n n" , "tags" : [ 1 , 2 ] }  \n')
+    assert cli.export(store, "Person") == '{"id":"p1","name":"A n n","tags":[1,2]}\n'
+
+
+def test_export_omits_null_properties(cli, store):
+    cli.import_rows(store, "Person", '{"id":"p1","name":"Ann","age":31}\n'
+                                     '{"id":"p2","name":null,"age":40}\n')
+    assert cli.export(store, "Person") == ('{"id":"p1","name":"Ann","age":31}\n'
+                                           '{"id":"p2","age":40}\n')
+
+
+def test_overwrite_replaces_every_row(cli, store):
+    cli.import_rows(store, "Person", PEOPLE)
+    cli.import_rows(store, "Person", [{"id": "p9", "name": "Zed", "age": 1, "score": 2.5,
+                                       "tags": [], "active": True}])
+    assert cli.export(store, "Person") == canonical(
+        {"id": "p9", "name": "Zed", "age": 1, "score": 2.5, "tags": [], "active": True})
+
+
+def test_merge_inserts_new_rows_at_the_end(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}])
+    cli.import_rows(store, "Person", [{"id": "c", "name": "Cy"}], mode="merge")
+    assert cli.export(store, "Person") == jsonl(
+        [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}, {"id": "c", "name": "Cy"}])
+
+
+def test_merge_updates_a_row_and_moves_it_to_the_end(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"},
+                                      {"id": "c", "name": "Cy"}])
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Anna"}], mode="merge")
+    assert cli.export(store, "Person") == jsonl(
+        [{"id": "b", "name": "Bo"}, {"id": "c", "name": "Cy"}, {"id": "a", "name": "Anna"}])
+
+
+def test_merge_delete_line_removes_the_row(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}])
+    cli.import_rows(store, "Person", '{"id":"a","@delete":true}\n', mode="merge")
+    assert cli.export(store, "Person") == jsonl([{"id": "b", "name": "Bo"}])
+
+
+def test_merge_upserts_and_deletes_in_one_commit(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"},
+                                      {"id": "c", "name": "Cy"}])
+    before = len(cli.log(store))
+    cli.import_rows(store, "Person", '{"id":"b","name":"Bob"}\n{"id":"d","name":"Di"}\n'
+                                     '{"id":"a","@delete":true}\n', mode="merge")
+    assert len(cli.log(store)) == before + 1
+    assert cli.export(store, "Person") == jsonl(
+        [{"id": "c", "name": "Cy"}, {"id": "b", "name": "Bob"}, {"id": "d", "name": "Di"}])
+
+
+def test_merge_into_a_missing_table_creates_it(cli, store):
+    cli.import_rows(store, "City", [{"id": "ber", "name": "Berlin"}], mode="merge")
+    assert cli.export(store, "City") == '{"id":"ber","name":"Berlin"}\n'
+
+
+def test_import_on_a_branch_leaves_main_unchanged(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b", "name": "Bo"}], mode="merge", branch="experiment")
+    assert cli.export(store, "Person") == '{"id":"a","name":"Ann"}\n'
+    assert cli.export(store, "Person", branch="experiment") == jsonl(
+        [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}])
+
+
+def test_export_of_a_missing_table_fails(cli, store):
+    error = cli.fail("export", store, "Nobody")
+    assert "Nobody" in error
+
+
+def test_export_of_a_large_table_round_trips(cli, store):
+    rows = [{"id": f"n{i:06d}", "text": "x" * (i % 300), "number": i * 7} for i in range(30000)]
+    text = jsonl(rows)
+    cli.import_rows(store, "Big", text)
+    assert cli.export(store, "Big") == text
+
+
+def test_schema_set_creates_an_empty_table_and_prints_back(cli, store):
+    import json
+    schema = {"kind": "node", "properties": {"name": {"type": "string", "nullable": False},
+                                             "born": {"type": "date", "nullable": True}}}
+    cli.set_schema(store, "Person", schema)
+    assert cli.export(store, "Person") == ""
+    shown = json.loads(cli.ok("schema", store, "Person").stdout)
+    assert shown["kind"] == "node"
+    assert list(shown["properties"]) == ["name", "born"]
+    assert shown["properties"]["born"] == {"type": "date", "nullable": True}
+
+
+def test_schema_change_adds_a_nullable_property_without_changing_rows(cli, store):
+    import json
+    cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
+    schema = json.loads(cli.ok("schema", store, "Person").stdout)
+    schema["properties"]["email"] = {"type": "string", "nullable": True}
+    cli.set_schema(store, "Person", schema)
+    assert cli.export(store, "Person") == '{"id":"a","name":"Ann"}\n'
+    cli.import_rows(store, "Person", [{"id": "b", "name": "Bo", "email": "bo@example.org"}],
+                    mode="merge")
+    assert cli.export(store, "Person") == jsonl(
+        [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo", "email": "bo@example.org"}])
