@@ -80,6 +80,7 @@ struct btree_node {
 
 struct btree {
 	struct pager *pager;
+	struct pager_append *append;    /* when set, node reads go through it */
 	struct block_address published; /* opened on or last flushed to */
 	struct btree_child root;
 	bool modified;
@@ -299,16 +300,19 @@ static bool child_precedes(struct block_address child, struct block_address pare
 }
 
 /*
- * Reads and decodes the node at address into view (reusing its memory).
- * Counts one manifest page (pager) and one manifest row per entry.
- * Returns 0, -EIO (damaged or malformed node), -ENOENT or -ENOMEM.
+ * Reads and decodes the node at address into view (reusing its memory),
+ * through append if it is not NULL. Counts one manifest page (pager, for
+ * reads from disk) and one manifest row per entry. Returns 0, -EIO (damaged
+ * or malformed node), -ENOENT or -ENOMEM.
  */
-static int node_read(struct pager *pager, struct block_address address, struct btree_node *view)
+static int node_read(struct pager *pager, struct pager_append *append,
+		     struct block_address address, struct btree_node *view)
 {
 	assert(!view->owns_entries);
 	buf_reset(&view->raw);
 	view->count = 0;
-	int rc = pager_read(pager, address, BLOCK_NODE, &view->raw);
+	int rc = append ? pager_append_read(append, address, BLOCK_NODE, &view->raw)
+			: pager_read(pager, address, BLOCK_NODE, &view->raw);
 	if (rc)
 		return rc;
 	rc = node_decode(view);
@@ -365,7 +369,7 @@ static int slot_load(struct btree *tree, struct btree_child *slot)
 {
 	if (slot->node)
 		return 0;
-	int rc = node_read(tree->pager, slot->address, &tree->scratch);
+	int rc = node_read(tree->pager, tree->append, slot->address, &tree->scratch);
 	if (rc)
 		return rc;
 	return node_copy_view(&tree->scratch, &slot->node);
@@ -544,7 +548,7 @@ static int node_rebalance_child(struct btree *tree, struct btree_node *parent, s
 	struct btree_child *sibling = child_slot(parent, index > 0 ? index - 1 : index + 1);
 	const struct btree_node *sibling_node = sibling->node;
 	if (!sibling_node) {
-		int rc = node_read(tree->pager, sibling->address, &tree->scratch);
+		int rc = node_read(tree->pager, tree->append, sibling->address, &tree->scratch);
 		if (rc)
 			return rc;
 		sibling_node = &tree->scratch;
@@ -811,6 +815,11 @@ struct block_address btree_root(const struct btree *tree)
 	return tree->published;
 }
 
+void btree_attach_append(struct btree *tree, struct pager_append *append)
+{
+	tree->append = append;
+}
+
 int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *value_out)
 {
 	if (key_size > BTREE_MAX_KEY)
@@ -821,7 +830,7 @@ int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *
 		if (!node) {
 			if (block_address_is_null(slot.address))
 				return -ENOENT;
-			int rc = node_read(tree->pager, slot.address, &tree->scratch);
+			int rc = node_read(tree->pager, tree->append, slot.address, &tree->scratch);
 			if (rc)
 				return rc;
 			node = &tree->scratch;
@@ -977,7 +986,8 @@ static int iterator_descend(struct btree_iterator *iterator, struct btree_child 
 		struct iterator_level *level = &iterator->levels[iterator->depth];
 		level->memory_node = slot.node;
 		if (!slot.node) {
-			int rc = node_read(iterator->tree->pager, slot.address, &level->view);
+			struct btree *tree = iterator->tree;
+			int rc = node_read(tree->pager, tree->append, slot.address, &level->view);
 			if (rc)
 				return rc;
 		}
@@ -1382,7 +1392,7 @@ static int verify_node(struct verify_walk *walk, struct block_address address, s
 	if (walk->visit)
 		walk->visit(address, walk->context);
 	struct btree_node view = { 0 };
-	int rc = node_read(walk->pager, address, &view);
+	int rc = node_read(walk->pager, NULL, address, &view);
 	if (rc == -ENOMEM)
 		goto cleanup;
 	if (rc) {

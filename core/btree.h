@@ -72,8 +72,20 @@ int btree_flush(struct btree *tree, struct pager_append *append, struct block_ad
 struct block_address btree_root(const struct btree *tree);
 
 /*
+ * Routes the handle's node reads through append (pager_append_read) until
+ * called again with NULL, so nodes flushed into an append that is not yet
+ * written can be read and modified again — e.g. several versions of one tree
+ * flushed into one publish. Without it, reading a root that exists only in an
+ * unwritten append fails with -EIO. Nodes served from the append buffer cost
+ * no pages (they are not read from disk); their entries still count as rows.
+ * The append must outlive its use by the handle and by its iterators.
+ */
+void btree_attach_append(struct btree *tree, struct pager_append *append);
+
+/*
  * In-order iteration, from the first key >= start (start NULL: from the
- * beginning). Sees the handle's dirty state. The pointers returned by next
+ * beginning). Sees the handle's dirty state; the tree must not be modified
+ * or flushed while an iterator is open on it. The pointers returned by next
  * stay valid until the following next or free.
  */
 struct btree_iterator;

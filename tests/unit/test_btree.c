@@ -1,6 +1,7 @@
 /* test_btree — the copy-on-write B+tree's contract (core/btree.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1084,6 +1085,201 @@ TEST(an_internal_node_pointing_forward_in_the_file_is_refused)
 	char message[256];
 	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), -EIO);
 	buf_free(&payload);
+	fixture_close(&fixture);
+}
+
+/* Builds raw node payloads (docs/FORMAT.md §5) for hand-made, damaged trees. */
+static void raw_leaf(struct buf *out, const char *const *keys, int count, size_t value_size)
+{
+	static const uint8_t filler[BTREE_MAX_VALUE];
+	buf_reset(out);
+	buf_put_u8(out, 0);
+	buf_put_u8(out, 0);
+	buf_put_u16(out, (uint16_t)count);
+	for (int i = 0; i < count; i++) {
+		buf_put_str(out, keys[i], strlen(keys[i]));
+		buf_put_u16(out, (uint16_t)value_size);
+		buf_append(out, filler, value_size);
+	}
+}
+
+static void raw_internal(struct buf *out, struct block_address left, const char *key,
+			 struct block_address right)
+{
+	buf_reset(out);
+	buf_put_u8(out, 1);
+	buf_put_u8(out, 0);
+	buf_put_u16(out, 1);
+	codec_put_address(out, left);
+	buf_put_str(out, key, strlen(key));
+	codec_put_address(out, right);
+}
+
+TEST(verify_refuses_a_key_outside_its_separator_bounds)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct buf payload;
+	buf_init(&payload);
+	struct block_address left, right, root;
+	raw_leaf(&payload, (const char *const[]){ "a", "m" }, 2, 1);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &left), 0);
+	raw_leaf(&payload, (const char *const[]){ "n" }, 1, 1);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &right), 0);
+	raw_internal(&payload, left, "f", right); /* "m" belongs right of "f" */
+	CHECK_EQ(append_raw_node(&fixture, &payload, &root), 0);
+	char message[256];
+	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), -EIO);
+	CHECK(strstr(message, "separator") != NULL);
+	raw_internal(&payload, left, "m!", right); /* the same leaves, correctly separated */
+	CHECK_EQ(append_raw_node(&fixture, &payload, &root), 0);
+	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), 0);
+	buf_free(&payload);
+	fixture_close(&fixture);
+}
+
+TEST(verify_refuses_leaves_at_different_depths)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct buf payload;
+	buf_init(&payload);
+	struct block_address a, b, inner, z, root;
+	raw_leaf(&payload, (const char *const[]){ "a" }, 1, 1);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &a), 0);
+	raw_leaf(&payload, (const char *const[]){ "b" }, 1, 1);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &b), 0);
+	raw_internal(&payload, a, "b", b);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &inner), 0);
+	raw_leaf(&payload, (const char *const[]){ "z" }, 1, 1);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &z), 0);
+	raw_internal(&payload, inner, "m", z);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &root), 0);
+	char message[256];
+	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), -EIO);
+	CHECK(strstr(message, "depth") != NULL);
+	buf_free(&payload);
+	fixture_close(&fixture);
+}
+
+TEST(verify_refuses_a_node_over_the_size_target_with_more_than_one_entry)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct buf payload;
+	buf_init(&payload);
+	struct block_address root;
+	char message[256];
+	raw_leaf(&payload, (const char *const[]){ "a" }, 1, BTREE_MAX_VALUE);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &root), 0);
+	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), 0);
+	raw_leaf(&payload, (const char *const[]){ "a", "b", "c", "d", "e" }, 5, 1000);
+	CHECK(payload.size > BTREE_NODE_TARGET);
+	CHECK_EQ(append_raw_node(&fixture, &payload, &root), 0);
+	CHECK_EQ(btree_verify(fixture.pager, root, NULL, NULL, message, sizeof message), -EIO);
+	CHECK(strstr(message, "size target") != NULL);
+	buf_free(&payload);
+	fixture_close(&fixture);
+}
+
+struct reader_job {
+	struct pager *pager;
+	struct block_address root;
+	unsigned count;
+	int result; /* 0 when every lookup and the iteration matched */
+};
+
+static void *reader_thread(void *argument)
+{
+	struct reader_job *job = argument;
+	struct btree *tree;
+	job->result = btree_open(job->pager, job->root, &tree);
+	if (job->result)
+		return NULL;
+	struct buf value;
+	buf_init(&value);
+	for (unsigned round = 0; round < 3 && job->result == 0; round++) {
+		for (unsigned i = 0; i < job->count && job->result == 0; i++) {
+			char key[16], expected[41];
+			snprintf(expected, sizeof expected, "value-%034u", i * 7u);
+			buf_reset(&value);
+			job->result = btree_get(tree, key, numbered_key(key, i), &value);
+			if (job->result == 0 && (value.size != 40 || memcmp(value.data, expected, 40)))
+				job->result = -1;
+		}
+		if (job->result == 0)
+			job->result = iterate_from(tree, NULL, 0, 0, job->count);
+	}
+	buf_free(&value);
+	btree_free(tree);
+	return NULL;
+}
+
+TEST(many_handles_read_one_published_root_concurrently)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	enum { THREADS = 4, KEYS = 8000 };
+	struct block_address root;
+	CHECK_EQ(build_numbered(&fixture, KEYS, &root), 0);
+	pthread_t threads[THREADS];
+	struct reader_job jobs[THREADS];
+	for (int t = 0; t < THREADS; t++) {
+		jobs[t] = (struct reader_job){ fixture.pager, root, KEYS, -1 };
+		CHECK_EQ(pthread_create(&threads[t], NULL, reader_thread, &jobs[t]), 0);
+	}
+	for (int t = 0; t < THREADS; t++)
+		CHECK_EQ(pthread_join(threads[t], NULL), 0);
+	for (int t = 0; t < THREADS; t++)
+		CHECK_EQ(jobs[t].result, 0);
+	fixture_close(&fixture);
+}
+
+TEST(versions_flushed_into_one_unwritten_append_are_modified_again_through_it)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	uint64_t size;
+	struct pager_append *append;
+	CHECK_EQ(manifest_size(&fixture, &size), 0);
+	CHECK_EQ(pager_append_begin(fixture.pager, size, &append), 0);
+	struct btree *tree;
+	CHECK_EQ(btree_open(fixture.pager, (struct block_address){ 0, 0 }, &tree), 0);
+	btree_attach_append(tree, append);
+	struct block_address roots[3];
+	char key[16];
+	for (unsigned version = 0; version < 3; version++) {
+		for (unsigned i = 0; i < 2000; i++) {
+			char value[16];
+			size_t value_size = (size_t)snprintf(value, sizeof value, "v%u", version);
+			CHECK_EQ(btree_put(tree, key, numbered_key(key, i * 3 + version), value,
+					   value_size), 0);
+		}
+		CHECK_EQ(btree_flush(tree, append, &roots[version]), 0);
+	}
+	struct buf value;
+	buf_init(&value);
+	CHECK_EQ(btree_get(tree, key, numbered_key(key, 4), &value), 0); /* from the buffer */
+	CHECK(value.size == 2 && memcmp(value.data, "v1", 2) == 0);
+	btree_attach_append(tree, NULL);
+	CHECK_EQ(pager_append_write(append), 0);
+	pager_append_free(append);
+	btree_free(tree);
+	for (unsigned version = 0; version < 3; version++) {
+		CHECK_EQ(verify(&fixture, roots[version]), 0);
+		CHECK_EQ(btree_open(fixture.pager, roots[version], &tree), 0);
+		size_t entries = 0;
+		struct btree_iterator *iterator;
+		CHECK_EQ(btree_iterator_open(tree, NULL, 0, &iterator), 0);
+		const uint8_t *k, *v;
+		size_t k_size, v_size;
+		while (btree_iterator_next(iterator, &k, &k_size, &v, &v_size) == 1)
+			entries++;
+		btree_iterator_free(iterator);
+		CHECK_EQ(entries, 2000 * (version + 1));
+		btree_free(tree);
+	}
+	buf_free(&value);
 	fixture_close(&fixture);
 }
 
