@@ -130,11 +130,19 @@ int head_row_encode(const struct head_row *head, struct buf *out)
 	size_t owner_length = strnlen(head->owner, sizeof head->owner);
 	size_t hash_length = strnlen(head->schema_hash, sizeof head->schema_hash);
 	int rc = 0;
-	if ((head->state != HEAD_LIVE && head->state != HEAD_TOMBSTONED) ||
+	if ((head->state != HEAD_LIVE && head->state != HEAD_TOMBSTONED) || head->kind > SCHEMA_EDGE ||
 	    name_length > JOURNAL_NAME_MAX || owner_length > JOURNAL_NAME_MAX ||
 	    hash_length > SCHEMA_HASH_SIZE) {
 		rc = -EINVAL;
 		goto out;
+	}
+	/* Never write what head_row_decode would refuse. */
+	for (size_t i = 0; i < hash_length; i++) {
+		char digit = head->schema_hash[i];
+		if (!((digit >= '0' && digit <= '9') || (digit >= 'a' && digit <= 'f'))) {
+			rc = -EINVAL;
+			goto out;
+		}
 	}
 	uint8_t hash[SCHEMA_HASH_SIZE] = { 0 };
 	memcpy(hash, head->schema_hash, hash_length);

@@ -194,6 +194,24 @@ TEST(a_head_row_with_a_non_hex_schema_hash_is_corruption)
 	buf_free(&encoded);
 }
 
+TEST(a_head_row_that_could_not_be_decoded_is_not_encoded)
+{
+	struct head_row head;
+	struct buf encoded;
+	buf_init(&encoded);
+	sample_head(&head);
+	head.state = 0;
+	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	sample_head(&head);
+	head.kind = 2;
+	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	sample_head(&head);
+	strcpy(head.schema_hash, "0123456789ABCDEF");
+	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	CHECK_EQ(encoded.size, 0);
+	buf_free(&encoded);
+}
+
 TEST(a_live_head_renders_as_the_exact_head_file_text)
 {
 	struct head_row head;

@@ -22,6 +22,7 @@ struct fixture {
 	struct pager *pager;
 	uint64_t size;            /* manifest size: where the next append starts */
 	uint64_t next_segment;
+	struct block_address schema_block; /* given to every apply; null unless a test sets it */
 };
 
 static int fixture_open(struct fixture *fixture)
@@ -97,7 +98,7 @@ static int publish(struct fixture *fixture, const struct table_info *base, struc
 		return rc;
 	if ((rc = pager_append_begin(fixture->pager, fixture->size, &append)) < 0)
 		return rc;
-	rc = table_apply(fixture->pager, append, base, stage, (struct block_address){ 0, 0 }, out, &address);
+	rc = table_apply(fixture->pager, append, base, stage, fixture->schema_block, out, &address);
 	uint64_t size = fixture->size + pager_append_size(append);
 	if (rc == 0)
 		rc = pager_append_write(append);
@@ -206,6 +207,75 @@ TEST(a_table_version_record_round_trips)
 	CHECK_EQ(read_back.row_count, 3);
 	CHECK_EQ(read_back.byte_size, 300);
 	CHECK_EQ(read_back.next_fragment, 17);
+	fixture_close(&fixture);
+}
+
+static const char schema_text[] =
+	"{\"kind\":\"node\",\"properties\":{\"v\":{\"type\":\"i64\",\"nullable\":false}}}";
+
+/* Appends the canonical rendering of schema_text as a schema block; the fixture's applies use it. */
+static int append_schema(struct fixture *fixture)
+{
+	struct schema schema;
+	schema_init(&schema);
+	struct buf canonical;
+	buf_init(&canonical);
+	struct pager_append *append = NULL;
+	int rc = schema_parse(schema_text, strlen(schema_text), &schema, NULL);
+	if (rc == 0)
+		rc = schema_render(&schema, &canonical);
+	if (rc == 0)
+		rc = pager_append_begin(fixture->pager, fixture->size, &append);
+	if (rc == 0)
+		rc = pager_append_block(append, BLOCK_SCHEMA, CODEC_ZSTD, canonical.data, canonical.size,
+					&fixture->schema_block);
+	if (rc == 0)
+		rc = pager_append_write(append);
+	if (rc == 0)
+		fixture->size += pager_append_size(append);
+	pager_append_free(append);
+	buf_free(&canonical);
+	schema_free(&schema);
+	return rc;
+}
+
+TEST(a_table_version_names_its_schema_block)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema(&fixture), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 3, &info), 0);
+	CHECK_EQ(info.schema.offset, fixture.schema_block.offset);
+	struct schema schema;
+	schema_init(&schema);
+	CHECK_EQ(table_schema_read(fixture.pager, info.schema, &schema), 0);
+	CHECK_EQ(schema.kind, SCHEMA_NODE);
+	CHECK_EQ(schema.property_count, 1);
+	CHECK(strcmp(schema.properties[0].name, "v") == 0);
+	schema_free(&schema);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	fixture_close(&fixture);
+}
+
+TEST(verify_reports_a_corrupt_schema_block)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema(&fixture), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 3, &info), 0);
+	uint8_t byte;
+	uint64_t at = fixture.schema_block.offset + BLOCK_HEADER_SIZE + 2;
+	CHECK_EQ(io_pread(&fixture.manifest, &byte, 1, at), 0);
+	byte ^= 0x01;
+	CHECK_EQ(io_pwrite(&fixture.manifest, &byte, 1, at), 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), -EIO);
+	CHECK(strstr(message, "schema") != NULL);
 	fixture_close(&fixture);
 }
 
