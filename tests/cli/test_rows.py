@@ -141,3 +141,9 @@ def test_schema_change_adds_a_nullable_property_without_changing_rows(cli, store
                     mode="merge")
     assert cli.export(store, "Person") == jsonl(
         [{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo", "email": "bo@example.org"}])
+
+
+def test_import_reads_standard_input_when_the_file_is_a_dash(cli, store):
+    text = jsonl([{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}])
+    cli.ok("import", store, "Person", "-", input=text.encode())
+    assert cli.export(store, "Person") == text

@@ -16,7 +16,8 @@
 static const char usage[] =
 	"usage: graphfs import STORE TABLE FILE [--mode overwrite|merge] [--branch B] [-m MSG]\n"
 	"\n"
-	"Publishes the rows of FILE (one JSON object per line) into TABLE as one commit.\n"
+	"Publishes the rows of FILE (one JSON object per line; '-' reads standard input)\n"
+	"into TABLE as one commit.\n"
 	"A table that does not exist is created, its schema inferred from the rows.\n"
 	"\n"
 	"  --mode overwrite   TABLE's rows become exactly FILE's rows (default)\n"
@@ -56,15 +57,17 @@ int cmd_import(int argc, char **argv)
 	const char *table = arguments[1];
 	const char *file = arguments[2];
 
-	struct stat file_status;
-	if (stat(file, &file_status) != 0)
+	bool from_stdin = strcmp(file, "-") == 0;
+	struct stat file_status = { 0 };
+	if (!from_stdin && stat(file, &file_status) != 0)
 		return cli_fail("cannot read %s: %s", file, strerror(errno));
 	if (S_ISDIR(file_status.st_mode))
 		return cli_fail("cannot read %s: it is a directory", file);
 
 	char default_message[512];
 	if (!message) {
-		snprintf(default_message, sizeof default_message, "import %s (%s)", file, mode_text);
+		snprintf(default_message, sizeof default_message, "import %s (%s)",
+			 from_stdin ? "from standard input" : file, mode_text);
 		message = default_message;
 	}
 

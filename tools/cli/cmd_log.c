@@ -119,38 +119,47 @@ static void graph_free(struct graph *graph)
 	free(graph->commits);
 }
 
-struct graph_walk {
-	struct store *store;
-	struct graph *graph;
-	const char *only;    /* the --branch, or NULL for all */
+/* The branches of the store, copied out of store_branches() before any is read. */
+struct branch_list {
+	struct store_branch_info *branches;
+	size_t count;
 	int rc;
 };
 
-/* Collects one branch's history and marks its head. */
-static int graph_add_branch(const struct store_branch_info *branch, void *context)
+static int branch_list_add(const struct store_branch_info *branch, void *context)
 {
-	struct graph_walk *walk = context;
-	if (walk->only && strcmp(walk->only, branch->name) != 0)
-		return 0;
+	struct branch_list *list = context;
+	struct store_branch_info *grown = realloc(list->branches, (list->count + 1) * sizeof *grown);
+	if (!grown)
+		return list->rc = -ENOMEM;
+	list->branches = grown;
+	list->branches[list->count++] = *branch;
+	return 0;
+}
+
+/* Collects one branch's history and marks its head. */
+static int graph_add_branch(struct store *store, struct graph *graph,
+			    const struct store_branch_info *branch)
+{
 	struct store_snapshot *snapshot;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_snapshot_open(walk->store, branch->name, STORE_LATEST, &snapshot, &error);
+	int rc = store_snapshot_open(store, branch->name, STORE_LATEST, &snapshot, &error);
 	if (rc < 0)
-		return walk->rc = rc;
-	rc = store_snapshot_log(snapshot, graph_collect, walk->graph);
+		return rc;
+	rc = store_snapshot_log(snapshot, graph_collect, graph);
 	store_snapshot_release(snapshot);
-	if (rc < 0 || walk->graph->rc < 0)
-		return walk->rc = rc < 0 ? rc : walk->graph->rc;
+	if (rc < 0 || graph->rc < 0)
+		return rc < 0 ? rc : graph->rc;
 	if (branch->head_commit[0] == '\0')
 		return 0;
-	struct graph_commit *head = graph_find(walk->graph, branch->head_commit);
+	struct graph_commit *head = graph_find(graph, branch->head_commit);
 	if (!head)
 		return 0;
 	size_t old_length = head->tips ? strlen(head->tips) : 0;
 	char *tips = realloc(head->tips, old_length + strlen(branch->name) + 3);
 	if (!tips)
-		return walk->rc = -ENOMEM;
+		return -ENOMEM;
 	if (old_length)
 		sprintf(tips + old_length, ", %s", branch->name);
 	else
@@ -340,10 +349,14 @@ int cmd_log(int argc, char **argv)
 		store_snapshot_release(snapshot);
 	}
 	struct graph graph = { NULL, 0, 0, 0 };
-	struct graph_walk walk = { store, &graph, branch, 0 };
-	int rc = store_branches(store, graph_add_branch, &walk);
-	if (rc == 0 && walk.rc < 0)
-		rc = walk.rc;
+	struct branch_list list = { NULL, 0, 0 };
+	int rc = store_branches(store, branch_list_add, &list);
+	if (rc == 0 && list.rc < 0)
+		rc = list.rc;
+	for (size_t i = 0; rc == 0 && i < list.count; i++)
+		if (!branch || strcmp(branch, list.branches[i].name) == 0)
+			rc = graph_add_branch(store, &graph, &list.branches[i]);
+	free(list.branches);
 	if (rc == 0)
 		rc = graph_print(&graph);
 	if (rc < 0)
