@@ -284,15 +284,20 @@ static const uint8_t *row_id(const struct fragment_view *view, uint32_t row, siz
 	return view->ids + start;
 }
 
-/* Reads and deserializes a deletion bitmap of a fragment of rows rows. 0, -EIO, -ENOENT, -ENOMEM. */
-static int bitmap_read(struct pager *pager, struct block_address address, uint32_t rows,
-		       roaring_bitmap_t **out)
+/*
+ * Reads and deserializes a deletion bitmap of a fragment of rows rows, through
+ * append when given (apply may read what the same publish appended).
+ * Returns 0, -EIO, -ENOENT, -ENOMEM.
+ */
+static int bitmap_read(struct pager *pager, struct pager_append *append, struct block_address address,
+		       uint32_t rows, roaring_bitmap_t **out)
 {
 	struct buf raw;
 	buf_init(&raw);
 	roaring_bitmap_t *bitmap = NULL;
 	*out = NULL;
-	int rc = pager_read(pager, address, BLOCK_BITMAP, &raw);
+	int rc = append ? pager_append_read(append, address, BLOCK_BITMAP, &raw)
+			: pager_read(pager, address, BLOCK_BITMAP, &raw);
 	if (rc < 0)
 		goto out;
 	rc = -EIO;
@@ -365,7 +370,7 @@ static int fragment_view_load(struct pager *pager, const struct fragment_descrip
 	view->live_rows = rows;
 	view->live_bytes = view->lines_size;
 	if (!block_address_is_null(descriptor->bitmap)) {
-		rc = bitmap_read(pager, descriptor->bitmap, rows, &view->deleted);
+		rc = bitmap_read(pager, NULL, descriptor->bitmap, rows, &view->deleted);
 		if (rc < 0) {
 			inconsistent = false; /* the pager has said why */
 			goto out;
@@ -1253,7 +1258,7 @@ static int apply_old_fragment(struct pager *pager, struct pager_append *append, 
 		return rc;
 	if (block_address_is_null(descriptor.bitmap))
 		bitmap = roaring_bitmap_create();
-	else if ((rc = bitmap_read(pager, descriptor.bitmap, descriptor.rows, &bitmap)) < 0)
+	else if ((rc = bitmap_read(pager, append, descriptor.bitmap, descriptor.rows, &bitmap)) < 0)
 		return rc;
 	if (!bitmap)
 		return -ENOMEM;
@@ -1300,6 +1305,9 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 	if ((rc = btree_open(pager, base->keys, &keys)) < 0 ||
 	    (rc = btree_open(pager, base->fragments, &fragments)) < 0)
 		goto out;
+	/* The base may have been flushed into this same, still unwritten, publish. */
+	btree_attach_append(keys, append);
+	btree_attach_append(fragments, append);
 	for (size_t i = 0; i < stage->entry_count; i++) {
 		const struct stage_entry *entry = &stage->entries[i];
 		if (entry->flags & ENTRY_DEAD)

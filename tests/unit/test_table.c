@@ -924,6 +924,53 @@ TEST(a_sealed_stage_can_be_applied_again_after_an_abandoned_publish)
 	fixture_close(&fixture);
 }
 
+TEST(a_merge_can_build_on_a_version_applied_earlier_in_the_same_publish)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info base, middle, last;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 10, &base), 0);
+	struct table_stage *first_stage, *second_stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &first_stage), 0);
+	CHECK_EQ(stage_row(first_stage, "r0000002", -1), 0);
+	CHECK_EQ(stage_row(first_stage, "r0000003", 33), 0);
+	CHECK_EQ(table_stage_seal(first_stage), 0);
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &second_stage), 0);
+	CHECK_EQ(stage_row(second_stage, "r0000004", -1), 0);
+	CHECK_EQ(stage_row(second_stage, "r0000003", 333), 0);
+	CHECK_EQ(table_stage_seal(second_stage), 0);
+	struct pager_append *append;
+	struct block_address address;
+	CHECK_EQ(pager_append_begin(fixture.pager, fixture.size, &append), 0);
+	CHECK_EQ(table_apply(fixture.pager, append, &base, first_stage, fixture.schema_block, &middle,
+			     &address),
+		 0);
+	CHECK_EQ(table_apply(fixture.pager, append, &middle, second_stage, fixture.schema_block, &last,
+			     &address),
+		 0);
+	CHECK_EQ(pager_append_write(append), 0);
+	fixture.size += pager_append_size(append);
+	pager_append_free(append);
+	table_stage_free(first_stage);
+	table_stage_free(second_stage);
+	CHECK_EQ(last.table_version, 3);
+	struct buf expected;
+	buf_init(&expected);
+	long kept[] = { 0, 1, 5, 6, 7, 8, 9 };
+	for (size_t i = 0; i < 7; i++) {
+		char id[32];
+		row_id(id, kept[i]);
+		expect_row(&expected, id, kept[i]);
+	}
+	expect_row(&expected, "r0000003", 333);
+	CHECK(render_equals(&fixture, &last, &expected));
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &last, message, sizeof message), 0);
+	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
 TEST(an_unsealed_stage_is_not_applied)
 {
 	struct fixture fixture;
