@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <roaring/roaring.h>
 
 #include "io.h"
@@ -227,18 +228,17 @@ out:
 /* ---- fragments: decoding ------------------------------------------------------------ */
 
 /*
- * One decoded fragment. Payload: u32 rows n, n u32 line end offsets, n u32
- * id end offsets, the lines, the ids (offsets relative to their area).
+ * One decoded fragment. Payload (FORMAT.md §11): u32 rows n, n u32 line
+ * lengths, the lines. Lengths (not offsets) because similar lengths compress
+ * to almost nothing; the ends are summed up once per decode.
  */
 struct fragment_view {
 	struct buf raw;
+	uint32_t *ends;                 /* end offset of each line within lines */
+	size_t ends_capacity;
 	uint32_t rows;
-	const uint8_t *line_ends;
-	const uint8_t *id_ends;
 	const uint8_t *lines;
-	const uint8_t *ids;
 	size_t lines_size;
-	size_t ids_size;
 	roaring_bitmap_t *deleted;      /* NULL when no row is deleted */
 	uint32_t live_rows;
 	uint64_t live_bytes;
@@ -250,38 +250,92 @@ static void fragment_view_init(struct fragment_view *view)
 	buf_init(&view->raw);
 }
 
-/* Forgets the decoded fragment but keeps the payload memory for the next one. */
+/* Forgets the decoded fragment but keeps the memory for the next one. */
 static void fragment_view_reset(struct fragment_view *view)
 {
 	struct buf raw = view->raw;
+	uint32_t *ends = view->ends;
+	size_t ends_capacity = view->ends_capacity;
 	if (view->deleted)
 		roaring_bitmap_free(view->deleted);
 	memset(view, 0, sizeof *view);
 	view->raw = raw;
 	buf_reset(&view->raw);
+	view->ends = ends;
+	view->ends_capacity = ends_capacity;
 }
 
 static void fragment_view_clear(struct fragment_view *view)
 {
 	fragment_view_reset(view);
 	buf_free(&view->raw);
+	free(view->ends);
+	fragment_view_init(view);
 }
 
 static size_t line_start(const struct fragment_view *view, uint32_t row)
 {
-	return row ? buf_load_u32(view->line_ends + 4 * (size_t)(row - 1)) : 0;
+	return row ? view->ends[row - 1] : 0;
 }
 
 static size_t line_end(const struct fragment_view *view, uint32_t row)
 {
-	return buf_load_u32(view->line_ends + 4 * (size_t)row);
+	return view->ends[row];
 }
 
-static const uint8_t *row_id(const struct fragment_view *view, uint32_t row, size_t *size)
+/*
+ * The id of a canonical line (which starts {"id":"<id as a JSON string>"):
+ * points into the line when the id has no escapes, else decodes it (jansson)
+ * into scratch. Returns 0, -EIO (not a canonical line) or -ENOMEM.
+ */
+static int line_id(const uint8_t *line, size_t size, struct buf *scratch, const uint8_t **id,
+		   size_t *id_size)
 {
-	size_t start = row ? buf_load_u32(view->id_ends + 4 * (size_t)(row - 1)) : 0;
-	*size = buf_load_u32(view->id_ends + 4 * (size_t)row) - start;
-	return view->ids + start;
+	static const char prefix[] = "{\"id\":\"";
+	const size_t prefix_size = sizeof prefix - 1;
+	if (size < prefix_size + 1 || memcmp(line, prefix, prefix_size) != 0)
+		return -EIO;
+	bool escaped = false;
+	size_t end = prefix_size;
+	while (end < size && line[end] != '"') {
+		if (line[end] == '\\') {
+			escaped = true;
+			end++;
+		}
+		end++;
+	}
+	if (end >= size)
+		return -EIO;
+	if (!escaped) {
+		*id = line + prefix_size;
+		*id_size = end - prefix_size;
+		return 0;
+	}
+	json_error_t error;
+	json_t *text = json_loadb((const char *)line + prefix_size - 1, end - prefix_size + 2,
+				  JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+	if (!text || !json_is_string(text)) {
+		json_decref(text);
+		return -EIO;
+	}
+	buf_reset(scratch);
+	int rc = buf_append(scratch, json_string_value(text), json_string_length(text));
+	json_decref(text);
+	if (rc < 0)
+		return rc;
+	*id = scratch->data;
+	*id_size = scratch->size;
+	return 0;
+}
+
+/* True if the canonical line's id is id (what stage_add checks and readers rely on). */
+static bool line_has_id(const uint8_t *line, size_t size, const void *id, size_t id_size,
+			struct buf *scratch)
+{
+	const uint8_t *found;
+	size_t found_size;
+	return line_id(line, size, scratch, &found, &found_size) == 0 && found_size == id_size &&
+	       (id_size == 0 || memcmp(found, id, id_size) == 0);
 }
 
 /*
@@ -336,36 +390,27 @@ static int fragment_view_load(struct pager *pager, const struct fragment_descrip
 	if (view->raw.size < 4)
 		goto out;
 	uint32_t rows = buf_load_u32(view->raw.data);
-	if (rows != descriptor->rows || (view->raw.size - 4) / 8 < rows)
+	if (rows != descriptor->rows || (view->raw.size - 4) / 4 < rows)
 		goto out;
+	if (grow_array((void **)&view->ends, &view->ends_capacity, rows, sizeof *view->ends) < 0) {
+		inconsistent = false;
+		rc = -ENOMEM;
+		goto out;
+	}
 	view->rows = rows;
-	view->line_ends = view->raw.data + 4;
-	view->id_ends = view->line_ends + 4 * (size_t)rows;
-	size_t previous = 0;
-	for (uint32_t row = 0; row < rows; row++) {
-		size_t end = buf_load_u32(view->line_ends + 4 * (size_t)row);
-		if (end <= previous)
-			goto out;
-		previous = end;
-	}
-	view->lines_size = previous;
-	previous = 0;
-	for (uint32_t row = 0; row < rows; row++) {
-		size_t end = buf_load_u32(view->id_ends + 4 * (size_t)row);
-		if (end <= previous)
-			goto out;
-		previous = end;
-	}
-	view->ids_size = previous;
-	size_t header = 4 + 8 * (size_t)rows;
-	if (view->raw.size - header < view->lines_size ||
-	    view->raw.size - header - view->lines_size != view->ids_size)
-		goto out;
+	size_t header = 4 + 4 * (size_t)rows;
 	view->lines = view->raw.data + header;
-	view->ids = view->lines + view->lines_size;
-	for (uint32_t row = 0; row < rows; row++)
-		if (view->lines[line_end(view, row) - 1] != '\n')
+	view->lines_size = view->raw.size - header;
+	size_t end = 0;
+	for (uint32_t row = 0; row < rows; row++) {
+		size_t length = buf_load_u32(view->raw.data + 4 + 4 * (size_t)row);
+		if (length == 0 || length > view->lines_size - end || view->lines[end + length - 1] != '\n')
 			goto out;
+		end += length;
+		view->ends[row] = (uint32_t)end;
+	}
+	if (end != view->lines_size)
+		goto out;
 	io_count_rows(IO_DATA, rows);
 	view->live_rows = rows;
 	view->live_bytes = view->lines_size;
@@ -625,6 +670,8 @@ int table_lookup(struct pager *pager, const struct table_info *info, const void 
 	buf_init(&value);
 	struct fragment_view view;
 	fragment_view_init(&view);
+	struct buf scratch;
+	buf_init(&scratch);
 	struct key_value location;
 	struct fragment_descriptor descriptor;
 	int rc;
@@ -641,19 +688,21 @@ int table_lookup(struct pager *pager, const struct table_info *info, const void 
 		rc = -EIO; /* the key tree names a fragment the table does not have */
 	if (rc < 0 || (rc = fragment_view_load(pager, &descriptor, &view)) < 0)
 		goto out;
-	size_t found_size;
-	const uint8_t *found;
-	if (location.row_index >= view.rows || !fragment_view_is_live(&view, location.row_index) ||
-	    (found = row_id(&view, location.row_index, &found_size), found_size != id_size) ||
-	    memcmp(found, id, id_size) != 0) {
+	if (location.row_index >= view.rows || !fragment_view_is_live(&view, location.row_index)) {
 		rc = -EIO;
 		goto out;
 	}
 	size_t start = line_start(&view, location.row_index);
-	rc = buf_append(row_out, view.lines + start, line_end(&view, location.row_index) - start);
+	size_t length = line_end(&view, location.row_index) - start;
+	if (!line_has_id(view.lines + start, length, id, id_size, &scratch)) {
+		rc = -EIO;
+		goto out;
+	}
+	rc = buf_append(row_out, view.lines + start, length);
 out:
 	fragment_view_clear(&view);
 	buf_free(&value);
+	buf_free(&scratch);
 	btree_free(keys);
 	btree_free(fragments);
 	return rc;
@@ -869,7 +918,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 {
 	size_t first = *cursor, end = first;
 	uint32_t rows = 0;
-	uint64_t bytes = 0, id_bytes = 0;
+	uint64_t bytes = 0;
 	while (end < stage->pending_count) {
 		const struct stage_entry *entry = &stage->entries[stage->pending[end]];
 		if (!(entry->flags & ENTRY_DEAD)) {
@@ -878,7 +927,6 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 				break;
 			rows++;
 			bytes += entry->line_size;
-			id_bytes += entry->id_size;
 		}
 		end++;
 	}
@@ -886,7 +934,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 		*cursor = end;
 		return 0;
 	}
-	if (4 + 8 * (uint64_t)rows + bytes + id_bytes > BLOCK_MAX_RAW_SIZE)
+	if (4 + 4 * (uint64_t)rows + bytes > BLOCK_MAX_RAW_SIZE)
 		return -EFBIG;
 	int rc = grow_array((void **)&stage->fragments, &stage->fragment_capacity,
 			    stage->fragment_count + 1, sizeof *stage->fragments);
@@ -894,30 +942,18 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 		return rc;
 	struct buf *payload = &stage->scratch;
 	buf_reset(payload);
-	if ((rc = buf_reserve(payload, 4 + 8 * (size_t)rows + bytes + id_bytes)) < 0)
+	if ((rc = buf_reserve(payload, 4 + 4 * (size_t)rows + bytes)) < 0)
 		return rc;
 	buf_put_u32(payload, rows);
-	uint32_t offset = 0;
 	for (size_t i = first; i < end; i++) {
 		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
 		if (!(entry->flags & ENTRY_DEAD))
-			buf_put_u32(payload, offset += entry->line_size);
-	}
-	offset = 0;
-	for (size_t i = first; i < end; i++) {
-		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
-		if (!(entry->flags & ENTRY_DEAD))
-			buf_put_u32(payload, offset += entry->id_size);
+			buf_put_u32(payload, entry->line_size);
 	}
 	for (size_t i = first; i < end; i++) {
 		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
 		if (!(entry->flags & ENTRY_DEAD))
 			buf_append(payload, stage->pending_lines.data + entry->position, entry->line_size);
-	}
-	for (size_t i = first; i < end; i++) {
-		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
-		if (!(entry->flags & ENTRY_DEAD))
-			buf_append(payload, entry_id(stage, entry), entry->id_size);
 	}
 	struct stage_fragment *fragment = &stage->fragments[stage->fragment_count];
 	memset(fragment, 0, sizeof *fragment);
@@ -1009,10 +1045,12 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 		return -EINVAL;
 	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
 		return -EINVAL;
-	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n'))
+	/* A row's line is canonical: it ends with "\n" and starts with its id (fragments keep no ids). */
+	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n' ||
+				!line_has_id(row->canonical.data, line_size, id, id_size, &stage->scratch)))
 		return -EINVAL;
 	/* A row must fit a fragment of its own; entry indexes are u32. */
-	if (4 + 8 + (uint64_t)line_size + id_size > BLOCK_MAX_RAW_SIZE || stage->entry_count >= UINT32_MAX - 1)
+	if (4 + 4 + (uint64_t)line_size > BLOCK_MAX_RAW_SIZE || stage->entry_count >= UINT32_MAX - 1)
 		return -EFBIG;
 	uint32_t held = stage_lookup(stage, id, id_size);
 	if (held && stage->mode == TABLE_OVERWRITE)
@@ -1417,8 +1455,9 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 	struct btree_iterator *iterator = NULL;
 	struct fragment_view view;
 	fragment_view_init(&view);
-	struct buf value;
+	struct buf value, scratch;
 	buf_init(&value);
+	buf_init(&scratch);
 	struct schema schema;
 	schema_init(&schema);
 	uint64_t live_rows = 0, live_bytes = 0, key_entries = 0;
@@ -1470,7 +1509,11 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 			if (!fragment_view_is_live(&view, row))
 				continue;
 			size_t id_size;
-			const uint8_t *id = row_id(&view, row, &id_size);
+			const uint8_t *id;
+			if (line_id(view.lines + line_start(&view, row), line_end(&view, row) - line_start(&view, row),
+				    &scratch, &id, &id_size) < 0)
+				FAIL("row %u of fragment %llu is not a canonical line with an id", row,
+				     (unsigned long long)sequence);
 			struct key_value location;
 			buf_reset(&value);
 			rc = btree_get(keys, id, id_size, &value);
@@ -1513,6 +1556,7 @@ out:
 	btree_free(keys);
 	fragment_view_clear(&view);
 	buf_free(&value);
+	buf_free(&scratch);
 	schema_free(&schema);
 	return rc;
 }

@@ -388,6 +388,57 @@ TEST(a_delete_in_an_overwrite_is_einval)
 	fixture_close(&fixture);
 }
 
+/* Stages a row whose id needs JSON escapes; line is its canonical line. */
+static int stage_raw(struct table_stage *stage, const char *id, size_t id_size, const char *line)
+{
+	struct schema_row row;
+	schema_row_init(&row);
+	buf_append(&row.id, id, id_size);
+	buf_append_string(&row.canonical, line);
+	int rc = table_stage_add(stage, &row);
+	schema_row_free(&row);
+	return rc;
+}
+
+TEST(rows_whose_ids_need_json_escapes_are_found_and_verified)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	static const char id[] = "a\"b\\c\x01\xc3\xa9/";
+	static const char line[] = "{\"id\":\"a\\\"b\\\\c\\u0001\xc3\xa9/\",\"v\":1}\n";
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	CHECK_EQ(stage_raw(stage, id, sizeof id - 1, line), 0);
+	CHECK_EQ(stage_row(stage, "plain", 2), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	struct buf found;
+	buf_init(&found);
+	CHECK_EQ(table_lookup(fixture.pager, &info, id, sizeof id - 1, &found), 0);
+	CHECK(strcmp(buf_cstr(&found), line) == 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	buf_free(&found);
+	fixture_close(&fixture);
+}
+
+TEST(a_row_whose_line_does_not_start_with_its_id_is_einval)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_raw(stage, "a", 1, "{\"id\":\"b\",\"v\":1}\n"), -EINVAL);
+	CHECK_EQ(stage_raw(stage, "a", 1, "{\"v\":1,\"id\":\"a\"}\n"), -EINVAL);
+	CHECK_EQ(stage_raw(stage, "a", 1, "{\"id\":\"a\",\"v\":1}"), -EINVAL);
+	CHECK_EQ(table_stage_rows(stage), 0);
+	CHECK(!table_stage_has(stage, "a", 1));
+	table_stage_free(stage);
+	fixture_close(&fixture);
+}
+
 /* ---- staging -------------------------------------------------------------------------- */
 
 TEST(a_merge_stage_answers_has_and_deletes_for_the_last_entry_per_id)
