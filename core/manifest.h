@@ -67,8 +67,9 @@ struct root_record {
 	uint64_t horizon;                   /* newest version reclaimed by retention (0: none) */
 	uint64_t time_us;
 	struct block_address branches;      /* tree: branch name -> branch record */
-	struct block_address versions;      /* tree: version (u64 big-endian) -> root record address */
-	struct block_address commits;       /* tree: commit ULID -> {version u64, record address} */
+	struct block_address versions;      /* index: version -> the last root record of that version,
+					       for every version below this root's own (FORMAT.md §16.1) */
+	struct block_address commits;       /* index: commit ULID -> {version u64, record address} */
 	struct block_address commit;        /* the commit this root published, null for branch ops */
 	struct block_address previous;      /* the previous root record, null for the first */
 	struct block_address self;          /* where this record lives (not encoded) */
@@ -113,6 +114,18 @@ int manifest_create(const char *path, struct error_info *error);
  * Returns 0 or -errno with error filled.
  */
 int manifest_open(const char *path, int flags, struct manifest **out, struct error_info *error);
+/*
+ * (A read-only open of a store whose latest durable root is damaged succeeds
+ * so that manifest_verify can report; every current-state read on that
+ * handle answers -EIO. A read-write open of such a store fails with -EIO.)
+ */
+
+/*
+ * Test and debug tool: rewrites the manifest header of the store at path
+ * with format_version (and a valid checksum), so the refusal of older and
+ * newer formats can be exercised. Returns 0 or -errno.
+ */
+int manifest_stamp_format(const char *path, uint32_t format_version);
 void manifest_close(struct manifest *manifest);
 struct pager *manifest_pager(struct manifest *manifest);
 
@@ -227,7 +240,9 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
 int manifest_intent_new_segment(void *intent, uint64_t *segment_id_out);
 /* The commit ULID the publish of this intent will carry (recovery looks it up). */
 const struct ulid *manifest_intent_commit(const struct manifest_intent *intent);
-/* Attach to a commit request so the publish completes and clears it. */
+/* Attach to a commit request so the publish completes and clears it: on a
+ * successful manifest_commit the intent is consumed (sidecar removed, struct
+ * freed); on error it stays with the caller (retry, or abandon). */
 void manifest_request_attach_intent(struct manifest_commit_request *request,
 				    struct manifest_intent *intent);
 /* Abandons: deletes the segments and the sidecar (a refused or abandoned write). */

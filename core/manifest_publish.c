@@ -1,1 +1,847 @@
-/* manifest_publish — to be written */
+/*
+ * manifest_publish — the publisher (manifest_commit), branch create and
+ * delete, and the shared publish tail used by repair.
+ *
+ * States of one publish (manifest.h):
+ *   LOCKED     process mutex + flock(lock); "publish.after_lock"; latest root
+ *              re-read and any torn tail truncated; the branch resolved; every
+ *              operation's compare-and-swap checked against the CURRENT heads
+ *   APPENDED   table versions, commit record, heads/names nodes, branch
+ *              record (branches tree), version and commit indexes and, last,
+ *              the root record, all in one pager_append buffer, written with
+ *              one pwrite ("publish.before_write", "publish.torn_write")
+ *   DURABLE    one fsync ("publish.before_fsync", "publish.after_fsync"): the
+ *              root record is the commit point
+ *   PUBLISHED  meta slot written (no fsync) — "publish.after_meta"; the
+ *              request's sidecar removed — "publish.after_sidecar_remove";
+ *              stages marked published; lock released
+ *
+ * Invariants kept:
+ *   1. Nothing is written before every check passed; on any error before
+ *      DURABLE the tail is truncated back, so nothing is published and the
+ *      caller's stages and intent are untouched (it may retry).
+ *   2. A commit's version is the latest root's version + 1 on any branch;
+ *      branch create/delete publish a root of the same version.
+ *   3. Every change carries head_after, and the heads tree gets exactly those
+ *      rows: the journal and the heads agree (DESIGN invariant 7).
+ *   4. A name whose head is tombstoned is not live: writing it mints a new
+ *      stable id and incarnation; a tombstoned head never becomes live again.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest_int.h"
+
+/* ---- the shared publish tail ------------------------------------------------ */
+
+int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,
+			   struct error_info *error)
+{
+	memset(publish, 0, sizeof *publish);
+	publish->manifest = manifest;
+	int rc = manifest_lock(manifest, error);
+	if (rc < 0)
+		return rc;
+	publish->locked = true;
+	rc = io_failpoint("publish.after_lock");
+	if (rc < 0) {
+		error_info_set(error, rc, "the store lock failed");
+		goto failed;
+	}
+	rc = manifest_refresh_locked(manifest, error);
+	if (rc < 0)
+		goto failed;
+	pthread_mutex_lock(&manifest->state_mutex);
+	publish->base = manifest->latest;
+	publish->base_size = manifest->committed_size;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
+	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
+		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
+		goto failed;
+	}
+	return 0;
+failed:
+	manifest_publish_end(publish);
+	return rc;
+}
+
+void manifest_publish_end(struct manifest_publish *publish)
+{
+	btree_free(publish->branches);
+	publish->branches = NULL;
+	pager_append_free(publish->append);
+	publish->append = NULL;
+	if (publish->locked)
+		manifest_unlock(publish->manifest);
+	publish->locked = false;
+}
+
+int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
+			    struct block_address commit_record, uint64_t time_us,
+			    struct root_record *root_out, struct error_info *error)
+{
+	struct manifest *manifest = publish->manifest;
+	const struct root_record *base = &publish->base;
+	struct root_record root = *base;
+	root.sequence = base->sequence + 1;
+	root.time_us = time_us;
+	root.previous = base->self;
+	root.commit = (struct block_address){ 0, 0 };
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = 0;
+	if (commit) {
+		root.version = base->version + 1;
+		root.commit = commit_record;
+		/* the base root is the last root of its version: index it */
+		if ((rc = manifest_versions_put(manifest->pager, publish->append, base->versions,
+						base->version, base->self, &root.versions)) < 0 ||
+		    (rc = manifest_commits_put(manifest->pager, publish->append, base->commits, commit,
+					       root.version, commit_record, &root.commits)) < 0)
+			goto failed;
+	}
+	if ((rc = btree_flush(publish->branches, publish->append, &root.branches)) < 0 ||
+	    (rc = manifest_root_encode(&root, &bytes)) < 0 ||
+	    (rc = pager_append_block(publish->append, BLOCK_ROOT, CODEC_NONE, bytes.data, bytes.size,
+				     &root.self)) < 0)
+		goto failed;
+	uint64_t size = publish->base_size + pager_append_size(publish->append);
+	assert(root.self.offset + MANIFEST_ROOT_BLOCK_SIZE == size);
+	rc = pager_append_write(publish->append);
+	if (rc < 0) {
+		/* not published: cut whatever reached the file (invariant 1) */
+		uint64_t now_size;
+		if (rc != -ESTALE && io_size(&manifest->file, &now_size) == 0 &&
+		    now_size > publish->base_size &&
+		    io_truncate(&manifest->file, publish->base_size) == 0)
+			io_fsync(&manifest->file);
+		error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));
+		goto out;
+	}
+	/* DURABLE. The meta slot is a hint: a failure to write it is not an error. */
+	if (manifest_meta_write(manifest, &root, size) < 0)
+		fprintf(stderr, "graphfs: %s/manifest: cannot update the meta slot (the commit is durable)\n",
+			manifest->path);
+	manifest_state_publish(manifest, &root, size);
+	io_failpoint("publish.after_meta");
+	if (root_out)
+		*root_out = root;
+	goto out;
+failed:
+	error_info_set(error, rc, "cannot build the publish: %s", strerror(-rc));
+out:
+	buf_free(&bytes);
+	return rc;
+}
+
+int manifest_publish_commit_record(struct manifest_publish *publish, struct branch_record *branch,
+				   struct commit_record *record, struct block_address heads,
+				   struct block_address names, struct root_record *root_out,
+				   struct error_info *error)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	struct block_address address;
+	record->version = publish->base.version + 1;
+	snprintf(record->branch, sizeof record->branch, "%s", branch->name);
+	record->parent_count = 0;
+	if (!ulid_is_zero(&branch->head_commit)) {
+		record->parent_count = 1;
+		record->parents[0] = branch->head_commit;
+		record->parent_records[0] = branch->head_record;
+	}
+	int rc;
+	if ((rc = commit_record_encode(record, &bytes)) < 0 ||
+	    (rc = pager_append_block(publish->append, BLOCK_COMMIT, CODEC_ZSTD, bytes.data, bytes.size,
+				     &address)) < 0) {
+		error_info_set(error, rc, "cannot encode the commit record: %s", strerror(-rc));
+		goto out;
+	}
+	branch->head_commit = record->id;
+	branch->head_record = address;
+	branch->head_version = record->version;
+	branch->heads = heads;
+	branch->names = names;
+	buf_reset(&bytes);
+	if ((rc = manifest_branch_encode(branch, &bytes)) < 0 ||
+	    (rc = btree_put(publish->branches, branch->name, strlen(branch->name), bytes.data,
+			    bytes.size)) < 0) {
+		error_info_set(error, rc, "cannot update branch %s: %s", branch->name, strerror(-rc));
+		goto out;
+	}
+	rc = manifest_publish_finish(publish, &record->id, address, record->time_us, root_out, error);
+out:
+	buf_free(&bytes);
+	return rc;
+}
+
+/* ---- one commit ------------------------------------------------------------------ */
+
+/* A table this commit already changed: its newest version lives only in the append buffer. */
+struct touched_table {
+	struct ulid stable_id;
+	struct table_info info;
+	struct schema schema;
+	bool written;          /* rows applied (a second data write would need the unwritten blocks) */
+	bool check_endpoints;  /* a new or changed edge schema */
+};
+
+struct commit_state {
+	struct manifest *manifest;
+	struct manifest_publish *publish;
+	const char *owner;             /* "" for main */
+	struct btree *heads;
+	struct btree *names;
+	struct ulid commit;
+	uint64_t time_us;
+	struct touched_table *touched;
+	size_t touched_count;
+	struct buf scratch;
+	struct error_info *error;
+};
+
+static struct touched_table *touched_find(struct commit_state *state, const struct ulid *stable_id)
+{
+	for (size_t i = 0; i < state->touched_count; i++)
+		if (ulid_compare(&state->touched[i].stable_id, stable_id) == 0)
+			return &state->touched[i];
+	return NULL;
+}
+
+static int touched_record(struct commit_state *state, const struct table_info *info,
+			  const struct schema *schema, struct touched_table **out)
+{
+	struct touched_table *entry = touched_find(state, &info->stable_id);
+	if (!entry) {
+		struct touched_table *grown =
+			realloc(state->touched, (state->touched_count + 1) * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		state->touched = grown;
+		entry = &state->touched[state->touched_count++];
+		memset(entry, 0, sizeof *entry);
+		entry->stable_id = info->stable_id;
+		schema_init(&entry->schema);
+	}
+	entry->info = *info;
+	if (schema != &entry->schema) {
+		struct schema copy;
+		schema_init(&copy);
+		int rc = schema_copy(&copy, schema);
+		if (rc < 0)
+			return rc;
+		schema_free(&entry->schema);
+		entry->schema = copy;
+	}
+	*out = entry;
+	return 0;
+}
+
+/* The live head of name as of the operations so far: 0, -ENOENT, -EIO. */
+static int live_head(struct commit_state *state, const char *name, struct head_row *out)
+{
+	buf_reset(&state->scratch);
+	int rc = btree_get(state->names, name, strlen(name), &state->scratch);
+	if (rc < 0)
+		return rc;
+	if (state->scratch.size != 16)
+		return -EIO;
+	uint8_t id[16];
+	memcpy(id, state->scratch.data, 16);
+	buf_reset(&state->scratch);
+	rc = btree_get(state->heads, id, 16, &state->scratch);
+	if (rc == 0)
+		rc = head_row_decode(state->scratch.data, state->scratch.size, out);
+	if (rc == -ENOENT || (rc == 0 && (out->state != HEAD_LIVE || strcmp(out->name, name) != 0))) {
+		fprintf(stderr, "graphfs: %s/manifest: table %s: the names entry and the heads disagree\n",
+			state->manifest->path, name);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+/* The table version and schema behind a live head (from memory if this commit changed it). */
+static int head_table(struct commit_state *state, const struct head_row *head,
+		      struct touched_table **out)
+{
+	struct touched_table *entry = touched_find(state, &head->stable_id);
+	if (entry) {
+		*out = entry;
+		return 0;
+	}
+	struct table_info info;
+	struct schema schema;
+	schema_init(&schema);
+	int rc = table_info_read(state->manifest->pager, head->table, &info);
+	if (rc == 0)
+		rc = table_schema_read(state->manifest->pager, info.schema, &schema);
+	if (rc == 0 && (ulid_compare(&info.stable_id, &head->stable_id) != 0 ||
+			info.table_version != head->table_version))
+		rc = -EIO;
+	if (rc == 0)
+		rc = touched_record(state, &info, &schema, out);
+	schema_free(&schema);
+	return rc;
+}
+
+static int head_store(struct commit_state *state, const struct head_row *head)
+{
+	buf_reset(&state->scratch);
+	int rc = head_row_encode(head, &state->scratch);
+	if (rc == 0)
+		rc = btree_put(state->heads, head->stable_id.bytes, 16, state->scratch.data,
+			       state->scratch.size);
+	return rc;
+}
+
+/* A live edge table other than except whose schema names node table name; "" if none. */
+static int edge_referencing(struct commit_state *state, const char *name, char *edge_out)
+{
+	edge_out[0] = 0;
+	struct btree_iterator *iterator;
+	int rc = btree_iterator_open(state->names, NULL, 0, &iterator);
+	if (rc < 0)
+		return rc;
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	struct buf head_bytes;
+	buf_init(&head_bytes);
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		struct head_row head;
+		buf_reset(&head_bytes);
+		if (value_size != 16) {
+			rc = -EIO;
+			break;
+		}
+		if ((rc = btree_get(state->heads, value, 16, &head_bytes)) < 0 ||
+		    (rc = head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
+			break;
+		if (head.kind != SCHEMA_EDGE)
+			continue;
+		struct touched_table *table;
+		if ((rc = head_table(state, &head, &table)) < 0)
+			break;
+		if (strcmp(table->schema.from, name) == 0 || strcmp(table->schema.to, name) == 0) {
+			snprintf(edge_out, JOURNAL_NAME_MAX + 1, "%s", head.name);
+			rc = 0;
+			break;
+		}
+	}
+	buf_free(&head_bytes);
+	btree_iterator_free(iterator);
+	return rc < 0 ? rc : 0;
+}
+
+/* Compare-and-swap checks of one operation against the current head. */
+static int check_based_on(struct commit_state *state, const struct manifest_op *op,
+			  const struct head_row *head)
+{
+	if (op->based_on_version) {
+		if (!head)
+			return error_info_set(state->error, -EBUSY,
+					      "table %s was dropped since it was opened (at version %llu)",
+					      op->name, (unsigned long long)op->based_on_version);
+		if (!ulid_is_zero(&op->based_on_incarnation) &&
+		    ulid_compare(&op->based_on_incarnation, &head->incarnation) != 0)
+			return error_info_set(state->error, -EBUSY,
+					      "table %s was dropped and re-created since it was opened",
+					      op->name);
+		if (head->table_version != op->based_on_version)
+			return error_info_set(state->error, -EBUSY,
+					      "table %s moved from version %llu to %llu since it was opened",
+					      op->name, (unsigned long long)op->based_on_version,
+					      (unsigned long long)head->table_version);
+	}
+	if (op->expected_schema_hash[0] && head &&
+	    strncmp(op->expected_schema_hash, head->schema_hash, 16) != 0)
+		return error_info_set(state->error, -EBUSY,
+				      "the schema of table %s changed since its rows were validated", op->name);
+	return 0;
+}
+
+static void head_fill_new(struct commit_state *state, const char *name, const struct table_info *info,
+			  const struct block_address address, const struct schema *schema,
+			  struct head_row *head)
+{
+	memset(head, 0, sizeof *head);
+	head->state = HEAD_LIVE;
+	head->stable_id = info->stable_id;
+	head->incarnation = info->incarnation;
+	snprintf(head->name, sizeof head->name, "%s", name);
+	head->table_version = info->table_version;
+	snprintf(head->owner, sizeof head->owner, "%s", state->owner);
+	head->row_count = info->row_count;
+	head->byte_size = info->byte_size;
+	schema_hash(schema, head->schema_hash);
+	head->kind = (uint8_t)schema->kind;
+	head->commit = state->commit;
+	head->commit_time_us = state->time_us;
+	head->table = address;
+}
+
+static int schema_block_append(struct commit_state *state, const struct schema *schema,
+			       struct block_address *out)
+{
+	buf_reset(&state->scratch);
+	int rc = schema_render(schema, &state->scratch);
+	if (rc == 0)
+		rc = pager_append_block(state->publish->append, BLOCK_SCHEMA, CODEC_ZSTD, state->scratch.data,
+					state->scratch.size, out);
+	return rc;
+}
+
+/* A new table (new stable id and incarnation): with the stage's rows, or empty. */
+static int table_create(struct commit_state *state, const char *name, const struct schema *schema,
+			struct table_stage *stage, struct change *change)
+{
+	int rc = manifest_name_check("table", name, state->error);
+	if (rc < 0)
+		return rc;
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	ulid_new(&info.stable_id);
+	ulid_new(&info.incarnation);
+	struct block_address schema_block, address;
+	if ((rc = schema_block_append(state, schema, &schema_block)) < 0)
+		return rc;
+	if (stage) {
+		rc = table_apply(state->manifest->pager, state->publish->append, NULL, stage, schema_block,
+				 &info, &address);
+	} else {
+		info.table_version = 1;
+		info.schema = schema_block;
+		rc = table_info_append(state->publish->append, &info, &address);
+	}
+	if (rc < 0)
+		return error_info_set(state->error, rc, "cannot write table %s: %s", name, strerror(-rc));
+	struct touched_table *entry;
+	if ((rc = touched_record(state, &info, schema, &entry)) < 0)
+		return rc;
+	entry->written = stage != NULL;
+	entry->check_endpoints = schema->kind == SCHEMA_EDGE;
+	head_fill_new(state, name, &info, address, schema, &change->head_after);
+	change->op = CHANGE_CREATE;
+	change->rows = stage ? table_stage_rows(stage) : 0;
+	if ((rc = head_store(state, &change->head_after)) < 0 ||
+	    (rc = btree_put(state->names, name, strlen(name), info.stable_id.bytes, 16)) < 0)
+		return rc;
+	return 0;
+}
+
+static int op_write(struct commit_state *state, const struct manifest_op *op, struct change *change)
+{
+	if (!op->stage)
+		return error_info_set(state->error, -EINVAL, "write to table %s has no rows staged", op->name);
+	struct head_row head;
+	int rc = live_head(state, op->name, &head);
+	if (rc == -ENOENT) {
+		if ((rc = check_based_on(state, op, NULL)) < 0)
+			return rc;
+		if (!op->schema)
+			return error_info_set(state->error, -ENOENT, "table %s does not exist", op->name);
+		return table_create(state, op->name, op->schema, op->stage, change);
+	}
+	if (rc < 0)
+		return rc;
+	if ((rc = check_based_on(state, op, &head)) < 0)
+		return rc;
+	if (!op->expected_schema_hash[0] && op->schema) {
+		/* rows validated for a new table, but the name became live meanwhile */
+		char hash[17];
+		schema_hash(op->schema, hash);
+		if (strcmp(hash, head.schema_hash) != 0)
+			return error_info_set(state->error, -EBUSY,
+					      "table %s was created by another commit since its rows were validated",
+					      op->name);
+	}
+	struct touched_table *table;
+	if ((rc = head_table(state, &head, &table)) < 0)
+		return rc;
+	if (table->written)
+		return error_info_set(state->error, -EINVAL, "table %s is written twice in one commit", op->name);
+	struct table_info base = table->info, info;
+	struct block_address address;
+	rc = table_apply(state->manifest->pager, state->publish->append, &base, op->stage, base.schema,
+			 &info, &address);
+	if (rc < 0)
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+	table->info = info;
+	table->written = true;
+	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
+	change->rows = table_stage_rows(op->stage);
+	change->head_after = head;
+	struct head_row *after = &change->head_after;
+	after->table_version = info.table_version;
+	after->row_count = info.row_count;
+	after->byte_size = info.byte_size;
+	after->table = address;
+	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	return head_store(state, after);
+}
+
+static int op_schema(struct commit_state *state, const struct manifest_op *op, struct change *change)
+{
+	if (!op->schema)
+		return error_info_set(state->error, -EINVAL, "schema change of %s has no schema", op->name);
+	struct head_row head;
+	int rc = live_head(state, op->name, &head);
+	if (rc == -ENOENT) {
+		if ((rc = check_based_on(state, op, NULL)) < 0)
+			return rc;
+		return table_create(state, op->name, op->schema, NULL, change);
+	}
+	if (rc < 0)
+		return rc;
+	if ((rc = check_based_on(state, op, &head)) < 0)
+		return rc;
+	struct touched_table *table;
+	if ((rc = head_table(state, &head, &table)) < 0)
+		return rc;
+	if ((rc = schema_check_compatible(&table->schema, op->schema, state->error)) < 0)
+		return rc;
+	struct table_info info = table->info;
+	struct block_address address;
+	info.table_version++;
+	if ((rc = schema_block_append(state, op->schema, &info.schema)) < 0 ||
+	    (rc = table_info_append(state->publish->append, &info, &address)) < 0)
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+	if ((rc = touched_record(state, &info, op->schema, &table)) < 0)
+		return rc;
+	table->check_endpoints = op->schema->kind == SCHEMA_EDGE;
+	change->op = CHANGE_SCHEMA;
+	change->rows = 0;
+	change->head_after = head;
+	struct head_row *after = &change->head_after;
+	after->table_version = info.table_version;
+	after->table = address;
+	schema_hash(op->schema, after->schema_hash);
+	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	return head_store(state, after);
+}
+
+static int op_drop(struct commit_state *state, const struct manifest_op *op, struct change *change)
+{
+	struct head_row head;
+	int rc = live_head(state, op->name, &head);
+	if (rc == -ENOENT)
+		return error_info_set(state->error, -ENOENT, "table %s does not exist", op->name);
+	if (rc < 0 || (rc = check_based_on(state, op, &head)) < 0)
+		return rc;
+	if (head.kind == SCHEMA_NODE) {
+		char edge[JOURNAL_NAME_MAX + 1];
+		if ((rc = edge_referencing(state, op->name, edge)) < 0)
+			return rc;
+		if (edge[0])
+			return error_info_set(state->error, -EBUSY,
+					      "table %s is referenced by edge table %s: drop %s first", op->name,
+					      edge, edge);
+	}
+	change->op = CHANGE_DROP;
+	change->rows = 0;
+	change->head_after = head;
+	struct head_row *after = &change->head_after;
+	after->state = HEAD_TOMBSTONED;
+	after->row_count = 0;
+	after->byte_size = 0;
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	if ((rc = head_store(state, after)) < 0 ||
+	    (rc = btree_delete(state->names, op->name, strlen(op->name))) < 0)
+		return rc;
+	return 0;
+}
+
+static int op_rename(struct commit_state *state, const struct manifest_op *op, struct change *change)
+{
+	struct head_row head, other;
+	int rc = live_head(state, op->name, &head);
+	if (rc == -ENOENT)
+		return error_info_set(state->error, -ENOENT, "table %s does not exist", op->name);
+	if (rc < 0 || (rc = check_based_on(state, op, &head)) < 0 ||
+	    (rc = manifest_name_check("table", op->new_name, state->error)) < 0)
+		return rc;
+	rc = live_head(state, op->new_name, &other);
+	if (rc == 0)
+		return error_info_set(state->error, -EEXIST, "table %s already exists", op->new_name);
+	if (rc != -ENOENT)
+		return rc;
+	if (head.kind == SCHEMA_NODE) {
+		char edge[JOURNAL_NAME_MAX + 1];
+		if ((rc = edge_referencing(state, op->name, edge)) < 0)
+			return rc;
+		if (edge[0])
+			return error_info_set(state->error, -EBUSY,
+					      "table %s is referenced by edge table %s and cannot be renamed",
+					      op->name, edge);
+	}
+	change->op = CHANGE_RENAME;
+	change->rows = 0;
+	snprintf(change->previous_name, sizeof change->previous_name, "%s", op->name);
+	change->head_after = head;
+	struct head_row *after = &change->head_after;
+	snprintf(after->name, sizeof after->name, "%s", op->new_name);
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	if ((rc = head_store(state, after)) < 0 ||
+	    (rc = btree_delete(state->names, op->name, strlen(op->name))) < 0 ||
+	    (rc = btree_put(state->names, op->new_name, strlen(op->new_name), after->stable_id.bytes, 16)) < 0)
+		return rc;
+	return 0;
+}
+
+/* Every new or changed edge schema names live node tables (after all operations). */
+static int check_endpoints(struct commit_state *state)
+{
+	for (size_t i = 0; i < state->touched_count; i++) {
+		struct touched_table *table = &state->touched[i];
+		if (!table->check_endpoints)
+			continue;
+		const char *ends[2] = { table->schema.from, table->schema.to };
+		for (int e = 0; e < 2; e++) {
+			if (!ends[e][0])
+				continue;
+			struct head_row node;
+			int rc = live_head(state, ends[e], &node);
+			if (rc == -ENOENT || (rc == 0 && node.kind != SCHEMA_NODE))
+				return error_info_set(state->error, -EINVAL,
+						      "an edge table refers to %s, which is not a node table", ends[e]);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int request_check(const struct manifest_commit_request *request, struct error_info *error)
+{
+	int rc = manifest_name_check("branch", request->branch, error);
+	if (rc < 0)
+		return rc;
+	if (request->op_count && !request->ops)
+		return error_info_set(error, -EINVAL, "the commit has no operations");
+	for (size_t i = 0; i < request->op_count; i++) {
+		const struct manifest_op *op = &request->ops[i];
+		if (op->kind < MANIFEST_WRITE || op->kind > MANIFEST_RENAME)
+			return error_info_set(error, -EINVAL, "unknown operation %d", (int)op->kind);
+		if (!memchr(op->name, 0, sizeof op->name) || !memchr(op->new_name, 0, sizeof op->new_name))
+			return error_info_set(error, -EINVAL, "table name is longer than %d bytes",
+					      JOURNAL_NAME_MAX);
+		if ((rc = manifest_name_check("table", op->name, error)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
+		    struct manifest_commit_result *result, struct error_info *error)
+{
+	error_info_clear(error);
+	int rc = request_check(request, error);
+	if (rc < 0)
+		return rc;
+	struct manifest_publish publish;
+	struct commit_state state = { .manifest = manifest, .publish = &publish, .error = error };
+	buf_init(&state.scratch);
+	struct commit_record record;
+	commit_record_init(&record);
+	struct branch_record branch;
+	rc = manifest_publish_begin(manifest, &publish, error);
+	if (rc < 0)
+		return rc;
+	/* LOCKED */
+	rc = manifest_branch_find(manifest->pager, publish.base.branches, request->branch, &branch);
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			error_info_set(error, rc, "no branch %s", request->branch);
+		else
+			error_info_set(error, rc, "cannot read branch %s: %s", request->branch, strerror(-rc));
+		goto out;
+	}
+	state.owner = strcmp(branch.name, "main") == 0 ? "" : branch.name;
+	if (request->intent)
+		state.commit = *manifest_intent_commit(request->intent);
+	else
+		ulid_new(&state.commit);
+	state.time_us = manifest_now_us();
+	if ((rc = btree_open(manifest->pager, branch.heads, &state.heads)) < 0 ||
+	    (rc = btree_open(manifest->pager, branch.names, &state.names)) < 0)
+		goto out;
+	record.changes = calloc(request->op_count ? request->op_count : 1, sizeof *record.changes);
+	if (!record.changes) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < request->op_count; i++) {
+		const struct manifest_op *op = &request->ops[i];
+		struct change *change = &record.changes[i];
+		switch (op->kind) {
+		case MANIFEST_WRITE:
+			rc = op_write(&state, op, change);
+			break;
+		case MANIFEST_SCHEMA:
+			rc = op_schema(&state, op, change);
+			break;
+		case MANIFEST_DROP:
+			rc = op_drop(&state, op, change);
+			break;
+		case MANIFEST_RENAME:
+			rc = op_rename(&state, op, change);
+			break;
+		}
+		if (rc < 0)
+			goto out;
+		record.change_count++;
+	}
+	if ((rc = check_endpoints(&state)) < 0)
+		goto out;
+	struct block_address heads_root, names_root;
+	if ((rc = btree_flush(state.heads, publish.append, &heads_root)) < 0 ||
+	    (rc = btree_flush(state.names, publish.append, &names_root)) < 0)
+		goto out;
+	record.id = state.commit;
+	record.time_us = state.time_us;
+	record.actor = strdup(request->actor ? request->actor : "");
+	record.message = strdup(request->message ? request->message : "");
+	if (!record.actor || !record.message) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	struct root_record root;
+	rc = manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, &root, error);
+	if (rc < 0)
+		goto out;
+	/* PUBLISHED */
+	if (request->intent)
+		manifest_intent_complete(request->intent);
+	io_failpoint("publish.after_sidecar_remove");
+	for (size_t i = 0; i < request->op_count; i++)
+		if (request->ops[i].kind == MANIFEST_WRITE && request->ops[i].stage)
+			table_stage_published(request->ops[i].stage);
+	if (result) {
+		result->version = root.version;
+		result->commit = state.commit;
+		result->time_us = state.time_us;
+	}
+out:
+	if (rc < 0 && error && !error->code)
+		error_info_set(error, rc, "the commit failed: %s", strerror(-rc));
+	btree_free(state.heads);
+	btree_free(state.names);
+	for (size_t i = 0; i < state.touched_count; i++)
+		schema_free(&state.touched[i].schema);
+	free(state.touched);
+	buf_free(&state.scratch);
+	commit_record_free(&record);
+	manifest_publish_end(&publish);
+	return rc;
+}
+
+/* ---- branches --------------------------------------------------------------------- */
+
+int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
+			   struct error_info *error)
+{
+	int rc = manifest_name_check("branch", name, error);
+	if (rc < 0)
+		return rc;
+	if (!from || !*from)
+		from = "main";
+	struct manifest_publish publish;
+	struct buf bytes;
+	buf_init(&bytes);
+	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
+		return rc;
+	struct branch_record source, existing;
+	rc = manifest_branch_find(manifest->pager, publish.base.branches, from, &source);
+	if (rc < 0) {
+		error_info_set(error, rc, rc == -ENOENT ? "no branch %s" : "cannot read branch %s", from);
+		goto out;
+	}
+	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &existing);
+	if (rc == 0) {
+		rc = error_info_set(error, -EEXIST, "branch %s already exists", name);
+		goto out;
+	}
+	if (rc != -ENOENT)
+		goto out;
+	/* O(1): the new branch shares the source's heads and names trees */
+	struct branch_record branch = source;
+	snprintf(branch.name, sizeof branch.name, "%s", name);
+	ulid_new(&branch.incarnation);
+	snprintf(branch.forked_from, sizeof branch.forked_from, "%s", from);
+	branch.fork_version = publish.base.version;
+	branch.created_time_us = manifest_now_us();
+	if ((rc = manifest_branch_encode(&branch, &bytes)) < 0 ||
+	    (rc = btree_put(publish.branches, name, strlen(name), bytes.data, bytes.size)) < 0) {
+		error_info_set(error, rc, "cannot create branch %s: %s", name, strerror(-rc));
+		goto out;
+	}
+	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, branch.created_time_us,
+				     NULL, error);
+out:
+	buf_free(&bytes);
+	manifest_publish_end(&publish);
+	return rc;
+}
+
+struct fork_search {
+	const char *name;
+	char child[JOURNAL_NAME_MAX + 1];
+};
+
+static int find_fork(const struct branch_record *branch, void *context)
+{
+	struct fork_search *search = context;
+	if (strcmp(branch->forked_from, search->name) == 0 && strcmp(branch->name, search->name) != 0) {
+		snprintf(search->child, sizeof search->child, "%s", branch->name);
+		return 1;
+	}
+	return 0;
+}
+
+int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
+			   struct error_info *error)
+{
+	int rc = manifest_name_check("branch", name, error);
+	if (rc < 0)
+		return rc;
+	if (strcmp(name, "main") == 0)
+		return error_info_set(error, -EBUSY, "branch main cannot be deleted");
+	if (mounted_branch && strcmp(name, mounted_branch) == 0)
+		return error_info_set(error, -EBUSY, "branch %s is the mounted branch", name);
+	struct manifest_publish publish;
+	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
+		return rc;
+	struct branch_record branch;
+	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &branch);
+	if (rc < 0) {
+		error_info_set(error, rc, rc == -ENOENT ? "no branch %s" : "cannot read branch %s", name);
+		goto out;
+	}
+	struct fork_search search = { .name = name };
+	rc = manifest_branches_each(manifest, &publish.base, find_fork, &search);
+	if (rc < 0)
+		goto out;
+	if (search.child[0]) {
+		rc = error_info_set(error, -ENOTEMPTY, "branch %s was forked from %s: delete it first",
+				    search.child, name);
+		goto out;
+	}
+	if ((rc = btree_delete(publish.branches, name, strlen(name))) < 0) {
+		error_info_set(error, rc, "cannot delete branch %s: %s", name, strerror(-rc));
+		goto out;
+	}
+	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_now_us(), NULL,
+				     error);
+out:
+	manifest_publish_end(&publish);
+	return rc;
+}

@@ -1,1 +1,1042 @@
-/* manifest_verify — to be written */
+/*
+ * manifest_verify — the offline check of a whole store (O(store)) and the
+ * repair of heads from the journal.
+ *
+ * What verify walks, in order, reporting one line per finding:
+ *   1. the manifest header and both meta slots;
+ *   2. every block of the manifest, first to last (sizes and checksums),
+ *      stopping at a torn tail;
+ *   3. the chain of root records from the latest back to the first, the
+ *      version index (every version below the latest names the last root of
+ *      that version) and the commit index (every commit, its record);
+ *   4. the branches tree, and for every branch its heads and names trees,
+ *      its heads against a replay of its journal (first-parent chain from
+ *      the head to the first commit; for a forked branch the chain continues
+ *      into the source's history) field by field, names = live heads by
+ *      name, and every live table (table_verify, head fields vs the table);
+ *   5. every segment file block by block, and that each is referenced by a
+ *      commit or named by a sidecar (no orphans);
+ *   6. every recovery sidecar (version, checksum, writer alive).
+ *
+ * Repair publishes, for each branch whose heads or names differ from the
+ * replay, one commit (actor "graphfs:repair", no changes) whose heads and
+ * names trees are rebuilt from the replay: afterwards heads and journal
+ * agree again (DESIGN invariant 7).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "manifest_int.h"
+
+struct address_set {
+	struct block_address *addresses;
+	size_t count;
+	size_t capacity;
+};
+
+struct verify {
+	struct manifest *manifest;
+	void (*report)(const char *finding, void *context);
+	void *context;
+	int findings;
+	uint64_t *segments;           /* referenced by table versions or sidecars */
+	size_t segment_count;
+	size_t segment_capacity;
+	struct address_set walked;    /* table versions and fragment trees whose segments were noted */
+	struct address_set verified;  /* table versions already checked with table_verify */
+};
+
+static void finding(struct verify *verify, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+static void finding(struct verify *verify, const char *format, ...)
+{
+	char line[768];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(line, sizeof line, format, arguments);
+	va_end(arguments);
+	verify->findings++;
+	if (verify->report)
+		verify->report(line, verify->context);
+}
+
+static int segment_note(struct verify *verify, uint64_t segment)
+{
+	if (segment == 0)
+		return 0;
+	for (size_t i = 0; i < verify->segment_count; i++)
+		if (verify->segments[i] == segment)
+			return 0;
+	if (verify->segment_count == verify->segment_capacity) {
+		size_t capacity = verify->segment_capacity ? verify->segment_capacity * 2 : 16;
+		uint64_t *grown = realloc(verify->segments, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		verify->segments = grown;
+		verify->segment_capacity = capacity;
+	}
+	verify->segments[verify->segment_count++] = segment;
+	return 0;
+}
+
+/* True if address is in set; adds it otherwise. */
+static bool seen_before(struct address_set *set, struct block_address address)
+{
+	for (size_t i = 0; i < set->count; i++)
+		if (set->addresses[i].segment == address.segment && set->addresses[i].offset == address.offset)
+			return true;
+	if (set->count == set->capacity) {
+		size_t capacity = set->capacity ? set->capacity * 2 : 64;
+		struct block_address *grown = realloc(set->addresses, capacity * sizeof *grown);
+		if (!grown)
+			return false;
+		set->addresses = grown;
+		set->capacity = capacity;
+	}
+	set->addresses[set->count++] = address;
+	return false;
+}
+
+/* ---- 1. header and meta slots ----------------------------------------------------- */
+
+static void verify_header(struct verify *verify, uint64_t latest_sequence)
+{
+	struct manifest *manifest = verify->manifest;
+	uint8_t *bytes = malloc(MANIFEST_FIRST_BLOCK);
+	if (!bytes) {
+		finding(verify, "manifest: out of memory reading the header");
+		return;
+	}
+	if (io_pread(&manifest->file, bytes, MANIFEST_FIRST_BLOCK, 0) < 0) {
+		finding(verify, "manifest: the header and meta slots cannot be read");
+		free(bytes);
+		return;
+	}
+	bool intact = buf_load_u64(bytes + 48) == codec_hash(bytes, 48);
+	for (size_t i = 56; i < FILE_HEADER_SIZE && intact; i++)
+		intact = bytes[i] == 0;
+	struct file_header header;
+	if (!intact || pager_file_header_decode(bytes, &header) < 0 || header.kind != FILE_KIND_MANIFEST)
+		finding(verify, "manifest: the file header (offset 0) is damaged");
+	for (int i = 0; i < 2; i++) {
+		struct meta_slot slot;
+		uint64_t offset = MANIFEST_META_OFFSET + (uint64_t)i * MANIFEST_META_SLOT_SIZE;
+		manifest_meta_decode(bytes + (size_t)i * MANIFEST_META_SLOT_SIZE, &slot);
+		if (slot.empty)
+			continue;
+		if (!slot.valid) {
+			finding(verify, "manifest: meta slot %d (offset %llu) is damaged", i,
+				(unsigned long long)offset);
+			continue;
+		}
+		struct root_record root;
+		if (manifest_root_read(manifest->pager, (struct block_address){ 0, slot.root_offset }, &root) < 0 ||
+		    root.sequence != slot.sequence || root.version != slot.version ||
+		    slot.sequence > latest_sequence || slot.sequence % 2 != (uint64_t)i)
+			finding(verify, "manifest: meta slot %d (offset %llu) names root sequence %llu at offset %llu, which does not match",
+				i, (unsigned long long)offset, (unsigned long long)slot.sequence,
+				(unsigned long long)slot.root_offset);
+	}
+	free(bytes);
+}
+
+/* ---- 2. every block ---------------------------------------------------------------- */
+
+static void verify_blocks(struct verify *verify, uint64_t committed_size)
+{
+	struct manifest *manifest = verify->manifest;
+	uint64_t file_size;
+	if (io_size(&manifest->file, &file_size) < 0) {
+		finding(verify, "manifest: cannot stat the file");
+		return;
+	}
+	struct buf block, raw;
+	buf_init(&block);
+	buf_init(&raw);
+	uint64_t offset = MANIFEST_FIRST_BLOCK;
+	while (offset < file_size) {
+		uint8_t header_bytes[BLOCK_HEADER_SIZE];
+		struct block_header header;
+		bool readable = offset + BLOCK_HEADER_SIZE <= file_size &&
+				io_pread(&manifest->file, header_bytes, sizeof header_bytes, offset) == 0 &&
+				codec_decode_header(header_bytes, &header) == 0 &&
+				offset + BLOCK_HEADER_SIZE + header.stored_size <= file_size;
+		if (!readable) {
+			if (offset >= committed_size)
+				finding(verify, "manifest: torn tail of %llu bytes at offset %llu (recovery truncates it)",
+					(unsigned long long)(file_size - offset), (unsigned long long)offset);
+			else
+				finding(verify, "manifest: damaged block header at offset %llu; the %llu bytes after it cannot be walked",
+					(unsigned long long)offset, (unsigned long long)(file_size - offset));
+			break;
+		}
+		size_t size = BLOCK_HEADER_SIZE + (size_t)header.stored_size;
+		buf_reset(&block);
+		buf_reset(&raw);
+		if (buf_reserve(&block, size) < 0) {
+			finding(verify, "manifest: out of memory at offset %llu", (unsigned long long)offset);
+			break;
+		}
+		if (io_pread(&manifest->file, block.data, size, offset) < 0 ||
+		    codec_decode(block.data, size, 0, &raw) < 0)
+			finding(verify, "manifest: block at offset %llu (type %d, %zu bytes) fails its checksum",
+				(unsigned long long)offset, (int)header.type, size);
+		offset += size;
+	}
+	buf_free(&block);
+	buf_free(&raw);
+}
+
+/* ---- 3. roots and indexes ---------------------------------------------------------- */
+
+struct root_chain {
+	struct block_address *last_root_of;  /* [version]: the last root of each version below latest */
+	uint64_t latest_version;
+	struct block_address *commits;       /* commit records published by roots */
+	uint64_t *commit_versions;
+	size_t commit_count;
+};
+
+static void verify_roots(struct verify *verify, const struct root_record *latest, struct root_chain *chain)
+{
+	struct manifest *manifest = verify->manifest;
+	chain->latest_version = latest->version;
+	chain->last_root_of = calloc(latest->version + 1, sizeof *chain->last_root_of);
+	chain->commits = calloc(latest->sequence, sizeof *chain->commits);
+	chain->commit_versions = calloc(latest->sequence, sizeof *chain->commit_versions);
+	if (!chain->last_root_of || !chain->commits || !chain->commit_versions) {
+		finding(verify, "manifest: out of memory walking %llu roots", (unsigned long long)latest->sequence);
+		return;
+	}
+	struct root_record root = *latest;
+	for (;;) {
+		if (root.version < latest->version && block_address_is_null(chain->last_root_of[root.version]))
+			chain->last_root_of[root.version] = root.self;
+		if (!block_address_is_null(root.commit) && chain->commit_count < latest->sequence) {
+			chain->commits[chain->commit_count] = root.commit;
+			chain->commit_versions[chain->commit_count++] = root.version;
+		}
+		if (block_address_is_null(root.previous)) {
+			if (root.sequence != 1 || root.version != 0)
+				finding(verify, "manifest: root chain ends at sequence %llu, version %llu (expected the first root)",
+					(unsigned long long)root.sequence, (unsigned long long)root.version);
+			break;
+		}
+		struct root_record previous;
+		if (manifest_root_read(manifest->pager, root.previous, &previous) < 0) {
+			finding(verify, "manifest: root record at offset %llu (previous of sequence %llu) is damaged",
+				(unsigned long long)root.previous.offset, (unsigned long long)root.sequence);
+			break;
+		}
+		bool commit_root = !block_address_is_null(root.commit);
+		if (previous.sequence + 1 != root.sequence ||
+		    previous.version + (commit_root ? 1 : 0) != root.version ||
+		    previous.self.offset >= root.self.offset) {
+			finding(verify, "manifest: root at offset %llu (sequence %llu, version %llu) does not follow root at offset %llu (sequence %llu, version %llu)",
+				(unsigned long long)root.self.offset, (unsigned long long)root.sequence,
+				(unsigned long long)root.version, (unsigned long long)previous.self.offset,
+				(unsigned long long)previous.sequence, (unsigned long long)previous.version);
+			break;
+		}
+		root = previous;
+	}
+}
+
+struct index_check {
+	struct verify *verify;
+	struct root_chain *chain;
+	uint64_t next_version;
+	uint64_t horizon;
+	size_t commits_seen;
+};
+
+static int version_entry(const uint8_t *key, const uint8_t *value, void *context)
+{
+	struct index_check *check = context;
+	uint64_t version = 0;
+	for (int b = 0; b < 8; b++)
+		version = version << 8 | key[b];
+	struct block_address address = { buf_load_u64(value), buf_load_u64(value + 8) };
+	if (version > check->next_version && version > check->horizon + 1)
+		finding(check->verify, "manifest: version index lacks versions %llu..%llu",
+			(unsigned long long)check->next_version, (unsigned long long)version - 1);
+	check->next_version = version + 1;
+	if (version >= check->chain->latest_version) {
+		finding(check->verify, "manifest: version index holds version %llu, not below the latest %llu",
+			(unsigned long long)version, (unsigned long long)check->chain->latest_version);
+		return 0;
+	}
+	struct block_address expected = check->chain->last_root_of[version];
+	if (!block_address_is_null(expected) &&
+	    (expected.segment != address.segment || expected.offset != address.offset))
+		finding(check->verify, "manifest: version index entry %llu names offset %llu, but the last root of that version is at offset %llu",
+			(unsigned long long)version, (unsigned long long)address.offset,
+			(unsigned long long)expected.offset);
+	return 0;
+}
+
+static int commit_entry(const uint8_t *key, const uint8_t *value, void *context)
+{
+	struct index_check *check = context;
+	struct manifest *manifest = check->verify->manifest;
+	struct ulid id;
+	memcpy(id.bytes, key, 16);
+	uint64_t version = buf_load_u64(value);
+	struct block_address address = { buf_load_u64(value + 8), buf_load_u64(value + 16) };
+	char text[ULID_TEXT_SIZE];
+	ulid_format(&id, text);
+	check->commits_seen++;
+	struct commit_record record;
+	if (manifest_commit_read(manifest, address, &record) < 0) {
+		finding(check->verify, "manifest: commit %s: its record at offset %llu is damaged", text,
+			(unsigned long long)address.offset);
+		return 0;
+	}
+	if (ulid_compare(&record.id, &id) != 0 || record.version != version)
+		finding(check->verify, "manifest: commit index entry %s (version %llu) names a record of another commit",
+			text, (unsigned long long)version);
+	for (size_t i = 0; i < record.change_count; i++) {
+		struct block_address table = record.changes[i].head_after.table;
+		if (block_address_is_null(table) || seen_before(&check->verify->walked, table))
+			continue;
+		struct table_info info;
+		if (table_info_read(manifest->pager, table, &info) < 0) {
+			finding(check->verify, "table %s: version record at offset %llu (commit %s) is damaged",
+				record.changes[i].head_after.name, (unsigned long long)table.offset, text);
+			continue;
+		}
+		/* segments referenced by this version's fragments (FORMAT.md §12) */
+		if (block_address_is_null(info.fragments) || seen_before(&check->verify->walked, info.fragments))
+			continue;
+		struct btree *fragments = NULL;
+		struct btree_iterator *iterator = NULL;
+		int rc = btree_open(manifest->pager, info.fragments, &fragments);
+		if (rc == 0)
+			rc = btree_iterator_open(fragments, NULL, 0, &iterator);
+		const uint8_t *fragment_key, *descriptor;
+		size_t key_size, descriptor_size;
+		while (rc == 0 &&
+		       (rc = btree_iterator_next(iterator, &fragment_key, &key_size, &descriptor, &descriptor_size)) == 1) {
+			if (descriptor_size < 36) {
+				rc = -EIO;
+				break;
+			}
+			rc = segment_note(check->verify, buf_load_u64(descriptor));
+			if (rc == 0)
+				rc = segment_note(check->verify, buf_load_u64(descriptor + 20));
+		}
+		if (rc < 0)
+			finding(check->verify, "table %s: the fragment tree of version %llu (offset %llu) cannot be walked",
+				record.changes[i].head_after.name, (unsigned long long)info.table_version,
+				(unsigned long long)info.fragments.offset);
+		btree_iterator_free(iterator);
+		btree_free(fragments);
+	}
+	commit_record_free(&record);
+	return 0;
+}
+
+static void verify_indexes(struct verify *verify, const struct root_record *latest, struct root_chain *chain)
+{
+	struct manifest *manifest = verify->manifest;
+	char message[256];
+	if (!chain->last_root_of)
+		return;
+	struct index_check check = { verify, chain, 0, latest->horizon, 0 };
+	if (manifest_index_verify(manifest->pager, MANIFEST_INDEX_VERSIONS, latest->versions, NULL,
+				  version_entry, &check, message, sizeof message) < 0)
+		finding(verify, "manifest: %s", message);
+	else if (check.next_version < latest->version)
+		finding(verify, "manifest: version index lacks versions %llu..%llu",
+			(unsigned long long)check.next_version, (unsigned long long)latest->version - 1);
+	if (manifest_index_verify(manifest->pager, MANIFEST_INDEX_COMMITS, latest->commits, NULL,
+				  commit_entry, &check, message, sizeof message) < 0)
+		finding(verify, "manifest: %s", message);
+	for (size_t i = 0; i < chain->commit_count; i++) {
+		struct commit_record record;
+		if (manifest_commit_read(manifest, chain->commits[i], &record) < 0)
+			continue; /* reported by the commit index walk or the block walk */
+		uint64_t version;
+		struct block_address address;
+		char text[ULID_TEXT_SIZE];
+		ulid_format(&record.id, text);
+		int rc = manifest_commits_get(manifest->pager, NULL, latest->commits, &record.id, &version,
+					      &address);
+		if (rc < 0 || version != chain->commit_versions[i] || address.offset != chain->commits[i].offset)
+			finding(verify, "manifest: commit %s (version %llu) is missing from the commit index",
+				text, (unsigned long long)chain->commit_versions[i]);
+		commit_record_free(&record);
+	}
+}
+
+/* ---- 4. branches: heads against the journal ------------------------------------------- */
+
+struct replay {
+	struct head_row *heads;       /* sorted by stable id */
+	size_t count;
+	size_t capacity;
+};
+
+static void replay_free(struct replay *replay)
+{
+	free(replay->heads);
+	memset(replay, 0, sizeof *replay);
+}
+
+static int replay_apply(struct replay *replay, const struct head_row *head)
+{
+	size_t low = 0, high = replay->count;
+	while (low < high) {
+		size_t middle = (low + high) / 2;
+		int order = memcmp(replay->heads[middle].stable_id.bytes, head->stable_id.bytes, 16);
+		if (order == 0) {
+			replay->heads[middle] = *head;
+			return 0;
+		}
+		if (order < 0)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	if (replay->count == replay->capacity) {
+		size_t capacity = replay->capacity ? replay->capacity * 2 : 16;
+		struct head_row *grown = realloc(replay->heads, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		replay->heads = grown;
+		replay->capacity = capacity;
+	}
+	memmove(&replay->heads[low + 1], &replay->heads[low], (replay->count - low) * sizeof *replay->heads);
+	replay->heads[low] = *head;
+	replay->count++;
+	return 0;
+}
+
+/*
+ * Replays the branch's journal: the first-parent chain from its head to the
+ * first commit, applied oldest first. Returns 0, or -EIO with problem set.
+ */
+static int replay_branch(struct manifest *manifest, const struct branch_record *branch,
+			 struct replay *out, char *problem, size_t problem_size)
+{
+	struct block_address *chain = NULL;
+	size_t count = 0, capacity = 0;
+	struct block_address address = branch->head_record;
+	struct ulid expected = branch->head_commit;
+	uint64_t child_version = UINT64_MAX;
+	int rc = 0;
+	while (!block_address_is_null(address)) {
+		struct commit_record record;
+		rc = manifest_commit_read(manifest, address, &record);
+		if (rc < 0) {
+			snprintf(problem, problem_size, "the commit record at offset %llu is unreadable",
+				 (unsigned long long)address.offset);
+			goto out;
+		}
+		bool linked = ulid_compare(&record.id, &expected) == 0 && record.version < child_version;
+		struct block_address next = record.parent_count ? record.parent_records[0] : (struct block_address){ 0, 0 };
+		if (record.parent_count)
+			expected = record.parents[0];
+		child_version = record.version;
+		commit_record_free(&record);
+		if (!linked) {
+			snprintf(problem, problem_size, "the commit chain is broken at offset %llu",
+				 (unsigned long long)address.offset);
+			rc = -EIO;
+			goto out;
+		}
+		if (count == capacity) {
+			capacity = capacity ? capacity * 2 : 64;
+			struct block_address *grown = realloc(chain, capacity * sizeof *grown);
+			if (!grown) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			chain = grown;
+		}
+		chain[count++] = address;
+		address = next;
+	}
+	for (size_t i = count; i-- > 0;) {
+		struct commit_record record;
+		rc = manifest_commit_read(manifest, chain[i], &record);
+		if (rc < 0) {
+			snprintf(problem, problem_size, "the commit record at offset %llu is unreadable",
+				 (unsigned long long)chain[i].offset);
+			goto out;
+		}
+		for (size_t c = 0; c < record.change_count && rc == 0; c++)
+			rc = replay_apply(out, &record.changes[c].head_after);
+		commit_record_free(&record);
+		if (rc < 0)
+			goto out;
+	}
+out:
+	free(chain);
+	return rc;
+}
+
+/* The first field in which two head rows differ, or NULL. */
+static const char *head_difference(const struct head_row *a, const struct head_row *b)
+{
+	if (a->state != b->state)
+		return "state";
+	if (ulid_compare(&a->stable_id, &b->stable_id) != 0)
+		return "stable_table_id";
+	if (ulid_compare(&a->incarnation, &b->incarnation) != 0)
+		return "incarnation_id";
+	if (strcmp(a->name, b->name) != 0)
+		return "table_key";
+	if (a->table_version != b->table_version)
+		return "table_version";
+	if (strcmp(a->owner, b->owner) != 0)
+		return "table_branch";
+	if (a->row_count != b->row_count)
+		return "row_count";
+	if (a->byte_size != b->byte_size)
+		return "byte_size";
+	if (strcmp(a->schema_hash, b->schema_hash) != 0)
+		return "schema_hash";
+	if (a->kind != b->kind)
+		return "kind";
+	if (ulid_compare(&a->commit, &b->commit) != 0)
+		return "head_graph_commit_id";
+	if (a->commit_time_us != b->commit_time_us)
+		return "commit_time";
+	if (a->table.segment != b->table.segment || a->table.offset != b->table.offset)
+		return "table version record";
+	return NULL;
+}
+
+static int name_compare(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int order = memcmp(a, b, la < lb ? la : lb);
+	return order ? order : (la < lb ? -1 : la > lb ? 1 : 0);
+}
+
+static int live_order(const void *left, const void *right)
+{
+	const struct head_row *const *a = left, *const *b = right;
+	return name_compare((*a)->name, (*b)->name);
+}
+
+/* The replay's live heads in names-tree order. */
+static const struct head_row **live_by_name(const struct replay *replay, size_t *count)
+{
+	const struct head_row **live = calloc(replay->count ? replay->count : 1, sizeof *live);
+	*count = 0;
+	if (!live)
+		return NULL;
+	for (size_t i = 0; i < replay->count; i++)
+		if (replay->heads[i].state == HEAD_LIVE)
+			live[(*count)++] = &replay->heads[i];
+	qsort(live, *count, sizeof *live, live_order);
+	return live;
+}
+
+/*
+ * Compares the branch's heads and names trees with the replay. Calls
+ * finding (when verify is non-NULL) for each difference; returns the number
+ * of differences, or -errno if a tree cannot be read.
+ */
+static int compare_heads(struct manifest *manifest, struct verify *verify, const struct branch_record *branch,
+			 const struct replay *replay)
+{
+	int differences = 0;
+	struct btree *heads = NULL, *names = NULL;
+	struct btree_iterator *iterator = NULL;
+	const struct head_row **live = NULL;
+	const uint8_t *key, *value;
+	size_t key_size, value_size, index = 0;
+	char text[ULID_TEXT_SIZE];
+	int rc;
+#define DIFFER(...)                                   \
+	do {                                          \
+		differences++;                        \
+		if (verify)                           \
+			finding(verify, __VA_ARGS__); \
+	} while (0)
+	if ((rc = btree_open(manifest->pager, branch->heads, &heads)) < 0 ||
+	    (rc = btree_iterator_open(heads, NULL, 0, &iterator)) < 0)
+		goto out;
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		struct head_row head;
+		if (key_size != 16 || head_row_decode(value, value_size, &head) < 0 ||
+		    memcmp(head.stable_id.bytes, key, 16) != 0) {
+			DIFFER("branch %s: a head row is damaged (malformed or unknown state)", branch->name);
+			continue;
+		}
+		ulid_format(&head.stable_id, text);
+		while (index < replay->count && memcmp(replay->heads[index].stable_id.bytes, key, 16) < 0) {
+			char missing[ULID_TEXT_SIZE];
+			ulid_format(&replay->heads[index].stable_id, missing);
+			DIFFER("branch %s: the head of table %s (stable id %s) is missing; the journal has it",
+			       branch->name, replay->heads[index].name, missing);
+			index++;
+		}
+		if (index == replay->count || memcmp(replay->heads[index].stable_id.bytes, key, 16) != 0) {
+			DIFFER("branch %s: head of table %s (stable id %s) is not in the journal", branch->name,
+			       head.name, text);
+			continue;
+		}
+		const char *field = head_difference(&head, &replay->heads[index]);
+		if (field)
+			DIFFER("branch %s: head of table %s (stable id %s): %s differs from the journal replay",
+			       branch->name, head.name, text, field);
+		index++;
+	}
+	if (rc < 0)
+		goto out;
+	for (; index < replay->count; index++) {
+		ulid_format(&replay->heads[index].stable_id, text);
+		DIFFER("branch %s: the head of table %s (stable id %s) is missing; the journal has it",
+		       branch->name, replay->heads[index].name, text);
+	}
+	btree_iterator_free(iterator);
+	iterator = NULL;
+	size_t live_count;
+	live = live_by_name(replay, &live_count);
+	if (!live) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = btree_open(manifest->pager, branch->names, &names)) < 0 ||
+	    (rc = btree_iterator_open(names, NULL, 0, &iterator)) < 0)
+		goto out;
+	index = 0;
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		char name[JOURNAL_NAME_MAX + 1];
+		snprintf(name, sizeof name, "%.*s", (int)(key_size > JOURNAL_NAME_MAX ? JOURNAL_NAME_MAX : key_size),
+			 (const char *)key);
+		while (index < live_count && name_compare(live[index]->name, name) < 0) {
+			DIFFER("branch %s: names lacks live table %s", branch->name, live[index]->name);
+			index++;
+		}
+		if (index == live_count || strcmp(live[index]->name, name) != 0) {
+			DIFFER("branch %s: names lists %s, which is not a live table in the journal", branch->name, name);
+			continue;
+		}
+		if (value_size != 16 || memcmp(value, live[index]->stable_id.bytes, 16) != 0)
+			DIFFER("branch %s: names entry %s points at the wrong stable id", branch->name, name);
+		index++;
+	}
+	if (rc < 0)
+		goto out;
+	for (; index < live_count; index++)
+		DIFFER("branch %s: names lacks live table %s", branch->name, live[index]->name);
+	rc = 0;
+#undef DIFFER
+out:
+	free(live);
+	btree_iterator_free(iterator);
+	btree_free(heads);
+	btree_free(names);
+	return rc < 0 ? rc : differences;
+}
+
+/* Every live table of a branch: table_verify and head fields against the table version. */
+static void verify_tables(struct verify *verify, const struct branch_record *branch, const struct replay *replay)
+{
+	struct manifest *manifest = verify->manifest;
+	char message[512];
+	for (size_t i = 0; i < replay->count; i++) {
+		const struct head_row *head = &replay->heads[i];
+		if (head->state != HEAD_LIVE)
+			continue;
+		struct table_info info;
+		if (table_info_read(manifest->pager, head->table, &info) < 0) {
+			finding(verify, "branch %s: table %s: the table version record at offset %llu is damaged",
+				branch->name, head->name, (unsigned long long)head->table.offset);
+			continue;
+		}
+		if (ulid_compare(&info.stable_id, &head->stable_id) != 0 ||
+		    ulid_compare(&info.incarnation, &head->incarnation) != 0 ||
+		    info.table_version != head->table_version || info.row_count != head->row_count ||
+		    info.byte_size != head->byte_size)
+			finding(verify, "branch %s: table %s: the head disagrees with its table version record",
+				branch->name, head->name);
+		struct schema schema;
+		schema_init(&schema);
+		char hash[17];
+		if (table_schema_read(manifest->pager, info.schema, &schema) < 0) {
+			finding(verify, "branch %s: table %s: the schema block at offset %llu is damaged",
+				branch->name, head->name, (unsigned long long)info.schema.offset);
+		} else {
+			schema_hash(&schema, hash);
+			if (strcmp(hash, head->schema_hash) != 0 || (uint8_t)schema.kind != head->kind)
+				finding(verify, "branch %s: table %s: the head's schema hash does not match its schema",
+					branch->name, head->name);
+		}
+		schema_free(&schema);
+		if (seen_before(&verify->verified, head->table))
+			continue; /* this table version was checked for another branch */
+		if (table_verify(manifest->pager, &info, message, sizeof message) < 0)
+			finding(verify, "branch %s: table %s (version %llu): %s", branch->name, head->name,
+				(unsigned long long)info.table_version, message);
+	}
+}
+
+struct branch_list {
+	struct branch_record *branches;
+	size_t count;
+};
+
+static int collect_branch(const struct branch_record *branch, void *context)
+{
+	struct branch_list *list = context;
+	struct branch_record *grown = realloc(list->branches, (list->count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	list->branches = grown;
+	list->branches[list->count++] = *branch;
+	return 0;
+}
+
+static void verify_branches(struct verify *verify, const struct root_record *latest)
+{
+	struct manifest *manifest = verify->manifest;
+	char message[512];
+	if (btree_verify(manifest->pager, latest->branches, NULL, NULL, message, sizeof message) < 0) {
+		finding(verify, "manifest: branches tree: %s", message);
+		return;
+	}
+	struct branch_list list = { 0 };
+	if (manifest_branches_each(manifest, latest, collect_branch, &list) < 0) {
+		finding(verify, "manifest: a branch record is damaged");
+		free(list.branches);
+		return;
+	}
+	bool have_main = false;
+	for (size_t b = 0; b < list.count; b++) {
+		const struct branch_record *branch = &list.branches[b];
+		have_main |= strcmp(branch->name, "main") == 0;
+		if (btree_verify(manifest->pager, branch->heads, NULL, NULL, message, sizeof message) < 0)
+			finding(verify, "branch %s: heads tree: %s", branch->name, message);
+		if (btree_verify(manifest->pager, branch->names, NULL, NULL, message, sizeof message) < 0)
+			finding(verify, "branch %s: names tree: %s", branch->name, message);
+		if (!block_address_is_null(branch->head_record)) {
+			struct commit_record record;
+			if (manifest_commit_read(manifest, branch->head_record, &record) == 0) {
+				if (ulid_compare(&record.id, &branch->head_commit) != 0 ||
+				    record.version != branch->head_version)
+					finding(verify, "branch %s: the branch record's head commit does not match its record",
+						branch->name);
+				commit_record_free(&record);
+			}
+		}
+		struct replay replay = { 0 };
+		if (replay_branch(manifest, branch, &replay, message, sizeof message) < 0) {
+			finding(verify, "branch %s: the journal cannot be replayed: %s", branch->name, message);
+		} else {
+			if (compare_heads(manifest, verify, branch, &replay) < 0)
+				finding(verify, "branch %s: the heads or names tree cannot be read", branch->name);
+			verify_tables(verify, branch, &replay);
+		}
+		replay_free(&replay);
+	}
+	if (!have_main)
+		finding(verify, "manifest: branch main is missing");
+	free(list.branches);
+}
+
+/* ---- 5. segments and 6. sidecars ---------------------------------------------------- */
+
+struct name_list {
+	char (*names)[256];
+	size_t count;
+};
+
+static int collect_name(const char *name, void *context)
+{
+	struct name_list *list = context;
+	char (*grown)[256] = realloc(list->names, (list->count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	list->names = grown;
+	snprintf(list->names[list->count++], 256, "%s", name);
+	return 0;
+}
+
+static void verify_sidecars(struct verify *verify)
+{
+	struct manifest *manifest = verify->manifest;
+	struct name_list list = { 0 };
+	int rc = io_directory_list(manifest->directory, "recovery", collect_name, &list);
+	if (rc < 0 && rc != -ENOENT)
+		finding(verify, "recovery/: cannot be listed");
+	for (size_t i = 0; i < list.count; i++) {
+		char path[300];
+		snprintf(path, sizeof path, "recovery/%s", list.names[i]);
+		struct io_file file;
+		if (io_file_open(manifest->directory, path, O_RDONLY, IO_MANIFEST, &file) < 0)
+			continue;
+		bool alive = io_lock(&file, true, false) < 0;
+		if (!alive)
+			io_unlock(&file);
+		size_t length = strlen(list.names[i]);
+		if (length > 4 && strcmp(list.names[i] + length - 4, ".tmp") == 0) {
+			if (!alive)
+				finding(verify, "%s: stale temporary sidecar of a dead writer (recovery removes it)", path);
+			io_file_close(&file);
+			continue;
+		}
+		uint64_t size = 0;
+		uint8_t *bytes = NULL;
+		struct manifest_sidecar sidecar = { 0 };
+		rc = io_size(&file, &size);
+		if (rc == 0 && size <= (1u << 20) && (bytes = malloc(size ? size : 1)) &&
+		    io_pread(&file, bytes, (size_t)size, 0) == 0)
+			rc = manifest_sidecar_decode(bytes, (size_t)size, &sidecar);
+		else
+			rc = -EIO;
+		if (rc == -EPROTO)
+			finding(verify, "%s: sidecar version %u is not %d (written by another graphfs version)", path,
+				sidecar.version, MANIFEST_SIDECAR_VERSION);
+		else if (rc < 0)
+			finding(verify, "%s: damaged recovery sidecar", path);
+		else if (!alive)
+			finding(verify, "%s: the writer (pid %u) is gone and its commit awaits recovery (open the store read-write)",
+				path, sidecar.writer_pid);
+		for (uint32_t s = 0; rc == 0 && s < sidecar.segment_count; s++)
+			segment_note(verify, sidecar.segments[s]);
+		manifest_sidecar_free(&sidecar);
+		free(bytes);
+		io_file_close(&file);
+	}
+	free(list.names);
+}
+
+static void verify_segments(struct verify *verify)
+{
+	struct manifest *manifest = verify->manifest;
+	struct name_list list = { 0 };
+	int rc = io_directory_list(manifest->directory, "segments", collect_name, &list);
+	if (rc < 0 && rc != -ENOENT)
+		finding(verify, "segments/: cannot be listed");
+	struct buf block, raw;
+	buf_init(&block);
+	buf_init(&raw);
+	for (size_t i = 0; i < list.count; i++) {
+		char path[300];
+		snprintf(path, sizeof path, "segments/%s", list.names[i]);
+		char *end = NULL;
+		uint64_t id = strtoull(list.names[i], &end, 16);
+		if (strlen(list.names[i]) != 16 || !end || *end || id == 0) {
+			finding(verify, "%s: not a segment file name", path);
+			continue;
+		}
+		bool referenced = false;
+		for (size_t s = 0; s < verify->segment_count && !referenced; s++)
+			referenced = verify->segments[s] == id;
+		if (!referenced)
+			finding(verify, "%s: orphan segment (no commit references it and no sidecar names it)", path);
+		struct io_file file;
+		uint64_t size;
+		uint8_t header_bytes[FILE_HEADER_SIZE];
+		struct file_header header;
+		if (io_file_open(manifest->directory, path, O_RDONLY, IO_DATA, &file) < 0) {
+			finding(verify, "%s: cannot be opened", path);
+			continue;
+		}
+		if (io_size(&file, &size) < 0 || size < FILE_HEADER_SIZE ||
+		    io_pread(&file, header_bytes, sizeof header_bytes, 0) < 0 ||
+		    pager_file_header_decode(header_bytes, &header) < 0 || header.kind != FILE_KIND_SEGMENT ||
+		    header.segment_id != id || ulid_compare(&header.store_id, &manifest->store_id) != 0) {
+			finding(verify, "%s: damaged file header", path);
+			io_file_close(&file);
+			continue;
+		}
+		uint64_t offset = FILE_HEADER_SIZE;
+		while (offset < size) {
+			uint8_t bytes[BLOCK_HEADER_SIZE];
+			struct block_header block_header;
+			if (offset + BLOCK_HEADER_SIZE > size || io_pread(&file, bytes, sizeof bytes, offset) < 0 ||
+			    codec_decode_header(bytes, &block_header) < 0 ||
+			    offset + BLOCK_HEADER_SIZE + block_header.stored_size > size) {
+				finding(verify, "%s: damaged or truncated block at offset %llu", path,
+					(unsigned long long)offset);
+				break;
+			}
+			size_t block_size = BLOCK_HEADER_SIZE + (size_t)block_header.stored_size;
+			buf_reset(&block);
+			buf_reset(&raw);
+			if (buf_reserve(&block, block_size) < 0)
+				break;
+			if (io_pread(&file, block.data, block_size, offset) < 0 ||
+			    codec_decode(block.data, block_size, 0, &raw) < 0)
+				finding(verify, "%s: block at offset %llu fails its checksum", path,
+					(unsigned long long)offset);
+			offset += block_size;
+		}
+		io_file_close(&file);
+	}
+	buf_free(&block);
+	buf_free(&raw);
+	free(list.names);
+}
+
+int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
+		    void *context)
+{
+	struct verify verify = { .manifest = manifest, .report = report, .context = context };
+	struct root_record latest;
+	uint64_t committed_size;
+	pthread_mutex_lock(&manifest->state_mutex);
+	int rc = manifest_state_refresh(manifest, NULL);
+	bool have_latest = manifest->have_latest;
+	latest = manifest->latest;
+	committed_size = manifest->committed_size;
+	if (manifest->damage)
+		finding(&verify, "manifest: %s", manifest->damage_message);
+	pthread_mutex_unlock(&manifest->state_mutex);
+	if (rc < 0 && !have_latest)
+		finding(&verify, "manifest: no readable root record");
+	verify_header(&verify, have_latest ? latest.sequence : 0);
+	verify_blocks(&verify, committed_size);
+	if (have_latest) {
+		struct root_chain chain = { 0 };
+		verify_roots(&verify, &latest, &chain);
+		verify_indexes(&verify, &latest, &chain);
+		free(chain.last_root_of);
+		free(chain.commits);
+		free(chain.commit_versions);
+		verify_branches(&verify, &latest);
+	}
+	verify_sidecars(&verify);
+	verify_segments(&verify);
+	free(verify.segments);
+	free(verify.walked.addresses);
+	free(verify.verified.addresses);
+	return verify.findings;
+}
+
+/* ---- repair ------------------------------------------------------------------------- */
+
+static int build_trees(struct manifest_publish *publish, const struct replay *replay,
+		       struct block_address *heads_out, struct block_address *names_out)
+{
+	struct btree_builder *builder = NULL;
+	struct buf bytes;
+	buf_init(&bytes);
+	const struct head_row **live = NULL;
+	int rc = btree_builder_open(publish->append, &builder);
+	for (size_t i = 0; rc == 0 && i < replay->count; i++) {
+		buf_reset(&bytes);
+		rc = head_row_encode(&replay->heads[i], &bytes);
+		if (rc == 0)
+			rc = btree_builder_add(builder, replay->heads[i].stable_id.bytes, 16, bytes.data, bytes.size);
+	}
+	if (rc < 0)
+		goto out;
+	rc = btree_builder_finish(builder, heads_out);
+	builder = NULL;
+	if (rc < 0)
+		goto out;
+	size_t live_count;
+	if (!(live = live_by_name(replay, &live_count))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = btree_builder_open(publish->append, &builder)) < 0)
+		goto out;
+	for (size_t i = 0; rc == 0 && i < live_count; i++)
+		rc = btree_builder_add(builder, live[i]->name, strlen(live[i]->name), live[i]->stable_id.bytes, 16);
+	if (rc < 0)
+		goto out;
+	rc = btree_builder_finish(builder, names_out);
+	builder = NULL;
+out:
+	btree_builder_free(builder);
+	free(live);
+	buf_free(&bytes);
+	return rc;
+}
+
+static int repair_branch(struct manifest *manifest, const char *name, bool *repaired, struct error_info *error)
+{
+	*repaired = false;
+	struct manifest_publish publish;
+	int rc = manifest_publish_begin(manifest, &publish, error);
+	if (rc < 0)
+		return rc;
+	struct branch_record branch;
+	struct replay replay = { 0 };
+	struct commit_record record;
+	commit_record_init(&record);
+	char problem[256];
+	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &branch);
+	if (rc == -ENOENT) {
+		rc = 0; /* deleted meanwhile */
+		goto out;
+	}
+	if (rc < 0) {
+		error_info_set(error, rc, "branch %s: the branch record cannot be read", name);
+		goto out;
+	}
+	if ((rc = replay_branch(manifest, &branch, &replay, problem, sizeof problem)) < 0) {
+		error_info_set(error, rc, "branch %s: the journal cannot be replayed: %s", name, problem);
+		goto out;
+	}
+	rc = compare_heads(manifest, NULL, &branch, &replay);
+	if (rc == 0)
+		goto out;
+	/* differences, or a heads/names tree that cannot even be read: rebuild both */
+	struct block_address heads, names;
+	if ((rc = build_trees(&publish, &replay, &heads, &names)) < 0) {
+		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, strerror(-rc));
+		goto out;
+	}
+	ulid_new(&record.id);
+	record.time_us = manifest_now_us();
+	record.actor = strdup("graphfs:repair");
+	record.message = strdup("repair: rebuild heads from journal");
+	if (!record.actor || !record.message) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = manifest_publish_commit_record(&publish, &branch, &record, heads, names, NULL, error);
+	if (rc == 0) {
+		io_failpoint("publish.after_sidecar_remove");
+		*repaired = true;
+	}
+out:
+	commit_record_free(&record);
+	replay_free(&replay);
+	manifest_publish_end(&publish);
+	return rc;
+}
+
+int manifest_repair(struct manifest *manifest, int *repaired_branches, struct error_info *error)
+{
+	error_info_clear(error);
+	if (repaired_branches)
+		*repaired_branches = 0;
+	struct root_record latest;
+	struct branch_list list = { 0 };
+	int rc = manifest_refresh(manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_branches_each(manifest, &latest, collect_branch, &list);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot read the branches: %s", strerror(-rc));
+		goto out;
+	}
+	for (size_t i = 0; i < list.count; i++) {
+		bool repaired;
+		rc = repair_branch(manifest, list.branches[i].name, &repaired, error);
+		if (rc < 0)
+			goto out;
+		if (repaired && repaired_branches)
+			(*repaired_branches)++;
+	}
+out:
+	free(list.branches);
+	return rc;
+}

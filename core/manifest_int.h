@@ -1,0 +1,183 @@
+/*
+ * manifest_int.h — internals shared by manifest.c, manifest_index.c,
+ * manifest_publish.c, manifest_recovery.c and manifest_verify.c. Not part of
+ * the API: only the manifest files and the manifest unit tests include it.
+ */
+#ifndef GRAPHFS_MANIFEST_INT_H
+#define GRAPHFS_MANIFEST_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "btree.h"
+#include "manifest.h"
+
+/* ---- fixed layout of the manifest file (docs/FORMAT.md §2, §3) ----------- */
+
+#define MANIFEST_META_OFFSET FILE_HEADER_SIZE     /* slot 0; slot 1 follows */
+#define MANIFEST_META_SLOT_SIZE 4096
+#define MANIFEST_META_ENCODED_SIZE 48
+#define MANIFEST_ROOT_PAYLOAD_SIZE 112            /* root record payload, fixed */
+#define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
+#define MANIFEST_LOCK_WAIT_US (30u * 1000000u)    /* bounded wait for the store lock */
+#define MANIFEST_SIDECAR_MAGIC 0x52534647u        /* "GFSR" read as little-endian u32 */
+#define MANIFEST_SIDECAR_MAX_SEGMENTS 65536
+
+struct meta_slot {
+	bool valid;            /* magic, checksum and zero padding check */
+	bool empty;            /* all zero: never written (not damage) */
+	uint64_t sequence;
+	uint64_t root_offset;
+	uint64_t size;         /* manifest size just after that root */
+	uint64_t version;
+};
+
+struct manifest {
+	char path[PATH_MAX];
+	int directory;                  /* the store directory */
+	struct io_file file;            /* manifest */
+	struct io_file lock_file;       /* lock */
+	struct pager *pager;
+	int flags;
+	struct ulid store_id;
+	pthread_mutex_t publish_mutex;  /* one publish at a time in this process */
+	pthread_mutex_t state_mutex;    /* guards the fields below */
+	bool have_latest;
+	struct root_record latest;      /* newest root known to this handle */
+	uint64_t committed_size;        /* manifest size just after latest */
+	uint64_t observed_size;         /* file size when the tail was last scanned */
+	uint64_t durable_size;          /* newest valid meta slot's size: never truncated below */
+	int damage;                     /* 0, or -EIO: the newest durable root is unreadable */
+	char damage_message[256];
+};
+
+/* ---- encodings ---------------------------------------------------------- */
+
+void manifest_meta_encode(const struct meta_slot *slot, uint8_t out[MANIFEST_META_SLOT_SIZE]);
+void manifest_meta_decode(const uint8_t bytes[MANIFEST_META_SLOT_SIZE], struct meta_slot *out);
+int manifest_root_encode(const struct root_record *root, struct buf *out);
+int manifest_root_decode(const void *bytes, size_t size, struct root_record *out);
+int manifest_branch_encode(const struct branch_record *branch, struct buf *out);
+int manifest_branch_decode(const void *bytes, size_t size, struct branch_record *out);
+int manifest_root_read(struct pager *pager, struct block_address address, struct root_record *out);
+
+uint64_t manifest_now_us(void);
+/* Table and branch names: schema_name_is_valid, with a message naming what is wrong. */
+int manifest_name_check(const char *what, const char *name, struct error_info *error);
+
+/* ---- latest root -------------------------------------------------------- */
+
+/*
+ * Reads the meta slots and any complete roots after them; updates the
+ * handle's latest root. Caller holds state_mutex. Returns 0 or -errno.
+ */
+int manifest_state_refresh(struct manifest *manifest, bool *changed);
+/* Under the store lock: refresh, then truncate a torn tail (read-write handles). */
+int manifest_refresh_locked(struct manifest *manifest, struct error_info *error);
+/* Store lock: process mutex + flock with a bounded wait (-EAGAIN). */
+int manifest_lock(struct manifest *manifest, struct error_info *error);
+void manifest_unlock(struct manifest *manifest);
+/* Writes the meta slot of root (sequence % 2), not fsynced. */
+int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size);
+/* Installs a root this process just made durable as the latest. */
+void manifest_state_publish(struct manifest *manifest, const struct root_record *root,
+			    uint64_t size);
+
+/* Looks branch up in a branches tree. 0, -ENOENT, -EIO. */
+int manifest_branch_find(struct pager *pager, struct block_address branches, const char *name,
+			 struct branch_record *out);
+/* The last root published at version (the latest root for its own version). */
+int manifest_root_at(struct manifest *manifest, const struct root_record *latest, uint64_t version,
+		     struct root_record *out);
+
+/* ---- the fixed-depth indexes (manifest_index.c, docs/FORMAT.md §16) ------ */
+
+enum manifest_index_kind {
+	MANIFEST_INDEX_VERSIONS = 1,   /* version -> last root address at that version */
+	MANIFEST_INDEX_COMMITS = 2,    /* commit ULID -> {version, commit record address} */
+};
+
+#define MANIFEST_VERSIONS_DEPTH 4      /* interior levels; the leaf is level 0 */
+#define MANIFEST_COMMITS_DEPTH 3
+#define MANIFEST_VERSION_LIMIT (1ull << 40)
+
+/* Reads go through append when it is non-NULL (blocks appended in this publish). */
+int manifest_versions_get(struct pager *pager, struct pager_append *append,
+			  struct block_address root, uint64_t version, struct block_address *out);
+int manifest_versions_put(struct pager *pager, struct pager_append *append,
+			  struct block_address root, uint64_t version, struct block_address value,
+			  struct block_address *root_out);
+int manifest_commits_get(struct pager *pager, struct pager_append *append,
+			 struct block_address root, const struct ulid *commit, uint64_t *version,
+			 struct block_address *record);
+int manifest_commits_put(struct pager *pager, struct pager_append *append,
+			 struct block_address root, const struct ulid *commit, uint64_t version,
+			 struct block_address record, struct block_address *root_out);
+/*
+ * Verify walk of one index: every node's checksum, level, key order and
+ * slot placement. visit_node (may be NULL) gets every node address;
+ * visit_entry (may be NULL) every leaf entry (key, value). Returns 0 or -EIO
+ * with message.
+ */
+int manifest_index_verify(struct pager *pager, enum manifest_index_kind kind,
+			  struct block_address root,
+			  void (*visit_node)(struct block_address node, void *context),
+			  int (*visit_entry)(const uint8_t *key, const uint8_t *value, void *context),
+			  void *context, char *message, size_t message_size);
+
+/* ---- publishing (manifest_publish.c) ------------------------------------ */
+
+/* One publish in progress: the store lock is held from begin to end. */
+struct manifest_publish {
+	struct manifest *manifest;
+	struct root_record base;        /* the latest root under the lock */
+	uint64_t base_size;
+	struct pager_append *append;
+	struct btree *branches;
+	bool locked;
+};
+
+int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,
+			   struct error_info *error);
+/*
+ * Appends the indexes (when commit is non-NULL: a new version) and the root
+ * record, makes them durable and updates the meta slot. On error the tail is
+ * truncated back: nothing is published. Returns 0 or -errno.
+ */
+int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
+			    struct block_address commit_record, uint64_t time_us,
+			    struct root_record *root_out, struct error_info *error);
+void manifest_publish_end(struct manifest_publish *publish);
+
+/*
+ * Publishes one commit on branch whose heads and names are the given trees
+ * (already flushed into publish->append) and whose changes are record's:
+ * used by manifest_commit and by repair. Fills record's version, parents and
+ * time. Returns 0 or -errno.
+ */
+int manifest_publish_commit_record(struct manifest_publish *publish, struct branch_record *branch,
+				   struct commit_record *record, struct block_address heads,
+				   struct block_address names, struct root_record *root_out,
+				   struct error_info *error);
+
+/* ---- recovery (manifest_recovery.c) -------------------------------------- */
+
+/* Under the store lock: truncate the torn tail, then settle every dead writer's sidecar. */
+int manifest_recover(struct manifest *manifest, struct error_info *error);
+/* Removes the intent's sidecar and frees it (after its commit is durable). */
+int manifest_intent_complete(struct manifest_intent *intent);
+
+struct manifest_sidecar {
+	uint32_t version;
+	struct ulid commit;
+	uint32_t writer_pid;
+	uint32_t segment_count;
+	uint64_t *segments;           /* owned */
+};
+/* Decodes a sidecar file's bytes: -EPROTO for another sidecar version, -EIO if damaged. */
+int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_sidecar *out);
+void manifest_sidecar_free(struct manifest_sidecar *sidecar);
+
+#endif
