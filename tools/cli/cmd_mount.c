@@ -1,1 +1,11 @@
-/* cmd_mount */
+/*
+ * cmd_mount — `graphfs mount STORE MOUNTPOINT [-f] [-d] [-o OPTIONS]`: the
+ * FUSE daemon lives in fuse/ (see fuse/daemon.c); this is its entry point.
+ */
+#include "cli.h"
+#include "fuse_int.h"
+
+int cmd_mount(int argc, char **argv)
+{
+	return graphfs_mount_main(argc, argv);
+}
