@@ -1015,7 +1015,7 @@ ssize_t file_read(struct mount *mount, struct open_file *file, char *out, size_t
 			result = pread(file->copy_descriptor, out, size, offset);
 			if (result < 0)
 				result = -errno;
-		} else if (file->reader && file->write_kind != WRITE_OVERWRITE) {
+		} else if (file->reader && (file->role == FILE_TABLE_READ || file->write_kind != WRITE_OVERWRITE)) {
 			result = store_table_pread(file->reader, out, size, (uint64_t)offset);
 		}
 		break;
