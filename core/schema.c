@@ -561,18 +561,18 @@ static int parse_property(const struct schema_text *source, size_t properties_at
 			  json_t *value, struct schema_property *out)
 {
 	char described[SNIPPET_MAX * 6 + 32], quoted[SNIPPET_MAX * 6 + 8];
-	size_t at = find_key(source, properties_at, name);
+	/* Positions are looked up only for messages: each lookup scans the text. */
 	snippet(name, strlen(name), quoted, sizeof quoted);
 	if (!schema_name_is_valid(name, strlen(name)))
-		return schema_fail(source, at,
+		return schema_fail(source, find_key(source, properties_at, name),
 				   "invalid property name \"%s\" (names match [A-Za-z_][A-Za-z0-9_]{0,127})",
 				   quoted);
 	if (name_is_reserved(name))
-		return schema_fail(source, at, "property name \"%s\" is reserved (id, from and to are not properties)",
-				   name);
+		return schema_fail(source, find_key(source, properties_at, name),
+				   "property name \"%s\" is reserved (id, from and to are not properties)", name);
 	if (!json_is_object(value)) {
 		describe_value(value, described, sizeof described);
-		return schema_fail(source, at,
+		return schema_fail(source, find_key(source, properties_at, name),
 				   "property \"%s\": expected an object like {\"type\":\"string\",\"nullable\":true}, got %s",
 				   name, described);
 	}
@@ -581,7 +581,7 @@ static int parse_property(const struct schema_text *source, size_t properties_at
 	json_object_foreach(value, field, field_value) {
 		if (strcmp(field, "type") && strcmp(field, "nullable")) {
 			snippet(field, strlen(field), quoted, sizeof quoted);
-			return schema_fail(source, find_key(source, at, field),
+			return schema_fail(source, find_key(source, find_key(source, properties_at, name), field),
 					   "property \"%s\": unknown field '%s' (a property has type and nullable)",
 					   name, quoted);
 		}
@@ -590,10 +590,11 @@ static int parse_property(const struct schema_text *source, size_t properties_at
 	memcpy(out->name, name, strlen(name) + 1);
 	json_t *type = json_object_get(value, "type");
 	if (!type)
-		return schema_fail(source, at, "property \"%s\": missing \"type\"", name);
+		return schema_fail(source, find_key(source, properties_at, name), "property \"%s\": missing \"type\"",
+				   name);
 	if (!json_is_string(type) || type_parse(json_string_value(type), &out->type)) {
 		describe_value(type, described, sizeof described);
-		return schema_fail(source, find_key(source, at, "type"),
+		return schema_fail(source, find_key(source, find_key(source, properties_at, name), "type"),
 				   "property \"%s\": unknown type %s (use string, bool, i64, f64, date, datetime, "
 				   "list<T> or vector<N> with N from 1 to 65536)",
 				   name, described);
@@ -601,7 +602,7 @@ static int parse_property(const struct schema_text *source, size_t properties_at
 	json_t *nullable = json_object_get(value, "nullable");
 	if (nullable && !json_is_boolean(nullable)) {
 		describe_value(nullable, described, sizeof described);
-		return schema_fail(source, find_key(source, at, "nullable"),
+		return schema_fail(source, find_key(source, find_key(source, properties_at, name), "nullable"),
 				   "property \"%s\": \"nullable\" must be true or false, got %s", name, described);
 	}
 	out->nullable = nullable ? json_is_true(nullable) : true;
