@@ -108,7 +108,6 @@ int manifest_root_encode(const struct root_record *root, struct buf *out)
 	    (rc = buf_put_u64(out, root->horizon)) < 0 || (rc = buf_put_u64(out, root->time_us)) < 0 ||
 	    (rc = codec_put_address(out, root->branches)) < 0 ||
 	    (rc = codec_put_address(out, root->versions)) < 0 ||
-	    (rc = codec_put_address(out, root->commits)) < 0 ||
 	    (rc = codec_put_address(out, root->commit)) < 0 ||
 	    (rc = codec_put_address(out, root->previous)) < 0)
 		out->size = start;
@@ -127,11 +126,11 @@ int manifest_root_decode(const void *bytes, size_t size, struct root_record *out
 	root.time_us = buf_get_u64(&reader);
 	root.branches = codec_get_address(&reader);
 	root.versions = codec_get_address(&reader);
-	root.commits = codec_get_address(&reader);
 	root.commit = codec_get_address(&reader);
 	root.previous = codec_get_address(&reader);
 	if (reader.failed || buf_reader_remaining(&reader) != 0 || root.sequence == 0 ||
-	    root.horizon > root.version || block_address_is_null(root.branches))
+	    root.horizon > root.version || block_address_is_null(root.branches) ||
+	    (root.version == 0) != block_address_is_null(root.commit))
 		return -EIO;
 	*out = root;
 	return 0;
@@ -1077,14 +1076,60 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 	return 0;
 }
 
+/* ---- commit ids ---------------------------------------------------------------------------- */
+
+void manifest_commit_id(const struct ulid *base, uint64_t version, struct ulid *out)
+{
+	*out = *base;
+	for (int b = 0; b < 5; b++)
+		out->bytes[6 + b] = (uint8_t)(version >> (32 - 8 * b));
+}
+
+uint64_t manifest_commit_id_version(const struct ulid *commit)
+{
+	uint64_t version = 0;
+	for (int b = 0; b < 5; b++)
+		version = version << 8 | commit->bytes[6 + b];
+	return version;
+}
+
+int manifest_version_commit(struct manifest *manifest, const struct root_record *latest,
+			    uint64_t version, struct block_address *record)
+{
+	if (version == 0 || version > latest->version || (latest->horizon && version <= latest->horizon))
+		return -ENOENT;
+	struct root_record root;
+	int rc = manifest_root_at(manifest, latest, version, &root);
+	if (rc == 0)
+		*record = root.commit;
+	return rc;
+}
+
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record)
 {
 	struct root_record latest;
+	struct block_address address;
+	struct commit_record found;
+	commit_record_init(&found);
+	uint64_t claimed = manifest_commit_id_version(commit);
 	int rc = manifest_refresh(manifest, NULL);
 	if (rc == 0)
 		rc = manifest_latest(manifest, &latest);
 	if (rc == 0)
-		rc = manifest_commits_get(manifest->pager, NULL, latest.commits, commit, version, record);
+		rc = manifest_version_commit(manifest, &latest, claimed, &address);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, address, &found);
+	if (rc == 0 && (found.version != claimed))
+		rc = -EIO;
+	if (rc == 0 && ulid_compare(&found.id, commit) != 0)
+		rc = -ENOENT;
+	if (rc == 0) {
+		if (version)
+			*version = claimed;
+		if (record)
+			*record = address;
+	}
+	commit_record_free(&found);
 	return rc;
 }

@@ -69,8 +69,8 @@ struct root_record {
 	struct block_address branches;      /* tree: branch name -> branch record */
 	struct block_address versions;      /* index: version -> the last root record of that version,
 					       for every version below this root's own (FORMAT.md §16.1) */
-	struct block_address commits;       /* index: commit ULID -> {version u64, record address} */
-	struct block_address commit;        /* the commit this root published, null for branch ops */
+	struct block_address commit;        /* the record of the commit that made this version (a
+					       branch create/delete keeps its predecessor's); null at 0 */
 	struct block_address previous;      /* the previous root record, null for the first */
 	struct block_address self;          /* where this record lives (not encoded) */
 };
@@ -238,7 +238,9 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
  * durable (failpoints sidecar.*) before returning it. Matches table_segment_allocator
  * when called as manifest_intent_new_segment(intent, &id). */
 int manifest_intent_new_segment(void *intent, uint64_t *segment_id_out);
-/* The commit ULID the publish of this intent will carry (recovery looks it up). */
+/* The intent's ULID (the name of its sidecar). The commit that publishes the
+ * intent carries this ULID with the commit's version written into bits
+ * 48..87 (FORMAT.md §16.2), which is how recovery finds it. */
 const struct ulid *manifest_intent_commit(const struct manifest_intent *intent);
 /* Attach to a commit request so the publish completes and clears it: on a
  * successful manifest_commit the intent is consumed (sidecar removed, struct

@@ -19,7 +19,7 @@
 #define MANIFEST_META_OFFSET FILE_HEADER_SIZE     /* slot 0; slot 1 follows */
 #define MANIFEST_META_SLOT_SIZE 4096
 #define MANIFEST_META_ENCODED_SIZE 48
-#define MANIFEST_ROOT_PAYLOAD_SIZE 112            /* root record payload, fixed */
+#define MANIFEST_ROOT_PAYLOAD_SIZE 96             /* root record payload, fixed */
 #define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
 #define MANIFEST_LOCK_WAIT_US (30u * 1000000u)    /* bounded wait for the store lock */
 #define MANIFEST_SIDECAR_MAGIC 0x52534647u        /* "GFSR" read as little-endian u32 */
@@ -92,15 +92,9 @@ int manifest_branch_find(struct pager *pager, struct block_address branches, con
 int manifest_root_at(struct manifest *manifest, const struct root_record *latest, uint64_t version,
 		     struct root_record *out);
 
-/* ---- the fixed-depth indexes (manifest_index.c, docs/FORMAT.md §16) ------ */
+/* ---- the version index (manifest_index.c, docs/FORMAT.md §16.1) -------------- */
 
-enum manifest_index_kind {
-	MANIFEST_INDEX_VERSIONS = 1,   /* version -> last root address at that version */
-	MANIFEST_INDEX_COMMITS = 2,    /* commit ULID -> {version, commit record address} */
-};
-
-#define MANIFEST_VERSIONS_DEPTH 4      /* interior levels; the leaf is level 0 */
-#define MANIFEST_COMMITS_DEPTH 3
+#define MANIFEST_VERSIONS_DEPTH 4      /* interior levels above the leaves */
 #define MANIFEST_VERSION_LIMIT (1ull << 40)
 
 /* Reads go through append when it is non-NULL (blocks appended in this publish). */
@@ -109,23 +103,24 @@ int manifest_versions_get(struct pager *pager, struct pager_append *append,
 int manifest_versions_put(struct pager *pager, struct pager_append *append,
 			  struct block_address root, uint64_t version, struct block_address value,
 			  struct block_address *root_out);
-int manifest_commits_get(struct pager *pager, struct pager_append *append,
-			 struct block_address root, const struct ulid *commit, uint64_t *version,
-			 struct block_address *record);
-int manifest_commits_put(struct pager *pager, struct pager_append *append,
-			 struct block_address root, const struct ulid *commit, uint64_t version,
-			 struct block_address record, struct block_address *root_out);
 /*
- * Verify walk of one index: every node's checksum, level, key order and
- * slot placement. visit_node (may be NULL) gets every node address;
- * visit_entry (may be NULL) every leaf entry (key, value). Returns 0 or -EIO
- * with message.
+ * Verify walk of the version index: every node's checksum, level, key order
+ * and slot placement. visit (may be NULL) gets every entry in version order.
+ * Returns 0 or -EIO with message.
  */
-int manifest_index_verify(struct pager *pager, enum manifest_index_kind kind,
-			  struct block_address root,
-			  void (*visit_node)(struct block_address node, void *context),
-			  int (*visit_entry)(const uint8_t *key, const uint8_t *value, void *context),
-			  void *context, char *message, size_t message_size);
+int manifest_versions_verify(struct pager *pager, struct block_address root,
+			     int (*visit)(uint64_t version, struct block_address root, void *context),
+			     void *context, char *message, size_t message_size);
+
+/* ---- commit ids (docs/FORMAT.md §16.2) ------------------------------------------ */
+
+/* The id of the commit of version made from base (an intent's or a fresh ULID). */
+void manifest_commit_id(const struct ulid *base, uint64_t version, struct ulid *out);
+/* The version a commit id carries. */
+uint64_t manifest_commit_id_version(const struct ulid *commit);
+/* The commit record of version (1..latest) and its address. 0, -ENOENT, -EIO. */
+int manifest_version_commit(struct manifest *manifest, const struct root_record *latest,
+			    uint64_t version, struct block_address *record);
 
 /* ---- publishing (manifest_publish.c) ------------------------------------ */
 
@@ -171,7 +166,8 @@ int manifest_intent_complete(struct manifest_intent *intent);
 
 struct manifest_sidecar {
 	uint32_t version;
-	struct ulid commit;
+	struct ulid commit;           /* the intent's ULID */
+	uint64_t base_version;        /* the store version when the intent began */
 	uint32_t writer_pid;
 	uint32_t segment_count;
 	uint64_t *segments;           /* owned */

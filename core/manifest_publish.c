@@ -90,18 +90,16 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	root.sequence = base->sequence + 1;
 	root.time_us = time_us;
 	root.previous = base->self;
-	root.commit = (struct block_address){ 0, 0 };
 	struct buf bytes;
 	buf_init(&bytes);
 	int rc = 0;
 	if (commit) {
+		assert(manifest_commit_id_version(commit) == base->version + 1);
 		root.version = base->version + 1;
 		root.commit = commit_record;
 		/* the base root is the last root of its version: index it */
 		if ((rc = manifest_versions_put(manifest->pager, publish->append, base->versions,
-						base->version, base->self, &root.versions)) < 0 ||
-		    (rc = manifest_commits_put(manifest->pager, publish->append, base->commits, commit,
-					       root.version, commit_record, &root.commits)) < 0)
+						base->version, base->self, &root.versions)) < 0)
 			goto failed;
 	}
 	if ((rc = btree_flush(publish->branches, publish->append, &root.branches)) < 0 ||
@@ -666,10 +664,13 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 		goto out;
 	}
 	state.owner = strcmp(branch.name, "main") == 0 ? "" : branch.name;
+	/* the commit id carries its version (FORMAT.md §16.2); an intent's ULID is its base */
+	struct ulid base_id;
 	if (request->intent)
-		state.commit = *manifest_intent_commit(request->intent);
+		base_id = *manifest_intent_commit(request->intent);
 	else
-		ulid_new(&state.commit);
+		ulid_new(&base_id);
+	manifest_commit_id(&base_id, publish.base.version + 1, &state.commit);
 	state.time_us = manifest_now_us();
 	if ((rc = btree_open(manifest->pager, branch.heads, &state.heads)) < 0 ||
 	    (rc = btree_open(manifest->pager, branch.names, &state.names)) < 0)

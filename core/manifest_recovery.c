@@ -43,7 +43,8 @@
 
 struct manifest_intent {
 	struct manifest *manifest;
-	struct ulid commit;
+	struct ulid commit;             /* the intent's ULID (its commit's id is derived from it) */
+	uint64_t base_version;          /* the store version when the intent began */
 	char name[ULID_TEXT_SIZE];      /* the sidecar's file name under recovery/ */
 	struct io_file file;            /* the current sidecar, flock-held; -1 before the first segment */
 	size_t segment_count;
@@ -60,6 +61,7 @@ static int sidecar_encode(const struct manifest_intent *intent, struct buf *out)
 	if ((rc = buf_put_u32(out, MANIFEST_SIDECAR_MAGIC)) < 0 ||
 	    (rc = buf_put_u32(out, MANIFEST_SIDECAR_VERSION)) < 0 ||
 	    (rc = buf_append(&payload, intent->commit.bytes, 16)) < 0 ||
+	    (rc = buf_put_u64(&payload, intent->base_version)) < 0 ||
 	    (rc = buf_put_u32(&payload, (uint32_t)getpid())) < 0 ||
 	    (rc = buf_put_u32(&payload, (uint32_t)intent->segment_count)) < 0)
 		goto out;
@@ -89,6 +91,7 @@ int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_s
 	struct buf_reader reader;
 	buf_reader_init(&reader, raw.data, raw.size);
 	buf_get_raw(&reader, out->commit.bytes, 16);
+	out->base_version = buf_get_u64(&reader);
 	out->writer_pid = buf_get_u32(&reader);
 	out->segment_count = buf_get_u32(&reader);
 	if (reader.failed || out->segment_count > MANIFEST_SIDECAR_MAX_SEGMENTS ||
@@ -142,6 +145,9 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
 		return -ENOMEM;
 	intent->manifest = manifest;
 	intent->file.descriptor = -1;
+	struct root_record latest;
+	if (manifest_latest(manifest, &latest) == 0)
+		intent->base_version = latest.version;
 	ulid_new(&intent->commit);
 	ulid_format(&intent->commit, intent->name);
 	*out = intent;
@@ -325,6 +331,34 @@ static int dead_writer_file(struct manifest *manifest, const char *name, struct 
 	return 1;
 }
 
+/*
+ * Whether the intent's commit was published: its id is the intent's ULID
+ * with the commit's version in it, and that version is after the one the
+ * intent began at, so only the versions since then are looked at.
+ */
+static int intent_published(struct manifest *manifest, const struct manifest_sidecar *sidecar,
+			    bool *published)
+{
+	*published = false;
+	const struct root_record *latest = &manifest->latest;
+	for (uint64_t version = sidecar->base_version + 1; version <= latest->version; version++) {
+		struct ulid id;
+		struct block_address address;
+		struct commit_record record;
+		manifest_commit_id(&sidecar->commit, version, &id);
+		int rc = manifest_version_commit(manifest, latest, version, &address);
+		if (rc == 0)
+			rc = manifest_commit_read(manifest, address, &record);
+		if (rc < 0)
+			return rc == -ENOENT ? 0 : rc;
+		*published = ulid_compare(&record.id, &id) == 0;
+		commit_record_free(&record);
+		if (*published)
+			return 0;
+	}
+	return 0;
+}
+
 static int sidecar_settle(struct manifest *manifest, const char *name, struct error_info *error)
 {
 	struct io_file file;
@@ -338,7 +372,7 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 	uint64_t size;
 	if ((rc = io_size(&file, &size)) < 0)
 		goto out;
-	if (size > SIDECAR_FILE_HEADER + BLOCK_HEADER_SIZE + 24 + 8ull * MANIFEST_SIDECAR_MAX_SEGMENTS) {
+	if (size > SIDECAR_FILE_HEADER + BLOCK_HEADER_SIZE + 32 + 8ull * MANIFEST_SIDECAR_MAX_SEGMENTS) {
 		rc = -EIO;
 	} else if (!(bytes = malloc(size ? size : 1))) {
 		rc = -ENOMEM;
@@ -362,9 +396,10 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 	}
 	if (rc < 0)
 		goto out;
-	rc = manifest_commits_get(manifest->pager, NULL, manifest->latest.commits, &sidecar.commit, NULL,
-				  NULL);
-	if (rc == -ENOENT) {
+	bool published;
+	if ((rc = intent_published(manifest, &sidecar, &published)) < 0)
+		goto out;
+	if (!published) {
 		/* roll back: the commit never became durable */
 		if ((rc = io_failpoint("recovery.before_segment_remove")) < 0)
 			goto out;
@@ -375,8 +410,6 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 		}
 		if ((rc = subdirectory_sync(manifest, "segments")) < 0 && rc != -ENOENT)
 			goto out;
-	} else if (rc < 0) {
-		goto out;
 	}
 	/* roll forward (or the rollback is complete): the sidecar goes */
 	if ((rc = io_failpoint("recovery.before_sidecar_remove")) < 0)

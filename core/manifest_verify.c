@@ -197,7 +197,7 @@ static void verify_blocks(struct verify *verify, uint64_t committed_size)
 struct root_chain {
 	struct block_address *last_root_of;  /* [version]: the last root of each version below latest */
 	uint64_t latest_version;
-	struct block_address *commits;       /* commit records published by roots */
+	struct block_address *commits;       /* the record of every commit, newest first */
 	uint64_t *commit_versions;
 	size_t commit_count;
 };
@@ -207,8 +207,8 @@ static void verify_roots(struct verify *verify, const struct root_record *latest
 	struct manifest *manifest = verify->manifest;
 	chain->latest_version = latest->version;
 	chain->last_root_of = calloc(latest->version + 1, sizeof *chain->last_root_of);
-	chain->commits = calloc(latest->sequence, sizeof *chain->commits);
-	chain->commit_versions = calloc(latest->sequence, sizeof *chain->commit_versions);
+	chain->commits = calloc(latest->version + 1, sizeof *chain->commits);
+	chain->commit_versions = calloc(latest->version + 1, sizeof *chain->commit_versions);
 	if (!chain->last_root_of || !chain->commits || !chain->commit_versions) {
 		finding(verify, "manifest: out of memory walking %llu roots", (unsigned long long)latest->sequence);
 		return;
@@ -217,10 +217,6 @@ static void verify_roots(struct verify *verify, const struct root_record *latest
 	for (;;) {
 		if (root.version < latest->version && block_address_is_null(chain->last_root_of[root.version]))
 			chain->last_root_of[root.version] = root.self;
-		if (!block_address_is_null(root.commit) && chain->commit_count < latest->sequence) {
-			chain->commits[chain->commit_count] = root.commit;
-			chain->commit_versions[chain->commit_count++] = root.version;
-		}
 		if (block_address_is_null(root.previous)) {
 			if (root.sequence != 1 || root.version != 0)
 				finding(verify, "manifest: root chain ends at sequence %llu, version %llu (expected the first root)",
@@ -233,15 +229,20 @@ static void verify_roots(struct verify *verify, const struct root_record *latest
 				(unsigned long long)root.previous.offset, (unsigned long long)root.sequence);
 			break;
 		}
-		bool commit_root = !block_address_is_null(root.commit);
-		if (previous.sequence + 1 != root.sequence ||
-		    previous.version + (commit_root ? 1 : 0) != root.version ||
-		    previous.self.offset >= root.self.offset) {
+		bool commit_root = root.version == previous.version + 1;
+		bool same_commit = root.commit.segment == previous.commit.segment &&
+				   root.commit.offset == previous.commit.offset;
+		if (previous.sequence + 1 != root.sequence || (!commit_root && root.version != previous.version) ||
+		    commit_root == same_commit || previous.self.offset >= root.self.offset) {
 			finding(verify, "manifest: root at offset %llu (sequence %llu, version %llu) does not follow root at offset %llu (sequence %llu, version %llu)",
 				(unsigned long long)root.self.offset, (unsigned long long)root.sequence,
 				(unsigned long long)root.version, (unsigned long long)previous.self.offset,
 				(unsigned long long)previous.sequence, (unsigned long long)previous.version);
 			break;
+		}
+		if (commit_root && chain->commit_count <= latest->version) {
+			chain->commits[chain->commit_count] = root.commit;
+			chain->commit_versions[chain->commit_count++] = root.version;
 		}
 		root = previous;
 	}
@@ -252,16 +253,11 @@ struct index_check {
 	struct root_chain *chain;
 	uint64_t next_version;
 	uint64_t horizon;
-	size_t commits_seen;
 };
 
-static int version_entry(const uint8_t *key, const uint8_t *value, void *context)
+static int version_entry(uint64_t version, struct block_address address, void *context)
 {
 	struct index_check *check = context;
-	uint64_t version = 0;
-	for (int b = 0; b < 8; b++)
-		version = version << 8 | key[b];
-	struct block_address address = { buf_load_u64(value), buf_load_u64(value + 8) };
 	if (version > check->next_version && version > check->horizon + 1)
 		finding(check->verify, "manifest: version index lacks versions %llu..%llu",
 			(unsigned long long)check->next_version, (unsigned long long)version - 1);
@@ -280,65 +276,42 @@ static int version_entry(const uint8_t *key, const uint8_t *value, void *context
 	return 0;
 }
 
-static int commit_entry(const uint8_t *key, const uint8_t *value, void *context)
+/* Notes the segments the fragments of one table version live in (FORMAT.md §12). */
+static void note_table_segments(struct verify *verify, const struct head_row *head, const char *commit)
 {
-	struct index_check *check = context;
-	struct manifest *manifest = check->verify->manifest;
-	struct ulid id;
-	memcpy(id.bytes, key, 16);
-	uint64_t version = buf_load_u64(value);
-	struct block_address address = { buf_load_u64(value + 8), buf_load_u64(value + 16) };
-	char text[ULID_TEXT_SIZE];
-	ulid_format(&id, text);
-	check->commits_seen++;
-	struct commit_record record;
-	if (manifest_commit_read(manifest, address, &record) < 0) {
-		finding(check->verify, "manifest: commit %s: its record at offset %llu is damaged", text,
-			(unsigned long long)address.offset);
-		return 0;
+	struct manifest *manifest = verify->manifest;
+	if (block_address_is_null(head->table) || seen_before(&verify->walked, head->table))
+		return;
+	struct table_info info;
+	if (table_info_read(manifest->pager, head->table, &info) < 0) {
+		finding(verify, "table %s: version record at offset %llu (commit %s) is damaged", head->name,
+			(unsigned long long)head->table.offset, commit);
+		return;
 	}
-	if (ulid_compare(&record.id, &id) != 0 || record.version != version)
-		finding(check->verify, "manifest: commit index entry %s (version %llu) names a record of another commit",
-			text, (unsigned long long)version);
-	for (size_t i = 0; i < record.change_count; i++) {
-		struct block_address table = record.changes[i].head_after.table;
-		if (block_address_is_null(table) || seen_before(&check->verify->walked, table))
-			continue;
-		struct table_info info;
-		if (table_info_read(manifest->pager, table, &info) < 0) {
-			finding(check->verify, "table %s: version record at offset %llu (commit %s) is damaged",
-				record.changes[i].head_after.name, (unsigned long long)table.offset, text);
-			continue;
+	if (block_address_is_null(info.fragments) || seen_before(&verify->walked, info.fragments))
+		return;
+	struct btree *fragments = NULL;
+	struct btree_iterator *iterator = NULL;
+	int rc = btree_open(manifest->pager, info.fragments, &fragments);
+	if (rc == 0)
+		rc = btree_iterator_open(fragments, NULL, 0, &iterator);
+	const uint8_t *key, *descriptor;
+	size_t key_size, descriptor_size;
+	while (rc == 0 && (rc = btree_iterator_next(iterator, &key, &key_size, &descriptor, &descriptor_size)) == 1) {
+		if (descriptor_size < 36) {
+			rc = -EIO;
+			break;
 		}
-		/* segments referenced by this version's fragments (FORMAT.md §12) */
-		if (block_address_is_null(info.fragments) || seen_before(&check->verify->walked, info.fragments))
-			continue;
-		struct btree *fragments = NULL;
-		struct btree_iterator *iterator = NULL;
-		int rc = btree_open(manifest->pager, info.fragments, &fragments);
+		rc = segment_note(verify, buf_load_u64(descriptor));
 		if (rc == 0)
-			rc = btree_iterator_open(fragments, NULL, 0, &iterator);
-		const uint8_t *fragment_key, *descriptor;
-		size_t key_size, descriptor_size;
-		while (rc == 0 &&
-		       (rc = btree_iterator_next(iterator, &fragment_key, &key_size, &descriptor, &descriptor_size)) == 1) {
-			if (descriptor_size < 36) {
-				rc = -EIO;
-				break;
-			}
-			rc = segment_note(check->verify, buf_load_u64(descriptor));
-			if (rc == 0)
-				rc = segment_note(check->verify, buf_load_u64(descriptor + 20));
-		}
-		if (rc < 0)
-			finding(check->verify, "table %s: the fragment tree of version %llu (offset %llu) cannot be walked",
-				record.changes[i].head_after.name, (unsigned long long)info.table_version,
-				(unsigned long long)info.fragments.offset);
-		btree_iterator_free(iterator);
-		btree_free(fragments);
+			rc = segment_note(verify, buf_load_u64(descriptor + 20));
 	}
-	commit_record_free(&record);
-	return 0;
+	if (rc < 0)
+		finding(verify, "table %s: the fragment tree of version %llu (offset %llu) cannot be walked",
+			head->name, (unsigned long long)info.table_version,
+			(unsigned long long)info.fragments.offset);
+	btree_iterator_free(iterator);
+	btree_free(fragments);
 }
 
 static void verify_indexes(struct verify *verify, const struct root_record *latest, struct root_chain *chain)
@@ -347,29 +320,31 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 	char message[256];
 	if (!chain->last_root_of)
 		return;
-	struct index_check check = { verify, chain, 0, latest->horizon, 0 };
-	if (manifest_index_verify(manifest->pager, MANIFEST_INDEX_VERSIONS, latest->versions, NULL,
-				  version_entry, &check, message, sizeof message) < 0)
+	struct index_check check = { verify, chain, 0, latest->horizon };
+	if (manifest_versions_verify(manifest->pager, latest->versions, version_entry, &check, message,
+				     sizeof message) < 0)
 		finding(verify, "manifest: %s", message);
 	else if (check.next_version < latest->version)
 		finding(verify, "manifest: version index lacks versions %llu..%llu",
 			(unsigned long long)check.next_version, (unsigned long long)latest->version - 1);
-	if (manifest_index_verify(manifest->pager, MANIFEST_INDEX_COMMITS, latest->commits, NULL,
-				  commit_entry, &check, message, sizeof message) < 0)
-		finding(verify, "manifest: %s", message);
+	/* every commit: its record, its id (which carries its version), its tables' segments */
 	for (size_t i = 0; i < chain->commit_count; i++) {
 		struct commit_record record;
-		if (manifest_commit_read(manifest, chain->commits[i], &record) < 0)
-			continue; /* reported by the commit index walk or the block walk */
-		uint64_t version;
-		struct block_address address;
+		if (manifest_commit_read(manifest, chain->commits[i], &record) < 0) {
+			finding(verify, "manifest: the commit record of version %llu (offset %llu) is damaged",
+				(unsigned long long)chain->commit_versions[i],
+				(unsigned long long)chain->commits[i].offset);
+			continue;
+		}
 		char text[ULID_TEXT_SIZE];
 		ulid_format(&record.id, text);
-		int rc = manifest_commits_get(manifest->pager, NULL, latest->commits, &record.id, &version,
-					      &address);
-		if (rc < 0 || version != chain->commit_versions[i] || address.offset != chain->commits[i].offset)
-			finding(verify, "manifest: commit %s (version %llu) is missing from the commit index",
-				text, (unsigned long long)chain->commit_versions[i]);
+		if (record.version != chain->commit_versions[i] ||
+		    manifest_commit_id_version(&record.id) != record.version)
+			finding(verify, "manifest: commit %s at offset %llu does not carry version %llu",
+				text, (unsigned long long)chain->commits[i].offset,
+				(unsigned long long)chain->commit_versions[i]);
+		for (size_t c = 0; c < record.change_count; c++)
+			note_table_segments(verify, &record.changes[c].head_after, text);
 		commit_record_free(&record);
 	}
 }
@@ -992,7 +967,9 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, strerror(-rc));
 		goto out;
 	}
-	ulid_new(&record.id);
+	struct ulid base_id;
+	ulid_new(&base_id);
+	manifest_commit_id(&base_id, publish.base.version + 1, &record.id);
 	record.time_us = manifest_now_us();
 	record.actor = strdup("graphfs:repair");
 	record.message = strdup("repair: rebuild heads from journal");

@@ -794,6 +794,92 @@ TEST(another_handle_sees_a_publish_after_refresh)
 	manifest_close(writer);
 }
 
+/* ---- the flat-cost gate ----------------------------------------------------------------- */
+
+static int count_head(const struct head_row *head, void *context)
+{
+	(void)head;
+	(*(size_t *)context)++;
+	return 0;
+}
+
+/* Opens a fresh handle and resolves every live head of main; returns the manifest counters. */
+static int heads_cost(struct io_counters *out, size_t *heads)
+{
+	struct manifest *manifest;
+	struct error_info error;
+	struct manifest_snapshot snapshot;
+	*heads = 0;
+	io_counters_reset();
+	int rc = manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error);
+	if (rc < 0)
+		return rc;
+	rc = manifest_snapshot_latest(manifest, "main", &snapshot);
+	if (rc == 0)
+		rc = manifest_heads_each(manifest, &snapshot, false, count_head, heads);
+	io_counters_get(IO_MANIFEST, out);
+	manifest_close(manifest);
+	return rc;
+}
+
+/* Commits one-row merges (32 tables in turn, the same row id) until version target. */
+static int extend_history(struct manifest *manifest, uint64_t target)
+{
+	for (uint64_t version = fixture_version(manifest); version < target; version++) {
+		char table[8];
+		snprintf(table, sizeof table, "T%02d", (int)(version % 32));
+		int rc = fixture_merge_one(manifest, "main", table, "r", (long)version);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Pages (manifest and data) read by one one-row merge commit. */
+static int merge_cost(struct manifest *manifest, struct io_counters *manifest_out,
+		      struct io_counters *data_out)
+{
+	io_counters_reset();
+	int rc = fixture_merge_one(manifest, "main", "T05", "r", 7);
+	io_counters_get(IO_MANIFEST, manifest_out);
+	io_counters_get(IO_DATA, data_out);
+	return rc;
+}
+
+TEST(resolving_all_heads_of_32_tables_costs_the_same_at_100_and_5000_commits)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct io_counters shallow, deep, shallow_commit, deep_commit, shallow_data, deep_data;
+	size_t shallow_heads, deep_heads;
+	CHECK_EQ(extend_history(manifest, 99), 0);
+	CHECK_EQ(merge_cost(manifest, &shallow_commit, &shallow_data), 0);
+	CHECK_EQ(fixture_version(manifest), 100);
+	CHECK_EQ(heads_cost(&shallow, &shallow_heads), 0);
+	CHECK_EQ(extend_history(manifest, 4999), 0);
+	CHECK_EQ(merge_cost(manifest, &deep_commit, &deep_data), 0);
+	CHECK_EQ(fixture_version(manifest), 5000);
+	CHECK_EQ(heads_cost(&deep, &deep_heads), 0);
+	manifest_close(manifest);
+
+	CHECK_EQ(shallow_heads, 32);
+	CHECK_EQ(deep_heads, 32);
+	CHECK(shallow.pages > 32);
+	CHECK_EQ(deep.reads, shallow.reads);
+	CHECK_EQ(deep.bytes, shallow.bytes);
+	CHECK_EQ(deep.pages, shallow.pages);
+	CHECK_EQ(deep.rows_decoded, shallow.rows_decoded);
+	CHECK_EQ(deep.writes, shallow.writes);
+	CHECK_EQ(deep.bytes_written, shallow.bytes_written);
+	CHECK_EQ(deep.fsyncs, shallow.fsyncs);
+	/* and a commit touches the same number of pages at both depths */
+	CHECK(shallow_commit.pages > 0);
+	CHECK_EQ(deep_commit.pages, shallow_commit.pages);
+	CHECK_EQ(deep_data.pages, shallow_data.pages);
+	CHECK_EQ(deep_commit.writes, shallow_commit.writes);
+	CHECK_EQ(deep_commit.fsyncs, shallow_commit.fsyncs);
+}
+
 int main(void)
 {
 	return harness_run();
