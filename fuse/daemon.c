@@ -10,10 +10,10 @@
  *
  * Invariants:
  *   1. Nothing is mounted unless the store opened and the branch exists.
- *   2. Commits by other processes become visible within
- *      GRAPHFS_REFRESH_INTERVAL_MS + GRAPHFS_LIVE_TIMEOUT (2 s): live
- *      requests refresh the store at most once per interval, and cached
- *      live attributes and entries expire after the live timeout.
+ *   2. Commits by other processes become visible within refresh_ms +
+ *      GRAPHFS_LIVE_TIMEOUT (default 1 s + 1 s): live requests refresh the
+ *      store at most once per refresh_ms, and cached live attributes and
+ *      entries expire after the live timeout.
  *   3. After a commit this mount made, the kernel is told (inval_inode /
  *      inval_entry) before or right after the reply, never while the
  *      request holds a lock the notification needs.
@@ -206,7 +206,7 @@ void mount_refresh(struct mount *mount)
 {
 	uint64_t now = mount_now_ms();
 	pthread_mutex_lock(&mount->refresh_lock);
-	if (now - mount->last_refresh_ms < GRAPHFS_REFRESH_INTERVAL_MS) {
+	if (now - mount->last_refresh_ms < mount->refresh_interval_ms) {
 		pthread_mutex_unlock(&mount->refresh_lock);
 		return;
 	}
@@ -240,6 +240,7 @@ static const char usage[] =
 	"  -o row_max=N     longest accepted row in bytes (EFBIG beyond)\n"
 	"  -o staged_max=N  most bytes one write may stage (ENOSPC beyond)\n"
 	"  -o tmpdir=DIR    where private copies and scratch files live (default $TMPDIR or /tmp)\n"
+	"  -o refresh_ms=N  look for other processes' commits at most every N ms (default 1000)\n"
 	"  -o allow_other, allow_root, auto_unmount, fsname=, nosuid, nodev, noexec, noatime ...\n"
 	"                   passed to FUSE; mount(8) options such as defaults, noauto, user,\n"
 	"                   _netdev, nofail are accepted and ignored\n";
@@ -253,6 +254,7 @@ struct mount_options {
 	bool read_only;
 	size_t row_max;
 	uint64_t staged_max;
+	uint64_t refresh_ms;
 	char tmpdir[4096];
 	char fuse_options[4096];
 };
@@ -336,6 +338,14 @@ static int parse_option(struct mount_options *options, const char *option)
 		options->row_max = (size_t)value;
 		return 0;
 	}
+	if (strncmp(option, "refresh_ms=", 11) == 0) {
+		if (!parse_size(option + 11, &value)) {
+			fprintf(stderr, "graphfs: mount: bad refresh_ms '%s'\n", option + 11);
+			return -EINVAL;
+		}
+		options->refresh_ms = value;
+		return 0;
+	}
 	if (strncmp(option, "staged_max=", 11) == 0) {
 		if (!parse_size(option + 11, &value)) {
 			fprintf(stderr, "graphfs: mount: bad staged_max '%s'\n", option + 11);
@@ -370,6 +380,7 @@ static int parse_arguments(int argc, char **argv, struct mount_options *options)
 {
 	memset(options, 0, sizeof *options);
 	snprintf(options->branch, sizeof options->branch, "main");
+	options->refresh_ms = GRAPHFS_REFRESH_INTERVAL_MS;
 	const char *positional[2];
 	int count = 0;
 	for (int i = 1; i < argc; i++) {
@@ -470,6 +481,7 @@ int graphfs_mount_main(int argc, char **argv)
 	mount->debug = options.debug;
 	clock_gettime(CLOCK_REALTIME, &mount->mount_time);
 	mount->last_refresh_ms = mount_now_ms();
+	mount->refresh_interval_ms = options.refresh_ms;
 	snprintf(mount->branch, sizeof mount->branch, "%s", options.branch);
 	graphfs_mount = mount;
 

@@ -875,7 +875,7 @@ static int open_schema_write(struct mount *mount, struct open_file *file, int fl
 	return 0;
 }
 
-static int open_scratch(struct mount *mount, struct open_file *file, int flags)
+static int open_scratch(struct mount *mount, struct open_file *file, int flags, bool created)
 {
 	file->scratch = scratch_find(mount, file->node->parent, file->node->name);
 	if (!file->scratch)
@@ -893,7 +893,12 @@ static int open_scratch(struct mount *mount, struct open_file *file, int flags)
 	struct workspace *workspace = scratch->workspace;
 	pthread_mutex_lock(&workspace->commit_lock);
 	int rc = 0;
-	if (flags & O_TRUNC) {
+	if (created) {
+		/* A new staged file: >> stages a merge, anything else an overwrite. */
+		scratch->write_mode = (flags & O_APPEND) ? STORE_MERGE : STORE_OVERWRITE;
+		rc = staged_rebuild(mount, workspace, scratch);
+		file->staged_stream = true;
+	} else if (flags & O_TRUNC) {
 		if (ftruncate(scratch->descriptor, 0) != 0)
 			rc = -errno;
 		scratch->write_mode = STORE_OVERWRITE;
@@ -980,7 +985,7 @@ int file_open(struct mount *mount, struct node *node, struct fuse_file_info *fi,
 		rc = open_schema_write(mount, file, flags, created);
 		break;
 	case FILE_SCRATCH:
-		rc = open_scratch(mount, file, flags);
+		rc = open_scratch(mount, file, flags, created);
 		break;
 	case FILE_COMMIT:
 		break;
@@ -1367,9 +1372,14 @@ void file_release(struct mount *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
 	bool was_pending = file->pending_registered;
+	/* Only an O_TRUNC never written to publishes here; its error cannot reach
+	 * close(2) any more, so it goes to .graphfs/errors and the log. */
+	bool attempt = file->writable && file->role == FILE_TABLE_WRITE && !file->failed &&
+		       file->truncate_pending && !file->dirty;
 	int rc = publish(mount, file, true);
-	if (rc < 0 && file->role == FILE_TABLE_WRITE && file->truncate_pending && !file->dirty)
-		mount_log(LOG_WARNING, "%s: publishing at close failed: %s", file->path, strerror(-rc));
+	if (attempt && rc < 0)
+		mount_log(LOG_WARNING, "%s: publishing at the last close failed: %s", file->path,
+			  strerror(-rc));
 	pthread_mutex_unlock(&file->lock);
 	file_unregister(file);
 	char branch[JOURNAL_NAME_MAX + 1];

@@ -42,7 +42,7 @@
 #define GRAPHFS_IO_MAX (1024 * 1024 - 4096)  /* max_read / max_write */
 #define GRAPHFS_LIVE_TIMEOUT 1.0             /* entry/attr seconds for live paths */
 #define GRAPHFS_HISTORY_TIMEOUT 86400.0      /* entry/attr seconds under history/ */
-#define GRAPHFS_REFRESH_INTERVAL_MS 1000     /* at most one store_refresh per interval */
+#define GRAPHFS_REFRESH_INTERVAL_MS 1000     /* default: at most one store_refresh per second */
 #define GRAPHFS_ERRORS_KEPT 256              /* lines kept in .graphfs/errors */
 #define GRAPHFS_SCHEMA_MAX (1024 * 1024)     /* largest schema file accepted */
 
@@ -190,6 +190,7 @@ struct mount {
 
 	pthread_mutex_t refresh_lock;
 	uint64_t last_refresh_ms;
+	uint64_t refresh_interval_ms;
 
 	pthread_mutex_t workspaces_lock;
 	struct workspace *workspaces;

@@ -671,10 +671,9 @@ static void op_create(fuse_req_t request, fuse_ino_t parent_id, const char *name
 			}
 			child.kind = parent->kind == NODE_STAGING_DIR && is_table ? NODE_STAGED_FILE
 										  : NODE_SCRATCH_FILE;
-			if (child.kind == NODE_STAGED_FILE) {
+			if (child.kind == NODE_STAGED_FILE)
 				snprintf(child.table, sizeof child.table, "%s", table);
-				fi->flags |= O_TRUNC;
-			}
+			created = rc == 0;
 		} else {
 			child.kind = parent->kind == NODE_SCHEMA_DIR ? NODE_SCHEMA_FILE : NODE_TABLE_FILE;
 			snprintf(child.table, sizeof child.table, "%s", table);
