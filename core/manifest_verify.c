@@ -126,7 +126,7 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 	for (int i = 0; i < 2; i++) {
 		struct meta_slot slot;
 		uint64_t offset = MANIFEST_META_OFFSET + (uint64_t)i * MANIFEST_META_SLOT_SIZE;
-		manifest_meta_decode(bytes + (size_t)i * MANIFEST_META_SLOT_SIZE, &slot);
+		manifest_meta_decode(bytes + MANIFEST_META_OFFSET + (size_t)i * MANIFEST_META_SLOT_SIZE, &slot);
 		if (slot.empty)
 			continue;
 		if (!slot.valid) {

@@ -213,4 +213,106 @@ static inline void fixture_print_finding(const char *finding, void *context)
 		fprintf(stderr, "    finding: %s\n", finding);
 }
 
+#define BIG_SCHEMA                                                                              \
+	"{\"kind\":\"node\",\"properties\":{\"v\":{\"type\":\"i64\",\"nullable\":true},"        \
+	"\"s\":{\"type\":\"string\",\"nullable\":true}}}"
+#define BIG_ROWS 50000 /* about 5 MB of lines: more than TABLE_INLINE_LIMIT, so it spills */
+
+/*
+ * A commit that overwrites table with BIG_ROWS rows staged through an intent
+ * (the stage spills to segments announced by the intent's sidecar).
+ */
+static inline int fixture_write_big(struct manifest *manifest, const char *table, int seed,
+				    struct manifest_commit_result *result, struct error_info *error)
+{
+	struct schema schema;
+	int rc = fixture_schema(BIG_SCHEMA, &schema);
+	if (rc < 0)
+		return rc;
+	char **lines = calloc(BIG_ROWS, sizeof *lines);
+	char *text = malloc((size_t)BIG_ROWS * 128);
+	struct manifest_intent *intent = NULL;
+	struct table_stage *stage = NULL;
+	if (!lines || !text) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < BIG_ROWS; i++) {
+		lines[i] = text + (size_t)i * 128;
+		snprintf(lines[i], 128, "{\"id\":\"r%06d\",\"v\":%d,\"s\":\"%08x-padding-padding-padding-padding-padding-padding-%06d\"}",
+			 i, i + seed, (unsigned)(i * 2654435761u + (unsigned)seed), i);
+	}
+	if ((rc = manifest_intent_begin(manifest, &intent)) < 0 ||
+	    (rc = fixture_stage(manifest, &schema, TABLE_OVERWRITE, (const char *const *)lines, BIG_ROWS,
+				intent, &stage)) < 0)
+		goto out;
+	struct manifest_op op;
+	memset(&op, 0, sizeof op);
+	op.kind = MANIFEST_WRITE;
+	snprintf(op.name, sizeof op.name, "%s", table);
+	op.stage = stage;
+	op.schema = &schema;
+	struct manifest_commit_request request = {
+		.branch = "main", .actor = "test", .message = "big", .op_count = 1, .ops = &op,
+	};
+	manifest_request_attach_intent(&request, intent);
+	struct manifest_commit_result ignored;
+	rc = manifest_commit(manifest, &request, result ? result : &ignored, error);
+	if (rc == 0)
+		intent = NULL; /* consumed by the publish */
+out:
+	table_stage_free(stage);
+	if (intent)
+		manifest_intent_abandon(intent);
+	free(text);
+	free(lines);
+	schema_free(&schema);
+	return rc;
+}
+
+/* Reads all bytes of a live table into out. */
+static inline int fixture_table_bytes(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+				      const char *name, struct buf *out)
+{
+	struct head_row head;
+	struct table_info info;
+	struct table_reader *reader;
+	int rc = manifest_head_find(manifest, snapshot, name, &head);
+	if (rc == 0)
+		rc = table_info_read(manifest_pager(manifest), head.table, &info);
+	if (rc == 0)
+		rc = table_reader_open(manifest_pager(manifest), &info, &reader);
+	if (rc < 0)
+		return rc;
+	uint64_t size = table_reader_size(reader);
+	rc = buf_reserve(out, (size_t)size);
+	uint64_t done = 0;
+	while (rc == 0 && done < size) {
+		ssize_t got = table_reader_pread(reader, out->data + out->size, (size_t)(size - done), done);
+		if (got < 0)
+			rc = (int)got;
+		else if (got == 0)
+			rc = -EIO;
+		else {
+			out->size += (size_t)got;
+			done += (uint64_t)got;
+		}
+	}
+	table_reader_free(reader);
+	return rc;
+}
+
+/* Names of the files in a store subdirectory, sorted, one per line. */
+static inline void fixture_list(const char *subdirectory, struct buf *out)
+{
+	char command[4400];
+	snprintf(command, sizeof command, "ls '%s/%s' 2>/dev/null", fixture_store_path(), subdirectory);
+	FILE *pipe = popen(command, "r");
+	char line[512];
+	while (pipe && fgets(line, sizeof line, pipe))
+		buf_append_string(out, line);
+	if (pipe)
+		pclose(pipe);
+}
+
 #endif

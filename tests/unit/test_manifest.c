@@ -880,6 +880,458 @@ TEST(resolving_all_heads_of_32_tables_costs_the_same_at_100_and_5000_commits)
 	CHECK_EQ(deep_commit.fsyncs, shallow_commit.fsyncs);
 }
 
+/* ---- verify, corruption and repair ------------------------------------------------------- */
+
+/* A store with every kind of manifest block: tables, deletes (bitmaps), schema changes,
+ * an edge table, rename, drop, recreate, a branch with its own writes. */
+static int build_rich_store(struct manifest *manifest)
+{
+	struct error_info error;
+	struct schema node, wider, edge;
+	const char *people[] = { "{\"id\":\"a\",\"v\":1}", "{\"id\":\"b\",\"v\":2}", "{\"id\":\"c\",\"v\":3}" };
+	const char *remove_b[] = { "{\"id\":\"b\",\"@delete\":true}" };
+	const char *knows[] = { "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"c\"}" };
+	struct table_stage *stage = NULL;
+	int rc;
+	if ((rc = fixture_schema(NODE_SCHEMA, &node)) < 0 ||
+	    (rc = fixture_schema("{\"kind\":\"node\",\"properties\":{\"v\":{\"type\":\"f64\",\"nullable\":true},"
+				 "\"w\":{\"type\":\"string\",\"nullable\":true}}}", &wider)) < 0 ||
+	    (rc = fixture_schema("{\"kind\":\"edge\",\"from\":\"Person\",\"to\":\"Person\",\"properties\":{}}",
+				 &edge)) < 0)
+		return rc;
+	if ((rc = fixture_write(manifest, "main", "Person", TABLE_MERGE, people, 3, NULL, &error)) < 0 ||
+	    (rc = fixture_write(manifest, "main", "Person", TABLE_MERGE, remove_b, 1, NULL, &error)) < 0 ||
+	    (rc = fixture_op(manifest, "main", MANIFEST_SCHEMA, "Person", NULL, &wider, &error)) < 0 ||
+	    (rc = fixture_op(manifest, "main", MANIFEST_SCHEMA, "Knows", NULL, &edge, &error)) < 0 ||
+	    (rc = fixture_stage(manifest, &edge, TABLE_MERGE, knows, 1, NULL, &stage)) < 0)
+		goto out;
+	struct manifest_op op = { .kind = MANIFEST_WRITE, .stage = stage };
+	snprintf(op.name, sizeof op.name, "Knows");
+	struct manifest_commit_request request = { .branch = "main", .actor = "t", .message = "edges",
+						   .op_count = 1, .ops = &op };
+	struct manifest_commit_result result;
+	if ((rc = manifest_commit(manifest, &request, &result, &error)) < 0 ||
+	    (rc = fixture_merge_one(manifest, "main", "Company", "x", 1)) < 0 ||
+	    (rc = fixture_op(manifest, "main", MANIFEST_RENAME, "Company", "Firm", NULL, &error)) < 0 ||
+	    (rc = fixture_op(manifest, "main", MANIFEST_DROP, "Firm", NULL, NULL, &error)) < 0 ||
+	    (rc = fixture_merge_one(manifest, "main", "Firm", "y", 2)) < 0 ||
+	    (rc = manifest_branch_create(manifest, "dev", "main", &error)) < 0 ||
+	    (rc = fixture_merge_one(manifest, "dev", "Firm", "z", 3)) < 0 ||
+	    (rc = fixture_write(manifest, "main", "Firm", TABLE_OVERWRITE, people, 2, NULL, &error)) < 0)
+		goto out;
+out:
+	table_stage_free(stage);
+	schema_free(&node);
+	schema_free(&wider);
+	schema_free(&edge);
+	return rc;
+}
+
+static void collect_finding(const char *finding, void *context)
+{
+	struct buf *findings = context;
+	buf_append_string(findings, finding);
+	buf_append_string(findings, "\n");
+}
+
+TEST(verify_finds_nothing_in_a_good_store)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	CHECK_EQ(build_rich_store(manifest), 0);
+	struct error_info error;
+	CHECK_EQ(fixture_write_big(manifest, "Big", 1, NULL, &error), 0);
+	struct buf findings;
+	buf_init(&findings);
+	int count = manifest_verify(manifest, collect_finding, &findings);
+	if (count)
+		fprintf(stderr, "%s", buf_cstr(&findings));
+	CHECK_EQ(count, 0);
+	manifest_close(manifest);
+	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error), 0);
+	CHECK_EQ(manifest_verify(manifest, NULL, NULL), 0);
+	manifest_close(manifest);
+	buf_free(&findings);
+}
+
+/* ---- what a reader can ask of a store, answered item by item ---- */
+
+enum answer_kind { ANSWER_HEADS, ANSWER_LOG, ANSWER_TABLE, ANSWER_COMMIT };
+
+struct answer {
+	enum answer_kind kind;
+	const char *branch;
+	uint64_t version;
+	char name[JOURNAL_NAME_MAX + 1];
+	struct ulid commit;
+	int rc;
+	struct buf bytes;
+};
+
+struct answers {
+	size_t count;
+	struct answer items[512];
+};
+
+static int encode_head(const struct head_row *head, void *context)
+{
+	return head_row_encode(head, context);
+}
+
+static int encode_commit(const struct commit_record *record, void *context)
+{
+	struct buf *out = context;
+	int rc = buf_append(out, record->id.bytes, 16);
+	if (rc == 0)
+		rc = buf_put_u64(out, record->version);
+	if (rc == 0)
+		rc = commit_record_encode(record, out);
+	return rc;
+}
+
+static int answer(struct manifest *manifest, struct answer *item)
+{
+	struct manifest_snapshot snapshot;
+	buf_reset(&item->bytes);
+	if (item->kind == ANSWER_COMMIT) {
+		uint64_t version;
+		struct block_address address;
+		int rc = manifest_commit_find(manifest, &item->commit, &version, &address);
+		if (rc == 0)
+			rc = buf_put_u64(&item->bytes, version);
+		if (rc == 0)
+			rc = codec_put_address(&item->bytes, address);
+		return rc;
+	}
+	int rc = manifest_snapshot_at(manifest, item->branch, item->version, &snapshot);
+	if (rc < 0)
+		return rc;
+	switch (item->kind) {
+	case ANSWER_HEADS:
+		rc = manifest_heads_each(manifest, &snapshot, false, encode_head, &item->bytes);
+		if (rc == 0)
+			rc = manifest_heads_each(manifest, &snapshot, true, encode_head, &item->bytes);
+		return rc;
+	case ANSWER_LOG:
+		return manifest_log_each(manifest, &snapshot, encode_commit, &item->bytes);
+	case ANSWER_TABLE:
+		return fixture_table_bytes(manifest, &snapshot, item->name, &item->bytes);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int add_table_answer(const struct head_row *head, void *context)
+{
+	struct answers *answers = context;
+	struct answer *last = &answers->items[answers->count - 1];
+	struct answer *item = &answers->items[answers->count++];
+	item->kind = ANSWER_TABLE;
+	item->branch = last->branch;
+	item->version = last->version;
+	snprintf(item->name, sizeof item->name, "%s", head->name);
+	return 0;
+}
+
+/* Every question worth asking of the store, with the good store's answers. */
+static int answers_build(struct manifest *manifest, struct answers *answers)
+{
+	const char *branches[] = { "main", "dev" };
+	uint64_t latest = fixture_version(manifest);
+	memset(answers, 0, sizeof *answers);
+	for (uint64_t version = 0; version <= latest; version++)
+		for (int b = 0; b < 2; b++) {
+			struct manifest_snapshot snapshot;
+			if (manifest_snapshot_at(manifest, branches[b], version, &snapshot) < 0)
+				continue;
+			struct answer *heads = &answers->items[answers->count++];
+			heads->kind = ANSWER_HEADS;
+			heads->branch = branches[b];
+			heads->version = version;
+			if (manifest_heads_each(manifest, &snapshot, false, add_table_answer, answers) < 0)
+				return -EIO;
+			struct answer *log = &answers->items[answers->count++];
+			*log = *heads;
+			log->kind = ANSWER_LOG;
+			if (!ulid_is_zero(&snapshot.branch.head_commit) && b == 0) {
+				struct answer *commit = &answers->items[answers->count++];
+				commit->kind = ANSWER_COMMIT;
+				commit->commit = snapshot.branch.head_commit;
+			}
+		}
+	for (size_t i = 0; i < answers->count; i++) {
+		buf_init(&answers->items[i].bytes);
+		answers->items[i].rc = answer(manifest, &answers->items[i]);
+		if (answers->items[i].rc < 0)
+			return answers->items[i].rc;
+	}
+	return 0;
+}
+
+static void answers_free(struct answers *answers)
+{
+	for (size_t i = 0; i < answers->count; i++)
+		buf_free(&answers->items[i].bytes);
+}
+
+/* Every answer of the damaged store is the good answer or an error: never other data. */
+static bool answers_never_wrong(struct manifest *manifest, const struct answers *good, int *errors)
+{
+	struct answer item;
+	buf_init(&item.bytes);
+	bool ok = true;
+	*errors = 0;
+	for (size_t i = 0; i < good->count && ok; i++) {
+		item = (struct answer){ .kind = good->items[i].kind, .branch = good->items[i].branch,
+					.version = good->items[i].version, .commit = good->items[i].commit,
+					.bytes = item.bytes };
+		memcpy(item.name, good->items[i].name, sizeof item.name);
+		int rc = answer(manifest, &item);
+		if (rc < 0) {
+			(*errors)++;
+			continue;
+		}
+		ok = item.bytes.size == good->items[i].bytes.size &&
+		     memcmp(item.bytes.data, good->items[i].bytes.data, item.bytes.size) == 0;
+		if (!ok)
+			fprintf(stderr, "    answer %zu (kind %d, %s @%llu %s) changed\n", i, (int)item.kind,
+				item.branch ? item.branch : "", (unsigned long long)item.version, item.name);
+	}
+	buf_free(&item.bytes);
+	return ok;
+}
+
+struct block_span {
+	uint64_t offset;
+	uint64_t size;
+	int type;
+};
+
+static size_t manifest_blocks(const unsigned char *bytes, size_t size, struct block_span *out, size_t max)
+{
+	size_t count = 0;
+	uint64_t offset = MANIFEST_FIRST_BLOCK;
+	while (offset + BLOCK_HEADER_SIZE <= size && count < max) {
+		struct block_header header;
+		if (codec_decode_header(bytes + offset, &header) < 0)
+			break;
+		out[count++] = (struct block_span){ offset, BLOCK_HEADER_SIZE + header.stored_size, (int)header.type };
+		offset += BLOCK_HEADER_SIZE + header.stored_size;
+	}
+	return count;
+}
+
+TEST(a_flipped_byte_anywhere_in_the_manifest_is_found_by_verify_and_never_read_as_data)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	CHECK_EQ(build_rich_store(manifest), 0);
+	static struct answers good;
+	CHECK_EQ(answers_build(manifest, &good), 0);
+	manifest_close(manifest);
+	char path[4300];
+	snprintf(path, sizeof path, "%s/manifest", fixture_store_path());
+	size_t size;
+	unsigned char *original = fixture_read_file(path, &size);
+	CHECK(original != NULL);
+	static struct block_span blocks[4096];
+	size_t block_count = manifest_blocks(original, size, blocks, 4096);
+	CHECK(block_count > 20);
+	bool types[BLOCK_TYPE_MAX + 1] = { false };
+	for (size_t i = 0; i < block_count; i++)
+		types[blocks[i].type] = true;
+	CHECK(types[BLOCK_ROOT] && types[BLOCK_NODE] && types[BLOCK_COMMIT] && types[BLOCK_TABLE] &&
+	      types[BLOCK_SCHEMA] && types[BLOCK_FRAGMENT] && types[BLOCK_BITMAP] && types[BLOCK_INDEX]);
+
+	/* the samples: the header, both meta slots, and in every block its header,
+	 * checksum, first payload byte, middle and last byte */
+	static uint64_t samples[4096 * 5 + 32];
+	size_t sample_count = 0;
+	const uint64_t fixed[] = { 0, 9, 13, 20, 41, 49, 60, 4095, 4096, 4110, 4130, 4140, 5000, 8192, 8200, 8230 };
+	for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+		samples[sample_count++] = fixed[i];
+	for (size_t i = 0; i < block_count; i++) {
+		samples[sample_count++] = blocks[i].offset + 4;
+		samples[sample_count++] = blocks[i].offset + 18;
+		samples[sample_count++] = blocks[i].offset + BLOCK_HEADER_SIZE;
+		samples[sample_count++] = blocks[i].offset + blocks[i].size / 2;
+		samples[sample_count++] = blocks[i].offset + blocks[i].size - 1;
+	}
+	unsigned char *damaged = malloc(size);
+	CHECK(damaged != NULL);
+	int quiet = dup(2), null = open("/dev/null", O_WRONLY);
+	for (size_t s = 0; s < sample_count; s++) {
+		uint64_t offset = samples[s];
+		memcpy(damaged, original, size);
+		damaged[offset] ^= 0x5a;
+		FILE *file = fopen(path, "wb");
+		CHECK(file != NULL);
+		CHECK_EQ(fwrite(damaged, 1, size, file), size);
+		fclose(file);
+		dup2(null, 2); /* the engine logs every damaged block it meets */
+		struct error_info error;
+		int rc = manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error);
+		int findings = 0, errors = 0;
+		bool never_wrong = true;
+		int block_read = 0;
+		if (rc == 0) {
+			findings = manifest_verify(manifest, NULL, NULL);
+			never_wrong = answers_never_wrong(manifest, &good, &errors);
+			for (size_t i = 0; i < block_count; i++) {
+				if (offset < blocks[i].offset || offset >= blocks[i].offset + blocks[i].size)
+					continue;
+				struct buf raw;
+				buf_init(&raw);
+				block_read = pager_read(manifest_pager(manifest), (struct block_address){ 0, blocks[i].offset },
+							0, &raw);
+				buf_free(&raw);
+			}
+			manifest_close(manifest);
+		}
+		dup2(quiet, 2);
+		if (offset < FILE_HEADER_SIZE) {
+			if (rc == 0)
+				fprintf(stderr, "    header byte %llu flipped, yet the store opened\n", (unsigned long long)offset);
+			CHECK(rc < 0);
+			continue;
+		}
+		if (rc < 0 || findings < 1 || !never_wrong || (offset >= MANIFEST_FIRST_BLOCK && block_read != -EIO))
+			fprintf(stderr, "    flipped byte at offset %llu: open %d, findings %d, reads never wrong %d, block read %d\n",
+				(unsigned long long)offset, rc, findings, never_wrong, block_read);
+		CHECK_EQ(rc, 0);
+		CHECK(findings >= 1);
+		CHECK(never_wrong);
+		if (offset >= MANIFEST_FIRST_BLOCK)
+			CHECK_EQ(block_read, -EIO);
+	}
+	close(quiet);
+	close(null);
+	free(damaged);
+	free(original);
+	answers_free(&good);
+}
+
+TEST(a_flipped_byte_in_a_segment_file_is_found_by_verify_and_read_as_eio)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	CHECK_EQ(fixture_write_big(manifest, "Big", 1, NULL, &error), 0);
+	manifest_close(manifest);
+	struct buf listing;
+	buf_init(&listing);
+	fixture_list("segments", &listing);
+	CHECK(listing.size >= 17);
+	char segment[4400];
+	snprintf(segment, sizeof segment, "%s/segments/%.16s", fixture_store_path(), (const char *)listing.data);
+	buf_free(&listing);
+	size_t size;
+	unsigned char *original = fixture_read_file(segment, &size);
+	CHECK(original != NULL && size > FILE_HEADER_SIZE + 1000);
+	const uint64_t offsets[] = { 3, 30, FILE_HEADER_SIZE + 2, FILE_HEADER_SIZE + 100, size / 2, size - 1 };
+	int quiet = dup(2), null = open("/dev/null", O_WRONLY);
+	for (size_t s = 0; s < sizeof offsets / sizeof offsets[0]; s++) {
+		unsigned char *damaged = malloc(size);
+		memcpy(damaged, original, size);
+		damaged[offsets[s]] ^= 0x21;
+		FILE *file = fopen(segment, "wb");
+		CHECK(file != NULL);
+		CHECK_EQ(fwrite(damaged, 1, size, file), size);
+		fclose(file);
+		free(damaged);
+		dup2(null, 2);
+		CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error), 0);
+		int findings = manifest_verify(manifest, NULL, NULL);
+		struct manifest_snapshot snapshot;
+		struct buf bytes;
+		buf_init(&bytes);
+		int rc = manifest_snapshot_latest(manifest, "main", &snapshot);
+		if (rc == 0)
+			rc = fixture_table_bytes(manifest, &snapshot, "Big", &bytes);
+		buf_free(&bytes);
+		manifest_close(manifest);
+		dup2(quiet, 2);
+		CHECK(findings >= 1);
+		CHECK_EQ(rc, -EIO);
+	}
+	close(quiet);
+	close(null);
+	free(original);
+}
+
+TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	CHECK_EQ(build_rich_store(manifest), 0);
+	struct fixture_heads before, after;
+	CHECK_EQ(fixture_heads(manifest, "main", UINT64_MAX, false, &before), 0);
+	CHECK(before.count >= 3);
+
+	/* damage: a head with a wrong row count and a missing names entry, published
+	 * as a commit whose journal says nothing about either */
+	struct manifest_publish publish;
+	struct error_info error;
+	CHECK_EQ(manifest_publish_begin(manifest, &publish, &error), 0);
+	struct branch_record branch;
+	CHECK_EQ(manifest_branch_find(manifest_pager(manifest), publish.base.branches, "main", &branch), 0);
+	struct btree *heads, *names;
+	CHECK_EQ(btree_open(manifest_pager(manifest), branch.heads, &heads), 0);
+	CHECK_EQ(btree_open(manifest_pager(manifest), branch.names, &names), 0);
+	struct head_row wrong = before.heads[0];
+	wrong.row_count += 5;
+	struct buf bytes;
+	buf_init(&bytes);
+	CHECK_EQ(head_row_encode(&wrong, &bytes), 0);
+	CHECK_EQ(btree_put(heads, wrong.stable_id.bytes, 16, bytes.data, bytes.size), 0);
+	CHECK_EQ(btree_delete(names, before.heads[1].name, strlen(before.heads[1].name)), 0);
+	struct block_address heads_root, names_root;
+	CHECK_EQ(btree_flush(heads, publish.append, &heads_root), 0);
+	CHECK_EQ(btree_flush(names, publish.append, &names_root), 0);
+	struct commit_record record;
+	commit_record_init(&record);
+	struct ulid base;
+	ulid_new(&base);
+	manifest_commit_id(&base, publish.base.version + 1, &record.id);
+	record.time_us = 1;
+	record.actor = strdup("test");
+	record.message = strdup("damage");
+	CHECK_EQ(manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, NULL, &error), 0);
+	commit_record_free(&record);
+	manifest_publish_end(&publish);
+	btree_free(heads);
+	btree_free(names);
+	buf_free(&bytes);
+
+	struct buf findings;
+	buf_init(&findings);
+	CHECK(manifest_verify(manifest, collect_finding, &findings) >= 2);
+	CHECK(strstr(buf_cstr(&findings), "row_count") != NULL);
+	CHECK(strstr(buf_cstr(&findings), before.heads[1].name) != NULL);
+	int repaired = 0;
+	CHECK_EQ(manifest_repair(manifest, &repaired, &error), 0);
+	CHECK_EQ(repaired, 1);
+	buf_reset(&findings);
+	int count = manifest_verify(manifest, collect_finding, &findings);
+	if (count)
+		fprintf(stderr, "%s", buf_cstr(&findings));
+	CHECK_EQ(count, 0);
+	CHECK_EQ(fixture_heads(manifest, "main", UINT64_MAX, false, &after), 0);
+	CHECK_EQ(after.count, before.count);
+	CHECK_EQ(memcmp(after.heads, before.heads, before.count * sizeof before.heads[0]), 0);
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+	CHECK_EQ(manifest_commit_read(manifest, snapshot.branch.head_record, &record), 0);
+	CHECK_EQ(strcmp(record.actor, "graphfs:repair"), 0);
+	CHECK_EQ(strcmp(record.message, "repair: rebuild heads from journal"), 0);
+	commit_record_free(&record);
+	/* a second repair has nothing to do */
+	CHECK_EQ(manifest_repair(manifest, &repaired, &error), 0);
+	CHECK_EQ(repaired, 0);
+	buf_free(&findings);
+	manifest_close(manifest);
+}
+
 int main(void)
 {
 	return harness_run();
