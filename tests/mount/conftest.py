@@ -250,7 +250,17 @@ def mounter(tmp_path, request):
         mounts.remove(target)
         tear_down(target, False)
 
+    def forget(target):
+        """For a daemon the test ended itself (signal, kill -9): only make sure nothing stays mounted."""
+        mounts.remove(target)
+        if is_mountpoint(target.root):
+            lazy_unmount(target.root)
+        if target.process.poll() is None:
+            target.process.kill()
+        target.process.wait()
+
     mount.unmount = unmount
+    mount.forget = forget
     yield mount
     failed = call_failed(request)
     errors = []
