@@ -405,7 +405,8 @@ TEST(a_historical_snapshot_shows_that_version)
 	CHECK(store);
 	struct error_info error;
 	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
-	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, "{\"id\":\"z\"}\n", NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, "{\"id\":\"z\",\"name\":\"Z\"}\n", NULL,
+			     &error), 0);
 	struct buf bytes;
 	buf_init(&bytes);
 	CHECK_EQ(read_table(store, "Person", 1, &bytes), 0);
@@ -991,8 +992,11 @@ TEST(a_branch_shares_its_parents_tables_until_it_writes)
 	struct store_writer *writer = NULL;
 	CHECK_EQ(store_txn_begin(store, "dev", &txn, &error), 0);
 	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "p", &writer, &error), 0);
-	CHECK_EQ(store_writer_write(writer, "{\"id\":\"d\"}\n", 11, &error), 0);
-	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"d\",\"name\":\"D\"}\n", 22, &error), 0);
+	int rc = store_txn_commit(txn, NULL, NULL, &error);
+	if (rc < 0)
+		fprintf(stderr, "    commit: %s\n", error.message);
+	CHECK_EQ(rc, 0);
 	store_txn_free(txn);
 	CHECK(table_equals(store, "Person", person_canonical));
 	struct store_snapshot *dev = NULL;
