@@ -12,15 +12,15 @@
  *      branch record, never from anything newer (DESIGN invariant 4).
  *   2. Every call that means "latest" refreshes the manifest first, so
  *      commits of other processes are seen.
- *   3. No caller-supplied visitor runs while store.lock is held (results
- *      are collected first), so visitors may call back into the store.
+ *   3. No caller-supplied visitor runs with a store lock held (the store
+ *      keeps none around the manifest, which is thread-safe by itself), so
+ *      visitors may call back into the store.
  *   4. A store is closed only after every snapshot is released (asserted).
  */
 #include "store_int.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <pwd.h>
 #include <stdlib.h>
@@ -28,29 +28,6 @@
 #include <unistd.h>
 
 #include "io.h"
-
-/* ---- locking ------------------------------------------------------------ */
-
-void store_lock_shared(struct store *store)
-{
-	int rc = pthread_rwlock_rdlock(&store->lock);
-	assert(rc == 0);
-	(void)rc;
-}
-
-void store_lock_exclusive(struct store *store)
-{
-	int rc = pthread_rwlock_wrlock(&store->lock);
-	assert(rc == 0);
-	(void)rc;
-}
-
-void store_unlock(struct store *store)
-{
-	int rc = pthread_rwlock_unlock(&store->lock);
-	assert(rc == 0);
-	(void)rc;
-}
 
 const char *store_branch_or_main(const char *branch)
 {
@@ -106,15 +83,9 @@ int store_open(const char *path, const struct store_options *options, struct sto
 		snprintf(store->actor, sizeof store->actor, "%s", options->actor);
 	else
 		default_actor(store->actor);
-	if (pthread_rwlock_init(&store->lock, NULL) != 0) {
-		rc = error_info_set(error, -ENOMEM, "cannot create the store lock");
-		goto cleanup;
-	}
 	rc = manifest_open(path, store->read_only ? MANIFEST_READ_ONLY : 0, &store->manifest, error);
-	if (rc < 0) {
-		pthread_rwlock_destroy(&store->lock);
+	if (rc < 0)
 		goto cleanup;
-	}
 	store->pager = manifest_pager(store->manifest);
 	*out = store;
 	return 0;
@@ -130,26 +101,19 @@ void store_close(struct store *store)
 		return;
 	assert(atomic_load(&store->open_snapshots) == 0);
 	manifest_close(store->manifest);
-	pthread_rwlock_destroy(&store->lock);
 	free(store->path);
 	free(store);
 }
 
 int store_refresh(struct store *store, bool *changed)
 {
-	store_lock_exclusive(store);
-	int rc = manifest_refresh(store->manifest, changed);
-	store_unlock(store);
-	return rc;
+	return manifest_refresh(store->manifest, changed);
 }
 
 uint64_t store_version(struct store *store)
 {
 	struct root_record root;
-	store_lock_shared(store);
-	int rc = manifest_latest(store->manifest, &root);
-	store_unlock(store);
-	return rc < 0 ? 0 : root.version;
+	return manifest_latest(store->manifest, &root) < 0 ? 0 : root.version;
 }
 
 const char *store_path(const struct store *store)
@@ -159,8 +123,8 @@ const char *store_path(const struct store *store)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
-int store_snapshot_resolve(struct store *store, const char *branch, uint64_t version, bool refresh,
-			   struct store_snapshot **out, struct error_info *error)
+int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
+			struct store_snapshot **out, struct error_info *error)
 {
 	*out = NULL;
 	branch = store_branch_or_main(branch);
@@ -169,22 +133,11 @@ int store_snapshot_resolve(struct store *store, const char *branch, uint64_t ver
 	struct store_snapshot *snapshot = calloc(1, sizeof *snapshot);
 	if (!snapshot)
 		return error_info_set(error, -ENOMEM, "out of memory");
-	int rc;
-	if (refresh) {
-		store_lock_exclusive(store);
-		rc = manifest_refresh(store->manifest, NULL);
-		if (rc == 0)
-			rc = version == STORE_LATEST
-				     ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
-				     : manifest_snapshot_at(store->manifest, branch, version,
-							    &snapshot->view);
-	} else {
-		store_lock_shared(store);
-		rc = version == STORE_LATEST
-			     ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
-			     : manifest_snapshot_at(store->manifest, branch, version, &snapshot->view);
-	}
-	store_unlock(store);
+	/* Both refresh first: commits of other processes are seen, and a historical
+	 * version newer than what the handle knew resolves. */
+	int rc = version == STORE_LATEST
+			 ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
+			 : manifest_snapshot_at(store->manifest, branch, version, &snapshot->view);
 	if (rc < 0) {
 		free(snapshot);
 		if (rc == -ENOENT) {
@@ -206,13 +159,6 @@ int store_snapshot_resolve(struct store *store, const char *branch, uint64_t ver
 	atomic_fetch_add(&store->open_snapshots, 1);
 	*out = snapshot;
 	return 0;
-}
-
-int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
-			struct store_snapshot **out, struct error_info *error)
-{
-	/* A historical version newer than what the handle knows needs a refresh too. */
-	return store_snapshot_resolve(store, branch, version, true, out, error);
 }
 
 void store_snapshot_retain(struct store_snapshot *snapshot)
@@ -259,11 +205,8 @@ uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot)
 		if (!block_address_is_null(snapshot->view.branch.head_record)) {
 			struct commit_record record;
 			commit_record_init(&record);
-			struct store *store = snapshot->store;
-			store_lock_shared(store);
-			int rc = manifest_commit_read(store->manifest, snapshot->view.branch.head_record,
-						      &record);
-			store_unlock(store);
+			int rc = manifest_commit_read(snapshot->store->manifest,
+						      snapshot->view.branch.head_record, &record);
 			if (rc == 0)
 				time_us = record.time_us;
 			else
@@ -284,55 +227,34 @@ int store_snapshot_head(struct store_snapshot *snapshot, const char *table, stru
 {
 	if (!table || !schema_name_is_valid(table, strlen(table)))
 		return -ENOENT;
-	struct store *store = snapshot->store;
-	store_lock_shared(store);
-	int rc = manifest_head_find(store->manifest, &snapshot->view, table, out);
-	store_unlock(store);
-	return rc;
+	return manifest_head_find(snapshot->store->manifest, &snapshot->view, table, out);
 }
 
-struct head_list {
-	struct head_row *heads;
-	size_t count;
-	size_t capacity;
+/* Visitors: the manifest returns a visitor's non-zero value as is; the store
+ * API returns a negative one and turns a positive one (stop) into 0. */
+struct head_visit {
+	int (*visit)(const struct head_row *head, void *context);
+	void *context;
 };
 
-static int collect_head(const struct head_row *head, void *context)
+static int visit_head(const struct head_row *head, void *context)
 {
-	struct head_list *list = context;
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 32;
-		struct head_row *heads = realloc(list->heads, capacity * sizeof *heads);
-		if (!heads)
-			return -ENOMEM;
-		list->heads = heads;
-		list->capacity = capacity;
-	}
-	list->heads[list->count++] = *head;
-	return 0;
+	struct head_visit *visit = context;
+	return visit->visit(head, visit->context);
+}
+
+static int visit_result(int rc)
+{
+	return rc > 0 ? 0 : rc;
 }
 
 int store_snapshot_heads(struct store_snapshot *snapshot, bool tombstoned,
 			 int (*visit)(const struct head_row *head, void *context), void *context)
 {
-	struct store *store = snapshot->store;
-	struct head_list list = { 0 };
-	store_lock_shared(store);
-	int rc = manifest_heads_each(store->manifest, &snapshot->view, tombstoned, collect_head, &list);
-	store_unlock(store);
-	if (rc < 0)
-		goto cleanup;
-	rc = 0;
-	for (size_t i = 0; i < list.count; i++) {
-		int stop = visit(&list.heads[i], context);
-		if (stop) {
-			rc = stop < 0 ? stop : 0;
-			break;
-		}
-	}
-cleanup:
-	free(list.heads);
-	return rc;
+	struct head_visit trampoline = { visit, context };
+	int rc = manifest_heads_each(snapshot->store->manifest, &snapshot->view, tombstoned,
+				     visit_head, &trampoline);
+	return visit_result(rc);
 }
 
 int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,
@@ -362,54 +284,23 @@ int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, st
 	return rc;
 }
 
-/* The log is collected as encoded records so that the visitor runs unlocked. */
-static int collect_commit(const struct commit_record *record, void *context)
+struct log_visit {
+	int (*visit)(const struct commit_record *record, void *context);
+	void *context;
+};
+
+static int visit_log(const struct commit_record *record, void *context)
 {
-	struct buf *records = context;
-	size_t length_at = records->size;
-	int rc = buf_put_u32(records, 0);
-	if (rc < 0)
-		return rc;
-	rc = commit_record_encode(record, records);
-	if (rc < 0) {
-		records->size = length_at;
-		return rc;
-	}
-	buf_store_u32(records->data + length_at, (uint32_t)(records->size - length_at - 4));
-	return 0;
+	struct log_visit *visit = context;
+	return visit->visit(record, visit->context);
 }
 
 int store_snapshot_log(struct store_snapshot *snapshot,
 		       int (*visit)(const struct commit_record *record, void *context), void *context)
 {
-	struct store *store = snapshot->store;
-	struct buf records;
-	buf_init(&records);
-	store_lock_shared(store);
-	int rc = manifest_log_each(store->manifest, &snapshot->view, collect_commit, &records);
-	store_unlock(store);
-	if (rc < 0)
-		goto cleanup;
-	rc = 0;
-	size_t position = 0;
-	while (position + 4 <= records.size) {
-		uint32_t length = buf_load_u32(records.data + position);
-		position += 4;
-		struct commit_record record;
-		rc = commit_record_decode(records.data + position, length, &record);
-		if (rc < 0)
-			break;
-		position += length;
-		int stop = visit(&record, context);
-		commit_record_free(&record);
-		if (stop) {
-			rc = stop < 0 ? stop : 0;
-			break;
-		}
-	}
-cleanup:
-	buf_free(&records);
-	return rc;
+	struct log_visit trampoline = { visit, context };
+	int rc = manifest_log_each(snapshot->store->manifest, &snapshot->view, visit_log, &trampoline);
+	return visit_result(rc);
 }
 
 /* ---- table contents ------------------------------------------------------------ */
@@ -487,13 +378,11 @@ int store_commit_find(struct store *store, const char *ulid_text, uint64_t *vers
 	uint64_t found_version = 0;
 	struct commit_record record;
 	commit_record_init(&record);
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc == 0)
 		rc = manifest_commit_find(store->manifest, &id, &found_version, &address);
 	if (rc == 0)
 		rc = manifest_commit_read(store->manifest, address, &record);
-	store_unlock(store);
 	if (rc == 0) {
 		if (version)
 			*version = found_version;
@@ -504,59 +393,36 @@ int store_commit_find(struct store *store, const char *ulid_text, uint64_t *vers
 	return rc;
 }
 
-struct branch_list {
-	struct store_branch_info *branches;
-	size_t count;
-	size_t capacity;
+struct branch_visit {
+	int (*visit)(const struct store_branch_info *branch, void *context);
+	void *context;
 };
 
-static int collect_branch(const struct branch_record *branch, void *context)
+static int visit_branch(const struct branch_record *branch, void *context)
 {
-	struct branch_list *list = context;
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 8;
-		struct store_branch_info *branches = realloc(list->branches, capacity * sizeof *branches);
-		if (!branches)
-			return -ENOMEM;
-		list->branches = branches;
-		list->capacity = capacity;
-	}
-	struct store_branch_info *info = &list->branches[list->count++];
-	memset(info, 0, sizeof *info);
-	snprintf(info->name, sizeof info->name, "%s", branch->name);
-	snprintf(info->forked_from, sizeof info->forked_from, "%s", branch->forked_from);
-	info->fork_version = branch->fork_version;
-	info->head_version = branch->head_version;
+	struct branch_visit *visit = context;
+	struct store_branch_info info;
+	memset(&info, 0, sizeof info);
+	snprintf(info.name, sizeof info.name, "%s", branch->name);
+	snprintf(info.forked_from, sizeof info.forked_from, "%s", branch->forked_from);
+	info.fork_version = branch->fork_version;
+	info.head_version = branch->head_version;
 	if (!ulid_is_zero(&branch->head_commit))
-		ulid_format(&branch->head_commit, info->head_commit);
-	return 0;
+		ulid_format(&branch->head_commit, info.head_commit);
+	return visit->visit(&info, visit->context);
 }
 
 int store_branches(struct store *store,
 		   int (*visit)(const struct store_branch_info *branch, void *context), void *context)
 {
-	struct branch_list list = { 0 };
+	struct branch_visit trampoline = { visit, context };
 	struct root_record root;
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc == 0)
 		rc = manifest_latest(store->manifest, &root);
 	if (rc == 0)
-		rc = manifest_branches_each(store->manifest, &root, collect_branch, &list);
-	store_unlock(store);
-	if (rc < 0)
-		goto cleanup;
-	rc = 0;
-	for (size_t i = 0; i < list.count; i++) {
-		int stop = visit(&list.branches[i], context);
-		if (stop) {
-			rc = stop < 0 ? stop : 0;
-			break;
-		}
-	}
-cleanup:
-	free(list.branches);
-	return rc;
+		rc = manifest_branches_each(store->manifest, &root, visit_branch, &trampoline);
+	return visit_result(rc);
 }
 
 int store_branch_create(struct store *store, const char *name, const char *from,
@@ -567,14 +433,10 @@ int store_branch_create(struct store *store, const char *name, const char *from,
 	if (!name || !schema_name_is_valid(name, strlen(name)))
 		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"",
 				      name ? name : "");
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc == 0)
-		rc = manifest_branch_create(store->manifest, name, store_branch_or_main(from), error);
-	else
-		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	store_unlock(store);
-	return rc;
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), error);
 }
 
 int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
@@ -584,14 +446,10 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 		return error_info_set(error, -EROFS, "the store is open read-only");
 	if (!name || !schema_name_is_valid(name, strlen(name)))
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc == 0)
-		rc = manifest_branch_delete(store->manifest, name, mounted_branch, error);
-	else
-		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	store_unlock(store);
-	return rc;
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	return manifest_branch_delete(store->manifest, name, mounted_branch, error);
 }
 
 /* ---- stats, verify, repair ------------------------------------------------------------ */
@@ -625,58 +483,30 @@ int store_stats_json(struct store *store, struct buf *out)
 	return rc;
 }
 
-struct finding_list {
-	struct buf text;   /* NUL-separated findings */
-	int failed;
-};
-
-static void collect_finding(const char *finding, void *context)
+static void ignore_finding(const char *finding, void *context)
 {
-	struct finding_list *list = context;
-	if (buf_append(&list->text, finding, strlen(finding) + 1) < 0)
-		list->failed = 1;
+	(void)finding;
+	(void)context;
 }
 
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),
 		 void *context)
 {
-	struct finding_list list = { .failed = 0 };
-	buf_init(&list.text);
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
-	store_unlock(store);
-	if (rc < 0)
-		goto cleanup;
-	store_lock_shared(store);
-	rc = manifest_verify(store->manifest, collect_finding, &list);
-	store_unlock(store);
-	if (list.failed && rc >= 0)
-		rc = -ENOMEM;
-	if (report) {
-		size_t position = 0;
-		while (position < list.text.size) {
-			const char *finding = (const char *)list.text.data + position;
-			report(finding, context);
-			position += strlen(finding) + 1;
-		}
-	}
-cleanup:
-	buf_free(&list.text);
-	return rc;
+	if (rc < 0 && rc != -EIO)
+		return rc;
+	/* A damaged latest root is itself a finding: verify reports it. */
+	return manifest_verify(store->manifest, report ? report : ignore_finding, context);
 }
 
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
-	store_lock_exclusive(store);
 	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc == 0)
-		rc = manifest_repair(store->manifest, repaired_branches, error);
-	else
-		error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	store_unlock(store);
-	return rc;
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	return manifest_repair(store->manifest, repaired_branches, error);
 }
 
 /* ---- test support ---------------------------------------------------------------------- */
@@ -686,43 +516,10 @@ const char *const *store_failpoint_names(void)
 	return io_failpoint_names();
 }
 
-/* docs/FORMAT.md §2: magic at 0, format version at 8, checksum of 0..47 at 48. */
-#define HEADER_CHECKED_SIZE 48
-#define HEADER_VERSION_OFFSET 8
-
 int store_stamp_format(const char *path, uint32_t format_version, struct error_info *error)
 {
-	int directory = io_directory_open(path);
-	if (directory < 0)
-		return error_info_set(error, directory, "cannot open %s: %s", path, strerror(-directory));
-	struct io_file manifest = { .descriptor = -1, .class = IO_MANIFEST };
-	uint8_t header[HEADER_CHECKED_SIZE + 8];
-	int rc = io_file_open(directory, "manifest", O_RDWR, IO_MANIFEST, &manifest);
-	if (rc < 0) {
-		error_info_set(error, rc, "cannot open %s/manifest: %s", path, strerror(-rc));
-		goto cleanup;
-	}
-	rc = io_pread(&manifest, header, sizeof header, 0);
-	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the header of %s/manifest", path);
-		goto cleanup;
-	}
-	if (memcmp(header, "GRAPHFS\0", 8) != 0 ||
-	    buf_load_u64(header + HEADER_CHECKED_SIZE) != codec_hash(header, HEADER_CHECKED_SIZE)) {
-		rc = error_info_set(error, -EIO, "%s/manifest does not start with a valid graphfs header",
-				    path);
-		goto cleanup;
-	}
-	buf_store_u32(header + HEADER_VERSION_OFFSET, format_version);
-	buf_store_u64(header + HEADER_CHECKED_SIZE, codec_hash(header, HEADER_CHECKED_SIZE));
-	rc = io_pwrite(&manifest, header, sizeof header, 0);
-	if (rc == 0)
-		rc = io_fsync(&manifest);
+	int rc = manifest_stamp_format(path, format_version);
 	if (rc < 0)
-		error_info_set(error, rc, "cannot write the header of %s/manifest: %s", path,
-			       strerror(-rc));
-cleanup:
-	io_file_close(&manifest);
-	close(directory);
+		error_info_set(error, rc, "cannot stamp the format of %s: %s", path, strerror(-rc));
 	return rc;
 }

@@ -6,11 +6,11 @@
  * holding a later one):
  *   1. store_writer.lock   one writer's input state (line carry, counters)
  *   2. store_txn.lock      the transaction's operations and stages
- *   3. store.lock          rwlock over the manifest handle: shared for reads
- *                          through it, exclusive for refresh, commit, branch
- *                          operations, intents and repair
- * Visitors supplied by callers are never called with store.lock held, so a
- * visitor may call back into the store.
+ * The manifest handle is thread-safe by itself (its state and publish
+ * mutexes; reads through a snapshot touch only immutable blocks), so the
+ * store adds no lock around it: readers of pinned snapshots never wait for a
+ * commit's fsync. Caller-supplied visitors run with no store or transaction
+ * lock held, so a visitor may call back into the store.
  */
 #ifndef GRAPHFS_STORE_INT_H
 #define GRAPHFS_STORE_INT_H
@@ -28,7 +28,6 @@
 struct store {
 	struct manifest *manifest;
 	struct pager *pager;              /* owned by the manifest */
-	pthread_rwlock_t lock;            /* see the locking order above */
 	char *path;
 	bool read_only;
 	enum codec_kind codec;
@@ -46,15 +45,6 @@ struct store_snapshot {
 	atomic_bool time_known;
 	uint64_t time_us;
 };
-
-/* Shared / exclusive access to the manifest handle. */
-void store_lock_shared(struct store *store);
-void store_lock_exclusive(struct store *store);
-void store_unlock(struct store *store);
-
-/* store_snapshot_open without a refresh for STORE_LATEST when refresh is false. */
-int store_snapshot_resolve(struct store *store, const char *branch, uint64_t version, bool refresh,
-			   struct store_snapshot **out, struct error_info *error);
 
 /* Reads the table version record and schema of a live head. 0 or -errno. */
 int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,

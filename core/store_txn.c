@@ -206,7 +206,7 @@ int store_txn_begin(struct store *store, const char *branch, struct store_txn **
 	branch = store_branch_or_main(branch);
 	snprintf(txn->branch, sizeof txn->branch, "%s", branch);
 	txn->store = store;
-	int rc = store_snapshot_resolve(store, branch, STORE_LATEST, true, &txn->snapshot, error);
+	int rc = store_snapshot_open(store, branch, STORE_LATEST, &txn->snapshot, error);
 	if (rc < 0) {
 		free(txn);
 		return rc;
@@ -301,9 +301,7 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 {
 	struct store_txn *txn = context;
 	if (!txn->intent) {
-		store_lock_exclusive(txn->store);
 		int rc = manifest_intent_begin(txn->store->manifest, &txn->intent);
-		store_unlock(txn->store);
 		if (rc < 0) {
 			txn->intent = NULL;
 			return rc;
@@ -1003,9 +1001,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
 	struct manifest_commit_result published;
-	store_lock_exclusive(store);
 	rc = manifest_commit(store->manifest, &request, &published, error);
-	store_unlock(store);
 	if (rc < 0) {
 		if (error && !error->message[0])
 			error_info_set(error, rc, "the commit was refused: %s", strerror(-rc));
@@ -1028,10 +1024,10 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	locked_writers = 0;
 	txn->op_count = 0;
 	txn->staged_bytes = 0;
-	/* No refresh needed: the publish made this handle's latest at least ours. If the
-	 * re-pin fails (out of memory), the old pin stays and later commits re-validate. */
+	/* If the re-pin fails (out of memory, I/O), the old pin stays and later
+	 * commits re-validate against the newest heads anyway. */
 	struct store_snapshot *snapshot = NULL;
-	if (store_snapshot_resolve(store, txn->branch, STORE_LATEST, false, &snapshot, NULL) == 0) {
+	if (store_snapshot_open(store, txn->branch, STORE_LATEST, &snapshot, NULL) == 0) {
 		store_snapshot_release(txn->snapshot);
 		txn->snapshot = snapshot;
 	}

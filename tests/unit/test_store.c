@@ -178,6 +178,21 @@ static const char *person_schema =
 static const char *knows_schema =
 	"{\"kind\":\"edge\",\"from\":\"Person\",\"to\":\"Person\",\"properties\":{}}";
 
+static struct store *store_with_people(void)
+{
+	struct store *store = open_store();
+	if (!store)
+		return NULL;
+	struct error_info error;
+	if (apply_schema(store, "Person", person_schema) < 0 ||
+	    write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error) < 0 ||
+	    apply_schema(store, "Knows", knows_schema) < 0) {
+		store_close(store);
+		return NULL;
+	}
+	return store;
+}
+
 /* ---- reading what was written --------------------------------------------------- */
 
 TEST(written_rows_read_back_as_canonical_bytes)
@@ -517,6 +532,147 @@ TEST(the_default_commit_message_summarises_the_operations)
 	store_close(store);
 }
 
+TEST(a_writer_after_a_schema_change_in_the_same_transaction_validates_against_it)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	const char *wider =
+		"{\"kind\":\"node\",\"properties\":{\"name\":{\"type\":\"string\",\"nullable\":true},"
+		"\"age\":{\"type\":\"i64\",\"nullable\":true},\"email\":{\"type\":\"string\",\"nullable\":true}}}";
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_schema(txn, "Person", wider, strlen(wider), &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "p", &writer, &error), 0);
+	const char *row = "{\"id\":\"e\",\"email\":\"e@x\"}\n";
+	CHECK_EQ(store_writer_write(writer, row, strlen(row), &error), 0);
+	struct store_commit_result result;
+	CHECK_EQ(store_txn_commit(txn, NULL, &result, &error), 0);
+	store_txn_free(txn);
+	struct buf bytes;
+	buf_init(&bytes);
+	CHECK_EQ(read_table(store, "Person", STORE_LATEST, &bytes), 0);
+	CHECK(strstr(buf_cstr(&bytes), "{\"id\":\"e\",\"email\":\"e@x\"}\n"));
+	buf_free(&bytes);
+	store_close(store);
+}
+
+TEST(an_incompatible_schema_change_is_refused_when_staged)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	const char *narrower = "{\"kind\":\"node\",\"properties\":{\"name\":{\"type\":\"i64\",\"nullable\":true}}}";
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_schema(txn, "Person", narrower, strlen(narrower), &error), -EINVAL);
+	CHECK(strcmp(error.path, "schema/Person.json") == 0);
+	CHECK_EQ(store_txn_size(txn), 0);
+	store_txn_free(txn);
+	store_close(store);
+}
+
+TEST(a_writer_of_a_table_renamed_in_the_same_transaction_writes_the_renamed_table)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(apply_schema(store, "Person", person_schema), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_rename(txn, "Person", "People", &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "People", STORE_MERGE, 0, "p", &writer, &error), 0);
+	/* validated against Person's schema: an unknown property is refused */
+	const char *bad = "{\"id\":\"q\",\"shoe\":1}\n";
+	CHECK_EQ(store_writer_write(writer, bad, strlen(bad), &error), -EINVAL);
+	store_writer_discard(writer);
+	CHECK_EQ(store_txn_writer(txn, "People", STORE_MERGE, 0, "p", &writer, &error), 0);
+	const char *row = "{\"id\":\"q\",\"age\":7}\n";
+	CHECK_EQ(store_writer_write(writer, row, strlen(row), &error), 0);
+	int rc = store_txn_commit(txn, NULL, NULL, &error);
+	if (rc < 0)
+		fprintf(stderr, "    commit: %s\n", error.message);
+	CHECK_EQ(rc, 0);
+	store_txn_free(txn);
+	struct buf expected;
+	buf_init(&expected);
+	buf_printf(&expected, "%s{\"id\":\"q\",\"age\":7}\n", person_canonical);
+	CHECK(table_equals(store, "People", buf_cstr(&expected)));
+	buf_free(&expected);
+	store_close(store);
+}
+
+TEST(a_discarded_writer_leaves_nothing_in_the_commit)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *kept = NULL, *dropped = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Kept", STORE_OVERWRITE, 0, "k", &kept, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Dropped", STORE_OVERWRITE, 0, "d", &dropped, &error), 0);
+	struct store_writer *second = NULL;
+	CHECK_EQ(store_txn_writer(txn, "Kept", STORE_MERGE, 0, "k2", &second, &error), -EBUSY);
+	CHECK(second == NULL);
+	CHECK_EQ(store_writer_write(kept, "{\"id\":\"k\"}\n", 11, &error), 0);
+	CHECK_EQ(store_writer_write(dropped, "{\"id\":\"d\"}\n", 11, &error), 0);
+	store_writer_discard(dropped);
+	CHECK_EQ(store_txn_size(txn), 1);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Kept", &head), 0);
+	CHECK_EQ(store_snapshot_head(snapshot, "Dropped", &head), -ENOENT);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
+TEST(an_edit_based_on_a_version_the_table_has_left_is_ebusy)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &head), 0);
+	store_snapshot_release(snapshot);
+	/* an editor copies version head.table_version; meanwhile someone else commits */
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_OVERWRITE, head.table_version, "p", &writer,
+				  &error), 0);
+	CHECK_EQ(store_writer_write(writer, person_rows, strlen(person_rows), &error), 0);
+	CHECK_EQ(write_table(store, "Person", STORE_MERGE, "{\"id\":\"x\",\"name\":\"X\"}\n", NULL,
+			     &error), 0);
+	uint64_t version = store_version(store);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -EBUSY);
+	CHECK_EQ(store_version(store), version);
+	store_txn_free(txn);
+	store_close(store);
+}
+
+TEST(rows_with_from_and_to_need_an_edge_schema_first)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	const char *edge = "{\"id\":\"e\",\"from\":\"a\",\"to\":\"b\"}\n";
+	CHECK_EQ(write_table(store, "Edge", STORE_OVERWRITE, edge, NULL, &error), -EINVAL);
+	CHECK_EQ(error.line, 1);
+	CHECK(strstr(error.message, "schema"));
+	CHECK_EQ(store_version(store), 0);
+	store_close(store);
+}
+
 /* ---- refused input: errno, path and line, and the store unchanged ------------------ */
 
 struct refusal {
@@ -575,21 +731,6 @@ static void check_refused(struct store *store, const struct refusal *refusal, bo
 	CHECK(strcmp(buf_cstr(&before), buf_cstr(&after)) == 0);
 	buf_free(&before);
 	buf_free(&after);
-}
-
-static struct store *store_with_people(void)
-{
-	struct store *store = open_store();
-	if (!store)
-		return NULL;
-	struct error_info error;
-	if (apply_schema(store, "Person", person_schema) < 0 ||
-	    write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error) < 0 ||
-	    apply_schema(store, "Knows", knows_schema) < 0) {
-		store_close(store);
-		return NULL;
-	}
-	return store;
 }
 
 TEST(malformed_json_is_refused_with_path_and_line)
@@ -944,6 +1085,52 @@ TEST(two_threads_committing_concurrently_both_land)
 	store_close(store);
 }
 
+struct shared_reader {
+	struct store_snapshot *snapshot;
+	int mismatches;
+};
+
+static void *read_repeatedly(void *context)
+{
+	struct shared_reader *reader = context;
+	for (int i = 0; i < 50; i++) {
+		struct buf bytes;
+		buf_init(&bytes);
+		if (read_snapshot_table(reader->snapshot, "Person", &bytes) < 0 ||
+		    strcmp(buf_cstr(&bytes), person_canonical) != 0)
+			reader->mismatches++;
+		struct head_row head;
+		if (store_snapshot_head(reader->snapshot, "Person", &head) < 0 || head.row_count != 3)
+			reader->mismatches++;
+		buf_free(&bytes);
+	}
+	return NULL;
+}
+
+TEST(threads_sharing_a_snapshot_read_the_same_bytes_while_commits_land)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct shared_reader readers[2] = { { snapshot, 0 }, { snapshot, 0 } };
+	struct committer writer = { store, "Other", 10, 0 };
+	pthread_t threads[3];
+	CHECK_EQ(pthread_create(&threads[0], NULL, read_repeatedly, &readers[0]), 0);
+	CHECK_EQ(pthread_create(&threads[1], NULL, read_repeatedly, &readers[1]), 0);
+	CHECK_EQ(pthread_create(&threads[2], NULL, commit_repeatedly, &writer), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(threads[i], NULL);
+	CHECK_EQ(readers[0].mismatches, 0);
+	CHECK_EQ(readers[1].mismatches, 0);
+	CHECK_EQ(writer.failures, 0);
+	CHECK_EQ(store_version(store), 11);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
 TEST(commit_find_gives_the_version_and_branch_of_a_commit)
 {
 	struct store *store = open_store();
@@ -1068,3 +1255,4 @@ int main(void)
 {
 	return harness_run();
 }
+
