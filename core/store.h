@@ -50,8 +50,8 @@ struct store_writer;
 struct store_options {
 	bool read_only;             /* no recovery, no writes (-EROFS) */
 	int codec;                  /* 0 zstd (default), 2 lz4 — for table fragments */
-	size_t row_max;             /* longest accepted input line (bytes); 0: 1 MiB. Longer: -EFBIG */
-	uint64_t staged_max;        /* most bytes one transaction may stage; 0: unlimited. More: -ENOSPC */
+	size_t row_max;             /* longest accepted input line (bytes, without its "\n"); 0: 1 MiB. Longer: -EFBIG */
+	uint64_t staged_max;        /* most input bytes ("\n" included) one transaction may stage; 0: unlimited. More: -ENOSPC */
 	const char *actor;          /* recorded in commits; NULL: "$USER@host" */
 };
 
@@ -142,7 +142,8 @@ int store_txn_begin(struct store *store, const char *branch, struct store_txn **
 /* Staging mode: edge endpoints missing from the snapshot are checked at commit
  * against the snapshot plus every staged table, instead of at write. */
 void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer);
-/* The snapshot the transaction validates against (not retained for the caller). */
+/* The snapshot the transaction validates against (not retained for the caller:
+ * valid until the transaction's next successful commit or its free). */
 struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
 
 /*

@@ -1039,6 +1039,45 @@ TEST(an_import_of_a_bad_file_publishes_nothing)
 	store_close(store);
 }
 
+TEST(a_refused_write_that_spilled_to_a_segment_leaves_the_store_byte_identical)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
+	struct buf before, after;
+	buf_init(&before);
+	buf_init(&after);
+	fingerprint(store, &before);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Big", STORE_OVERWRITE, 0, "big.jsonl", &writer, &error), 0);
+	uint64_t staged = 0;
+	char line[128];
+	for (int i = 0; staged <= TABLE_INLINE_LIMIT + (1u << 20); i++) {
+		int length = snprintf(line, sizeof line, "{\"id\":\"r%08d\",\"text\":\"%s\"}\n", i,
+				      "the quick brown fox jumps over the lazy dog, again and again");
+		CHECK_EQ(store_writer_write(writer, line, (size_t)length, &error), 0);
+		staged += (uint64_t)length;
+	}
+	/* The rows spilled: a segment and its recovery sidecar exist now. */
+	char directory[4096];
+	snprintf(directory, sizeof directory, "%s/segments", store_path(store));
+	struct stat status;
+	CHECK(stat(directory, &status) == 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"r00000001\"}\n", 19, &error), -EINVAL);
+	CHECK(strstr(error.message, "duplicate id"));
+	store_txn_free(txn);
+	fingerprint(store, &after);
+	if (strcmp(buf_cstr(&before), buf_cstr(&after)) != 0)
+		fprintf(stderr, "    before:\n%s    after:\n%s", buf_cstr(&before), buf_cstr(&after));
+	CHECK(strcmp(buf_cstr(&before), buf_cstr(&after)) == 0);
+	buf_free(&before);
+	buf_free(&after);
+	store_close(store);
+}
+
 /* ---- concurrency, commits, branches, stats ------------------------------------------ */
 
 struct committer {
