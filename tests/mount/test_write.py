@@ -436,3 +436,37 @@ def test_a_read_only_mount_refuses_writes(store, mounter):
         open(m.path("tables", "Person.jsonl"), "a")
     assert error.value.errno == errno.EROFS
     assert table(m) == jsonl(PEOPLE)
+
+
+def test_vim_renaming_its_backup_publishes_one_overwrite(m):
+    # With backupcopy=no vim renames the file to its backup, writes a new file
+    # and removes the backup: one overwrite, no drop.
+    before = m.log_count()
+    m.sh(f"{vim_binary()} -es -c 'set nocompatible' -c 'set backupcopy=no' -c 'set writebackup' "
+         f"-c '%s/Bob/Rob/' -c 'wq' tables/Person.jsonl")
+    one_commit(m, before, "overwrite")
+    assert table(m) == jsonl([{"id": "a", "name": "Ada"}, {"id": "b", "name": "Rob"}])
+    assert sorted(os.listdir(m.path("tables"))) == ["Person.jsonl"]
+
+
+def test_mv_to_a_scratch_name_hides_the_table_without_a_commit(m):
+    before = m.log_count()
+    m.sh("mv tables/Person.jsonl tables/Person.bak")
+    assert sorted(os.listdir(m.path("tables"))) == ["Person.bak"]
+    assert m.read("tables", "Person.bak") == jsonl(PEOPLE)
+    assert m.log_count() == before
+    assert exported(m) == jsonl(PEOPLE)
+
+
+def test_mv_to_a_scratch_name_then_rm_drops_the_table(m):
+    before = m.log_count()
+    m.sh("mv tables/Person.jsonl tables/Person.bak && rm tables/Person.bak")
+    one_commit(m, before, "drop")
+    assert os.listdir(m.path("tables")) == []
+
+
+def test_touch_of_a_new_name_creates_an_empty_table(m):
+    m.sh("touch tables/Empty.jsonl")
+    assert wait_for(lambda: m.path("heads", "Empty.json").exists())
+    assert table(m, "Empty") == ""
+    assert m.head("Empty")["row_count"] == 0
