@@ -116,10 +116,21 @@ struct invalidation {
 	size_t entry_count;
 	size_t entry_capacity;
 	const char *branch;           /* NULL: every live view */
-	const char *const *names;
+	const char *const *names;     /* NULL: every file; else only these tables' files and logs */
 	size_t name_count;
+	bool removed;                 /* the names went away: invalidate their entries too */
 	struct mount *mount;
 };
+
+static bool names_match(const struct invalidation *work, const struct node *node)
+{
+	if (!work->names || node->kind == NODE_LOG_FILE)
+		return true;
+	for (size_t i = 0; i < work->name_count; i++)
+		if (strcmp(node->table, work->names[i]) == 0)
+			return true;
+	return false;
+}
 
 static void add_inode(struct invalidation *work, fuse_ino_t id)
 {
@@ -158,9 +169,12 @@ static void collect_live(struct node *node, void *context)
 		return;
 	fuse_ino_t id = inode_id(work->mount, node);
 	if (!node_is_directory(node->kind)) {
-		add_inode(work, id);
+		if (names_match(work, node))
+			add_inode(work, id);
 		return;
 	}
+	if (!work->removed)
+		return;
 	const char *suffix = NULL;
 	if (node->kind == NODE_TABLES_DIR)
 		suffix = ".jsonl";
@@ -178,10 +192,10 @@ static void collect_live(struct node *node, void *context)
 }
 
 static void invalidate(struct mount *mount, const char *branch, const char *const *names,
-		       size_t name_count)
+		       size_t name_count, bool removed)
 {
 	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
-				     .mount = mount };
+				     .removed = removed, .mount = mount };
 	inode_visit(mount, collect_live, &work);
 	if (mount->session) {
 		for (size_t i = 0; i < work.inode_count; i++)
@@ -196,10 +210,10 @@ static void invalidate(struct mount *mount, const char *branch, const char *cons
 }
 
 void mount_invalidate_branch(struct mount *mount, const char *branch, const char *const *names,
-			     size_t name_count)
+			     size_t name_count, bool removed)
 {
 	view_cache_drop_live(mount);
-	invalidate(mount, branch, names, name_count);
+	invalidate(mount, branch, names, name_count, removed);
 }
 
 void mount_refresh(struct mount *mount)
@@ -223,7 +237,7 @@ void mount_refresh(struct mount *mount)
 		view_cache_drop_live(mount);
 		/* Attributes only: entries of a directory whose lookup is in flight
 		 * cannot be invalidated from here; they expire after the live timeout. */
-		invalidate(mount, NULL, NULL, 0);
+		invalidate(mount, NULL, NULL, 0, false);
 	}
 }
 

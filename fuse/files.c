@@ -697,7 +697,7 @@ int staging_commit(struct mount *mount, const char *branch, const char *message,
 	pthread_mutex_unlock(&workspace->commit_lock);
 	/* Not under commit_lock: a request holding a directory lock may be waiting for it. */
 	if (committed)
-		mount_invalidate_branch(mount, branch, names, count);
+		mount_invalidate_branch(mount, branch, names, count, true);
 	free(staged);
 	free(tables);
 	free(names);
@@ -1223,7 +1223,7 @@ static void after_publish(struct mount *mount, struct open_file *file)
 		file->pending_registered = false;
 	}
 	hidden_set(mount, file->branch, file->table, false);
-	mount_invalidate_branch(mount, file->branch, names, 1);
+	mount_invalidate_branch(mount, file->branch, names, 1, false);
 }
 
 static int publish_stream(struct mount *mount, struct open_file *file)
@@ -1391,7 +1391,7 @@ void file_release(struct mount *mount, struct open_file *file)
 	/* A creation that never published: its name goes away again. */
 	if (was_pending && still_pending) {
 		const char *names[1] = { table };
-		mount_invalidate_branch(mount, branch, names, 1);
+		mount_invalidate_branch(mount, branch, names, 1, true);
 	}
 }
 
@@ -1504,8 +1504,10 @@ int file_truncate(struct mount *mount, struct node *node, struct open_file *file
 
 /* ---- unlink and rename ------------------------------------------------------------------------ */
 
-int files_unlink(struct mount *mount, struct node *parent, const char *name)
+int files_unlink(struct mount *mount, struct node *parent, const char *name,
+		 char dropped[JOURNAL_NAME_MAX + 1])
 {
+	dropped[0] = '\0';
 	if (parent->view.version != 0)
 		return -EROFS;
 	if (mount->read_only)
@@ -1552,6 +1554,7 @@ int files_unlink(struct mount *mount, struct node *parent, const char *name)
 				if (rc < 0)
 					return rc;
 				hidden_set(mount, parent->view.branch, detached, false);
+				snprintf(dropped, JOURNAL_NAME_MAX + 1, "%s", detached);
 			}
 			return 0;
 		}
@@ -1580,6 +1583,8 @@ int files_unlink(struct mount *mount, struct node *parent, const char *name)
 		}
 		rc = commit_transaction(mount, txn, NULL, path);
 		store_txn_free(txn);
+		if (rc == 0)
+			snprintf(dropped, JOURNAL_NAME_MAX + 1, "%s", table);
 		return rc;
 	}
 	case NODE_HEADS_DIR:

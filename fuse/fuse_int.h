@@ -227,9 +227,12 @@ int mount_errors_render(struct mount *mount, struct buf *out);
 /* Picks up other processes' commits, at most once per interval; invalidates live attrs. */
 void mount_refresh(struct mount *mount);
 /* After a commit on branch by this mount: drops cached live snapshots and tells the
- * kernel. names are table names whose entries changed (created, dropped, renamed). */
+ * kernel that the live files of the tables in names (and the branch's log) changed;
+ * removed: those names went away (drop, rename, failed creation), so their cached
+ * directory entries go too. Not to be called while the request holds a lock the
+ * kernel needs for the notification (see daemon.c). */
 void mount_invalidate_branch(struct mount *mount, const char *branch, const char *const *names,
-			     size_t name_count);
+			     size_t name_count, bool removed);
 uint64_t mount_now_ms(void);
 
 /* ---- inode.c ---------------------------------------------------------------- */
@@ -309,7 +312,9 @@ int file_truncate(struct mount *mount, struct node *node, struct open_file *file
 int64_t file_pending_size(struct mount *mount, const struct node *node);
 
 /* Directory operations on live views. */
-int files_unlink(struct mount *mount, struct node *parent, const char *name);
+/* dropped receives the table dropped ("" if none), for invalidation after the reply. */
+int files_unlink(struct mount *mount, struct node *parent, const char *name,
+		 char dropped[JOURNAL_NAME_MAX + 1]);
 /* changed receives the table names whose entries changed (for invalidation after the reply). */
 int files_rename(struct mount *mount, struct node *parent, const char *name, struct node *new_parent,
 		 const char *new_name, char changed[2][JOURNAL_NAME_MAX + 1]);

@@ -459,7 +459,7 @@ static void op_setattr(fuse_req_t request, fuse_ino_t id, struct stat *attr, int
 	fuse_reply_attr(request, &st, view_timeout(node));
 	if (published) {
 		const char *names[1] = { node->table };
-		mount_invalidate_branch(mount, node->view.branch, names, 1);
+		mount_invalidate_branch(mount, node->view.branch, names, 1, false);
 	}
 }
 
@@ -560,16 +560,14 @@ static void op_unlink(fuse_req_t request, fuse_ino_t parent_id, const char *name
 	struct mount *mount = request_mount(request);
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *parent = node_of(request, parent_id);
-	int rc = files_unlink(mount, parent, name);
+	char dropped[JOURNAL_NAME_MAX + 1];
+	int rc = files_unlink(mount, parent, name, dropped);
 	if (rc == 0)
 		inode_detach(mount, parent, name);
 	fuse_reply_err(request, -rc);
-	if (rc == 0 && parent->kind == NODE_TABLES_DIR) {
-		char table[JOURNAL_NAME_MAX + 1];
-		if (table_name_from_file(name, ".jsonl", table)) {
-			const char *names[1] = { table };
-			mount_invalidate_branch(mount, parent->view.branch, names, 1);
-		}
+	if (rc == 0 && dropped[0]) {
+		const char *names[1] = { dropped };
+		mount_invalidate_branch(mount, parent->view.branch, names, 1, true);
 	}
 }
 
@@ -610,7 +608,7 @@ static void op_rename(fuse_req_t request, fuse_ino_t parent_id, const char *name
 	if (rc == 0 && (changed[0][0] || changed[1][0])) {
 		const char *names[2] = { changed[0], changed[1] };
 		size_t count = changed[1][0] ? 2 : 1;
-		mount_invalidate_branch(mount, parent->view.branch, names, count);
+		mount_invalidate_branch(mount, parent->view.branch, names, count, true);
 	}
 }
 
