@@ -1111,6 +1111,13 @@ static ssize_t write_staged(struct mount *mount, struct open_file *file, const c
 		return file->failed;
 	pthread_mutex_lock(&workspace->commit_lock);
 	ssize_t result = (ssize_t)size;
+	if (!scratch->named) {
+		/* Removed or committed meanwhile: the bytes stay private. */
+		int rc = write_all(scratch->descriptor, bytes, size, (uint64_t)offset);
+		if (rc < 0)
+			result = rc;
+		goto out;
+	}
 	if (file->staged_edit) {
 		int rc = write_all(scratch->descriptor, bytes, size, (uint64_t)offset);
 		if (rc < 0)
@@ -1188,7 +1195,8 @@ ssize_t file_write(struct mount *mount, struct open_file *file, const char *byte
 		break;
 	}
 	case FILE_SCRATCH:
-		if (file->scratch->staged && (file->staged_stream || file->staged_edit)) {
+		/* A staged file removed (or committed) while open is a plain private file now. */
+		if (file->scratch->staged && file->scratch->named && (file->staged_stream || file->staged_edit)) {
 			result = write_staged(mount, file, bytes, size, offset);
 		} else {
 			uint64_t at = file->append ? descriptor_size(file->scratch->descriptor) : (uint64_t)offset;
@@ -1342,7 +1350,7 @@ static int publish(struct mount *mount, struct open_file *file, bool releasing)
 			file->failed = rc;
 		return rc;
 	case FILE_SCRATCH:
-		if (file->scratch->staged && file->staged_edit) {
+		if (file->scratch->staged && file->scratch->named && file->staged_edit) {
 			struct workspace *workspace = file->scratch->workspace;
 			pthread_mutex_lock(&workspace->commit_lock);
 			if (file->scratch->named && file->scratch->writer_failed)
@@ -1460,7 +1468,7 @@ static int truncate_open(struct mount *mount, struct open_file *file, uint64_t s
 		struct scratch *scratch = file->scratch;
 		if (ftruncate(scratch->descriptor, (off_t)size) != 0)
 			return -errno;
-		if (scratch->staged) {
+		if (scratch->staged && scratch->named) {
 			struct workspace *workspace = scratch->workspace;
 			pthread_mutex_lock(&workspace->commit_lock);
 			int result = staged_rebuild(mount, workspace, scratch);

@@ -348,7 +348,9 @@ static void op_init(void *userdata, struct fuse_conn_info *connection)
 		connection->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (connection->capable & FUSE_CAP_READDIRPLUS)
 		connection->want |= FUSE_CAP_READDIRPLUS;
-	connection->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* Writes must reach the daemon in order and synchronously: streams are
+	 * validated write by write, and each close publishes. */
+	connection->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ASYNC_DIO);
 	if (connection->max_readahead > GRAPHFS_IO_MAX)
 		connection->max_readahead = GRAPHFS_IO_MAX;
 }
