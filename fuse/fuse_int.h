@@ -279,6 +279,9 @@ int view_render(struct mount *mount, const struct node *node, struct store_snaps
 		struct buf *out);
 /* Fills *st for node. 0, -ENOENT (gone), -errno. */
 int view_attr(struct mount *mount, struct node *node, struct stat *st);
+/* The same for table, head and dropped-head files from their head row (no store I/O). */
+bool view_attr_has_head(enum node_kind kind);
+int view_attr_head(struct mount *mount, struct node *node, const struct head_row *head, struct stat *st);
 /* Whether table names are valid, and the parts of file names. */
 bool table_name_valid(const char *name);
 /* "X.jsonl" -> "X" (returns false if not of that form); suffix ".jsonl" or ".json". */

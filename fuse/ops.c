@@ -55,6 +55,8 @@ struct child {
 	struct view view;
 	char table[JOURNAL_NAME_MAX + 1];
 	uint64_t version_target;
+	bool has_head;              /* head holds the table's head row, read while resolving */
+	struct head_row head;
 };
 
 static struct node *node_of(fuse_req_t request, fuse_ino_t id)
@@ -130,15 +132,17 @@ static bool parse_version(const char *text, uint64_t *out)
 	return true;
 }
 
-static int head_exists(struct mount *mount, const struct view *view, const char *table)
+/* Reads the live head of table into child (0, -ENOENT, -errno). */
+static int head_exists(struct mount *mount, const struct view *view, const char *table,
+		       struct child *child)
 {
 	struct store_snapshot *snapshot = NULL;
 	int rc = view_snapshot(mount, view, &snapshot);
 	if (rc < 0)
 		return rc;
-	struct head_row head;
-	rc = store_snapshot_head(snapshot, table, &head);
+	rc = store_snapshot_head(snapshot, table, &child->head);
 	store_snapshot_release(snapshot);
+	child->has_head = rc == 0;
 	return rc;
 }
 
@@ -242,7 +246,7 @@ static int resolve_child(struct mount *mount, struct node *parent, const char *n
 			if (workspace_hidden(mount, live.branch, table))
 				return -ENOENT;
 		}
-		return head_exists(mount, &parent->view, table);
+		return head_exists(mount, &parent->view, table, out);
 	case NODE_HEADS_DIR:
 		if (strcmp(name, ".dropped") == 0) {
 			out->kind = NODE_DROPPED_DIR;
@@ -252,19 +256,19 @@ static int resolve_child(struct mount *mount, struct node *parent, const char *n
 			return -ENOENT;
 		snprintf(out->table, sizeof out->table, "%s", table);
 		out->kind = NODE_HEAD_FILE;
-		return head_exists(mount, &parent->view, table);
+		return head_exists(mount, &parent->view, table, out);
 	case NODE_DROPPED_DIR: {
 		struct store_snapshot *snapshot = NULL;
 		rc = view_snapshot(mount, &parent->view, &snapshot);
 		if (rc < 0)
 			return rc;
-		struct head_row head;
-		rc = view_dropped_head(snapshot, name, &head);
+		rc = view_dropped_head(snapshot, name, &out->head);
 		store_snapshot_release(snapshot);
 		if (rc < 0)
 			return rc;
 		out->kind = NODE_DROPPED_FILE;
-		snprintf(out->table, sizeof out->table, "%s", head.name);
+		out->has_head = true;
+		snprintf(out->table, sizeof out->table, "%s", out->head.name);
 		return 0;
 	}
 	case NODE_SCHEMA_DIR:
@@ -282,7 +286,7 @@ static int resolve_child(struct mount *mount, struct node *parent, const char *n
 		out->kind = NODE_SCHEMA_FILE;
 		if (is_live(parent) && pending_find(mount, live.branch, SCRATCH_SCHEMA, table, NULL))
 			return 0;
-		return head_exists(mount, &parent->view, table);
+		return head_exists(mount, &parent->view, table, out);
 	case NODE_STAGING_DIR: {
 		if (strcmp(name, ".commit") == 0) {
 			out->kind = NODE_COMMIT_FILE;
@@ -311,7 +315,8 @@ static int make_entry(struct mount *mount, struct node *parent, const char *name
 		return -ENOMEM;
 	node->version_target = child->version_target;
 	memset(e, 0, sizeof *e);
-	int rc = view_attr(mount, node, &e->attr);
+	int rc = child->has_head ? view_attr_head(mount, node, &child->head, &e->attr)
+				 : view_attr(mount, node, &e->attr);
 	if (rc < 0) {
 		inode_forget(mount, node, 1);
 		return rc;
@@ -828,6 +833,9 @@ static int list_head(const struct head_row *head, void *context)
 		return -ENOMEM;
 	entry->child.view = listing->parent->view;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", head->name);
+	entry->child.has_head = view_attr_has_head(listing->kind);
+	if (entry->child.has_head)
+		entry->child.head = *head;
 	return 0;
 }
 

@@ -361,6 +361,60 @@ static bool writable_kind(const struct node *node)
 	}
 }
 
+/* The attributes every node shares; false when nothing more is needed (directories). */
+static bool attr_common(struct mount *mount, const struct node *node, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = node->st_ino;
+	st->st_uid = mount->uid;
+	st->st_gid = mount->gid;
+	st->st_blksize = 512 * 1024;
+	st->st_mtim = mount->mount_time;
+	st->st_ctim = mount->mount_time;
+	st->st_atim = mount->mount_time;
+	bool writable = writable_kind(node) && !mount->read_only;
+	if (node_is_directory(node->kind)) {
+		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
+		st->st_nlink = 2;
+		return false;
+	}
+	st->st_mode = S_IFREG | (writable ? 0644 : 0444);
+	st->st_nlink = 1;
+	return true;
+}
+
+/* Attributes of table, head and dropped-head files from a head row already read. */
+static int attr_from_head(const struct node *node, const struct head_row *head, struct stat *st)
+{
+	set_time(st, head->commit_time_us);
+	if (node->kind == NODE_TABLE_FILE) {
+		st->st_size = (off_t)head->byte_size;
+	} else {
+		struct buf rendered;
+		buf_init(&rendered);
+		int rc = head_row_render_json(head, &rendered);
+		st->st_size = (off_t)rendered.size;
+		buf_free(&rendered);
+		if (rc < 0)
+			return rc;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
+}
+
+bool view_attr_has_head(enum node_kind kind)
+{
+	return kind == NODE_TABLE_FILE || kind == NODE_HEAD_FILE || kind == NODE_DROPPED_FILE;
+}
+
+int view_attr_head(struct mount *mount, struct node *node, const struct head_row *head, struct stat *st)
+{
+	if (!view_attr_has_head(node->kind))
+		return view_attr(mount, node, st);
+	attr_common(mount, node, st);
+	return attr_from_head(node, head, st);
+}
+
 int view_attr(struct mount *mount, struct node *node, struct stat *st)
 {
 	memset(st, 0, sizeof *st);
@@ -430,13 +484,11 @@ int view_attr(struct mount *mount, struct node *node, struct stat *st)
 	buf_init(&rendered);
 	switch (node->kind) {
 	case NODE_TABLE_FILE:
-		rc = store_snapshot_head(snapshot, node->table, &head);
-		if (rc == 0) {
-			st->st_size = (off_t)head.byte_size;
-			set_time(st, head.commit_time_us);
-		}
-		break;
 	case NODE_HEAD_FILE:
+		rc = store_snapshot_head(snapshot, node->table, &head);
+		if (rc == 0)
+			rc = attr_from_head(node, &head, st);
+		break;
 	case NODE_SCHEMA_FILE:
 		rc = store_snapshot_head(snapshot, node->table, &head);
 		if (rc == 0) {
@@ -447,11 +499,8 @@ int view_attr(struct mount *mount, struct node *node, struct stat *st)
 		break;
 	case NODE_DROPPED_FILE:
 		rc = view_dropped_head(snapshot, node->name, &head);
-		if (rc == 0) {
-			set_time(st, head.commit_time_us);
-			rc = head_row_render_json(&head, &rendered);
-			st->st_size = (off_t)rendered.size;
-		}
+		if (rc == 0)
+			rc = attr_from_head(node, &head, st);
 		break;
 	case NODE_LOG_FILE:
 		set_time(st, store_snapshot_time_us(snapshot));
