@@ -10,9 +10,17 @@
  *       + i) mod N, the table name being P followed by k on two digits (a
  *       round robin over N tables that continues across runs; the first
  *       commit to a name creates it). Prints one JSON object: commits, seconds,
- *       mean_ms, median_ms, p90_ms, max_ms, first_version, last_version, and
+ *       mean_ms, median_ms, p90_ms, max_ms, cpu_ms (CPU time per commit, user +
+ *       system), first_version, last_version, and
  *       stats_before / stats_after (store_stats_json after the open and after
  *       the last commit: their difference is the I/O of the commits).
+ *
+ *   graphfs-bench serve STORE [--tables N] [--prefix P]
+ *       The same commits, one per line "commit" read from standard input,
+ *       each answered with "ok VERSION NANOSECONDS\n" (flushed) once it is
+ *       durable: tools/bench alternates single commits between this process,
+ *       another one and sqlite3, so that every peer sees the same disk.
+ *       At end of input, prints the stats_before / stats_after object.
  *
  *   graphfs-bench tables STORE COUNT ROWS
  *       One commit that creates COUNT tables N0000.. each with ROWS rows.
@@ -29,12 +37,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "store.h"
 
 static const char usage[] =
 	"usage: graphfs-bench commits STORE COUNT [--tables N] [--prefix P] [--progress]\n"
+	"       graphfs-bench serve STORE [--tables N] [--prefix P]\n"
 	"       graphfs-bench tables STORE COUNT ROWS\n"
 	"       graphfs-bench heads STORE\n";
 
@@ -43,6 +53,15 @@ static uint64_t clock_ns(clockid_t clock)
 	struct timespec now;
 	clock_gettime(clock, &now);
 	return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* CPU time (user + system) this process has used, in nanoseconds. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage resources;
+	getrusage(RUSAGE_SELF, &resources);
+	return ((uint64_t)resources.ru_utime.tv_sec + (uint64_t)resources.ru_stime.tv_sec) * 1000000000u +
+	       ((uint64_t)resources.ru_utime.tv_usec + (uint64_t)resources.ru_stime.tv_usec) * 1000u;
 }
 
 static int fail(const char *what, int rc, const struct error_info *error)
@@ -143,6 +162,7 @@ static int run_commits(int argc, char **argv)
 		return fail("memory", -ENOMEM, NULL);
 	}
 	uint64_t start = clock_ns(CLOCK_MONOTONIC);
+	uint64_t cpu_start = cpu_ns();
 	int status = 0;
 	for (uint64_t i = 0; i < count; i++) {
 		char table[160];
@@ -159,6 +179,7 @@ static int run_commits(int argc, char **argv)
 			fprintf(stderr, "graphfs-bench: %" PRIu64 "/%" PRIu64 " commits\n", i + 1, count);
 	}
 	uint64_t elapsed = clock_ns(CLOCK_MONOTONIC) - start;
+	uint64_t cpu = cpu_ns() - cpu_start;
 	uint64_t last_version = store_version(store);
 	if (store_stats_json(store, &stats_after) < 0 && status == 0)
 		status = fail("memory", -ENOMEM, NULL);
@@ -169,14 +190,77 @@ static int run_commits(int argc, char **argv)
 	if (count > 0) {
 		qsort(latencies, count, sizeof *latencies, compare_u64);
 		printf("{\"commits\":%" PRIu64 ",\"seconds\":%.6f,\"mean_ms\":%.4f,\"median_ms\":%.4f,"
-		       "\"p90_ms\":%.4f,\"max_ms\":%.4f,\"first_version\":%" PRIu64
+		       "\"p90_ms\":%.4f,\"max_ms\":%.4f,\"cpu_ms\":%.4f,\"first_version\":%" PRIu64
 		       ",\"last_version\":%" PRIu64 ",\"stats_before\":%.*s,\"stats_after\":%.*s}\n",
 		       count, elapsed / 1e9, elapsed / 1e6 / (double)count, latencies[count / 2] / 1e6,
-		       latencies[count * 9 / 10] / 1e6, latencies[count - 1] / 1e6, first_version,
+		       latencies[count * 9 / 10] / 1e6, latencies[count - 1] / 1e6, cpu / 1e6 / (double)count,
+		       first_version,
 		       last_version, (int)stats_before.size, (const char *)stats_before.data,
 		       (int)stats_after.size, (const char *)stats_after.data);
 	}
 	free(latencies);
+	buf_free(&stats_before);
+	buf_free(&stats_after);
+	return status;
+usage:
+	fputs(usage, stderr);
+	return 2;
+}
+
+static int run_serve(int argc, char **argv)
+{
+	uint64_t tables = 32;
+	const char *prefix = "T";
+	for (int i = 3; i < argc; i++) {
+		if (strcmp(argv[i], "--tables") == 0 && i + 1 < argc) {
+			if (!parse_count(argv[++i], &tables) || tables == 0)
+				goto usage;
+		} else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc) {
+			prefix = argv[++i];
+		} else {
+			goto usage;
+		}
+	}
+	struct error_info error;
+	error_info_clear(&error);
+	struct store *store;
+	int rc = store_open(argv[2], NULL, &store, &error);
+	if (rc < 0)
+		return fail(argv[2], rc, &error);
+	struct buf stats_before, stats_after;
+	buf_init(&stats_before);
+	buf_init(&stats_after);
+	int status = 0;
+	if (store_stats_json(store, &stats_before) < 0)
+		status = fail("memory", -ENOMEM, NULL);
+	char command[64];
+	while (status == 0 && fgets(command, sizeof command, stdin) != NULL) {
+		if (strcmp(command, "commit\n") != 0) {
+			status = fail("serve", -EINVAL, NULL);
+			break;
+		}
+		uint64_t version = store_version(store);
+		char table[160];
+		snprintf(table, sizeof table, "%s%02" PRIu64, prefix, version % tables);
+		uint64_t before = clock_ns(CLOCK_MONOTONIC);
+		rc = commit_one_row(store, table, version + 1, &error);
+		uint64_t elapsed = clock_ns(CLOCK_MONOTONIC) - before;
+		if (rc < 0) {
+			status = fail(table, rc, &error);
+			break;
+		}
+		printf("ok %" PRIu64 " %" PRIu64 "\n", store_version(store), elapsed);
+		fflush(stdout);
+	}
+	if (status == 0 && store_stats_json(store, &stats_after) < 0)
+		status = fail("memory", -ENOMEM, NULL);
+	store_close(store);
+	if (status == 0) {
+		trim_newlines(&stats_before);
+		trim_newlines(&stats_after);
+		printf("{\"stats_before\":%.*s,\"stats_after\":%.*s}\n", (int)stats_before.size,
+		       (const char *)stats_before.data, (int)stats_after.size, (const char *)stats_after.data);
+	}
 	buf_free(&stats_before);
 	buf_free(&stats_after);
 	return status;
@@ -273,6 +357,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "commits") == 0)
 		return run_commits(argc, argv);
+	if (argc >= 3 && strcmp(argv[1], "serve") == 0)
+		return run_serve(argc, argv);
 	if (argc >= 3 && strcmp(argv[1], "tables") == 0)
 		return run_tables(argc, argv);
 	if (argc >= 3 && strcmp(argv[1], "heads") == 0)
