@@ -167,6 +167,8 @@ def system_helper():
     assert os.geteuid() == 0, "mount(8) with a helper needs root (as does /dev/fuse here)"
     link = Path("/sbin/mount.fuse.graphfs")
     created = False
+    if link.is_symlink() and not link.exists():
+        link.unlink()   # left dangling by an interrupted run
     if not link.exists():
         link.symlink_to(helper_path())
         created = True
