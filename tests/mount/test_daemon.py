@@ -159,6 +159,8 @@ def test_the_mount_helper_mounts_as_mount_8_calls_it(store, tmp_path):
     finally:
         if is_mountpoint(mountpoint):
             lazy_unmount(mountpoint)
+        for pid in daemon_pids(mountpoint):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -194,6 +196,8 @@ def test_mount_t_fuse_graphfs_uses_the_helper(store, tmp_path, system_helper):
     finally:
         if is_mountpoint(mountpoint):
             lazy_unmount(mountpoint)
+        for pid in daemon_pids(mountpoint):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_an_fstab_line_mounts(store, tmp_path, system_helper):
@@ -209,9 +213,12 @@ def test_an_fstab_line_mounts(store, tmp_path, system_helper):
         assert result.returncode == 0, result.stderr
         assert (mountpoint / "tables" / "Person.jsonl").read_text() == jsonl(PEOPLE)
         assert subprocess.run(["umount", str(mountpoint)]).returncode == 0
+        assert wait_for(lambda: not daemon_pids(mountpoint), timeout=30)
     finally:
         if is_mountpoint(mountpoint):
             lazy_unmount(mountpoint)
+        for pid in daemon_pids(mountpoint):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_cli_commit_becomes_visible_within_the_documented_bound(store, mounter):
