@@ -5,7 +5,7 @@ PEOPLE = [
     {"id": "p1", "name": "Ann", "age": 31, "score": 1.5, "tags": ["a", "b"], "active": True},
     {"id": "p2", "name": "Bo \"the\" \\ / ünïcode ✓", "age": -7, "score": 0.25, "tags": [],
      "active": False},
-    {"id": "p3", "name": "line\nbreak\ttab", "age": 0, "score": 1e-07, "tags": ["x"],
+    {"id": "p3", "name": "line\nbreak\ttab", "age": 0, "score": 0.125, "tags": ["x"],
      "active": True},
 ]
 
@@ -147,3 +147,12 @@ def test_import_reads_standard_input_when_the_file_is_a_dash(cli, store):
     text = jsonl([{"id": "a", "name": "Ann"}, {"id": "b", "name": "Bo"}])
     cli.ok("import", store, "Person", "-", input=text.encode())
     assert cli.export(store, "Person") == text
+
+
+def test_export_renders_floats_in_shortest_javascript_form(cli, store):
+    cli.import_rows(store, "Measure", '{"id":"a","x":1.0}\n{"id":"b","x":1e21}\n'
+                                      '{"id":"c","x":1E-7}\n{"id":"d","x":0.1000}\n'
+                                      '{"id":"e","x":-2.50}\n')
+    assert cli.export(store, "Measure") == ('{"id":"a","x":1}\n{"id":"b","x":1e+21}\n'
+                                            '{"id":"c","x":1e-7}\n{"id":"d","x":0.1}\n'
+                                            '{"id":"e","x":-2.5}\n')
