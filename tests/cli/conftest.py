@@ -1,7 +1,7 @@
 """Fixtures for the graphfs command-line suite.
 
 The binary under test is $GRAPHFS (meson sets it; by hand:
-GRAPHFS=$PWD/build/graphfs /usr/bin/python3 -m pytest -q tests/cli).
+GRAPHFS=$PWD/build/tools/graphfs /usr/bin/python3 -m pytest -q tests/cli).
 """
 import hashlib
 import json
@@ -16,7 +16,7 @@ import pytest
 def graphfs_binary():
     path = os.environ.get("GRAPHFS")
     if not path:
-        raise RuntimeError("set GRAPHFS to the graphfs binary, e.g. GRAPHFS=$PWD/build/graphfs")
+        raise RuntimeError("set GRAPHFS to the graphfs binary, e.g. GRAPHFS=$PWD/build/tools/graphfs")
     if not os.access(path, os.X_OK):
         raise RuntimeError(f"GRAPHFS={path} is not an executable")
     return path
