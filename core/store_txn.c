@@ -423,6 +423,7 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 	snprintf(op->name, sizeof op->name, "%s", table);
 	schema_init(&op->schema);
 	op->writer = writer;
+	assert(!txn_find_writer(txn, table)); /* invariant 5 */
 	rc = txn_append_op(txn, op);
 	if (rc < 0) {
 		error_info_set(error, rc, "out of memory");
@@ -601,6 +602,7 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 	}
 	txn->staged_bytes += cost;
 	writer->staged_bytes += cost;
+	assert(!store->staged_max || txn->staged_bytes <= store->staged_max); /* invariant 3 */
 out:
 	pthread_mutex_unlock(&txn->lock);
 	return rc;
@@ -640,6 +642,7 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 			rc = writer_too_long(writer, error);
 			goto out;
 		}
+		assert(writer->partial.size + piece <= row_max); /* invariant 2 */
 		if (!newline) {
 			rc = buf_append(&writer->partial, position, piece);
 			if (rc < 0)
@@ -702,6 +705,7 @@ void store_writer_discard(struct store_writer *writer)
 		if (txn->ops[i]->writer == writer) {
 			struct txn_op *op = txn->ops[i];
 			txn_remove_op(txn, i);
+			assert(txn->staged_bytes >= writer->staged_bytes);
 			txn->staged_bytes -= writer->staged_bytes;
 			txn_op_free(op);
 			break;
