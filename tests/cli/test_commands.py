@@ -120,3 +120,15 @@ def test_debug_failpoints_lists_the_registry(cli):
     assert len(names) == len(set(names))
     for name in names:
         assert re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", name), name
+
+
+def test_repair_of_a_consistent_store_publishes_nothing(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
+    log = cli.log(store)
+    output = cli.ok("repair", store).stdout.decode()
+    assert "nothing to repair" in output
+    assert cli.log(store) == log
+    assert len(cli.log(store, branch="experiment")) == 2
+    cli.ok("verify", store)

@@ -85,3 +85,14 @@ def test_log_graph_draws_one_star_per_commit_and_the_fork(cli, store):
     assert any(line.strip() == "|/" for line in lines), lines
     assert "(experiment)" in commit_lines[1] and "[experiment]" in commit_lines[1]
     assert "(main)" in commit_lines[0]
+
+
+def test_log_graph_of_one_branch_draws_only_its_history(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="on experiment")
+    cli.import_rows(store, "City", [{"id": "rom"}], message="on main")
+    lines = cli.ok("log", store, "--graph", "--branch", "experiment").stdout.decode().splitlines()
+    assert len(lines) == 5
+    assert all(line.startswith("* ") for line in lines)
+    assert "on main" not in "\n".join(lines)
