@@ -234,11 +234,9 @@ static int header_check(const char *path, const uint8_t *bytes, struct ulid *sto
 	bool intact = buf_load_u64(bytes + 48) == codec_hash(bytes, 48);
 	for (size_t i = 56; i < FILE_HEADER_SIZE && intact; i++)
 		intact = bytes[i] == 0;
-	if (!intact) {
-		fprintf(stderr, "graphfs: %s/manifest: damaged file header at offset 0\n", path);
-		return error_info_set(error, -EIO, "%s: the manifest's file header is damaged (checksum mismatch)",
+	if (!intact)
+		return error_info_set(error, -EIO, "%s/manifest: the file header at offset 0 is damaged (checksum mismatch)",
 				      path);
-	}
 	uint32_t kind = buf_load_u32(bytes + 12);
 	if (kind != FILE_KIND_MANIFEST || buf_load_u64(bytes + 32) != 0)
 		return error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest header is of kind %u)",

@@ -84,21 +84,35 @@ static int segment_note(struct verify *verify, uint64_t segment)
 	return 0;
 }
 
-/* True if address is in set; adds it otherwise. */
+/* True if address is in set; adds it otherwise (open addressing, grown at half full). */
 static bool seen_before(struct address_set *set, struct block_address address)
 {
-	for (size_t i = 0; i < set->count; i++)
-		if (set->addresses[i].segment == address.segment && set->addresses[i].offset == address.offset)
-			return true;
-	if (set->count == set->capacity) {
-		size_t capacity = set->capacity ? set->capacity * 2 : 64;
-		struct block_address *grown = realloc(set->addresses, capacity * sizeof *grown);
+	if (2 * (set->count + 1) > set->capacity) {
+		size_t capacity = set->capacity ? set->capacity * 2 : 1024;
+		struct block_address *grown = calloc(capacity, sizeof *grown);
 		if (!grown)
 			return false;
+		for (size_t i = 0; i < set->capacity; i++) {
+			struct block_address old = set->addresses[i];
+			if (block_address_is_null(old))
+				continue;
+			size_t slot = (size_t)((old.offset * 0x9e3779b97f4a7c15ull) ^ old.segment) & (capacity - 1);
+			while (!block_address_is_null(grown[slot]))
+				slot = (slot + 1) & (capacity - 1);
+			grown[slot] = old;
+		}
+		free(set->addresses);
 		set->addresses = grown;
 		set->capacity = capacity;
 	}
-	set->addresses[set->count++] = address;
+	size_t slot = (size_t)((address.offset * 0x9e3779b97f4a7c15ull) ^ address.segment) & (set->capacity - 1);
+	while (!block_address_is_null(set->addresses[slot])) {
+		if (set->addresses[slot].segment == address.segment && set->addresses[slot].offset == address.offset)
+			return true;
+		slot = (slot + 1) & (set->capacity - 1);
+	}
+	set->addresses[slot] = address;
+	set->count++;
 	return false;
 }
 
