@@ -522,6 +522,69 @@ TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_branch)
 	manifest_close(manifest);
 }
 
+/* ---- threads sharing one handle ------------------------------------------------------------ */
+
+#include <pthread.h>
+
+struct thread_work {
+	struct manifest *manifest;
+	int thread;
+	int failures;
+};
+
+static void *writer_thread(void *context)
+{
+	struct thread_work *work = context;
+	for (int i = 0; i < 25; i++) {
+		char table[16], id[32];
+		snprintf(table, sizeof table, i % 2 ? "Shared" : "Own%d", work->thread);
+		snprintf(id, sizeof id, "t%d-%d", work->thread, i);
+		if (fixture_merge_one(work->manifest, "main", table, id, i) < 0)
+			work->failures++;
+	}
+	return NULL;
+}
+
+static void *reader_thread(void *context)
+{
+	struct thread_work *work = context;
+	uint64_t last = 0;
+	for (int i = 0; i < 200; i++) {
+		struct manifest_snapshot snapshot;
+		struct fixture_heads heads;
+		if (manifest_snapshot_latest(work->manifest, "main", &snapshot) < 0 ||
+		    manifest_heads_each(work->manifest, &snapshot, false, fixture_collect_head, &heads) < 0 ||
+		    snapshot.version < last)
+			work->failures++;
+		last = snapshot.version;
+	}
+	return NULL;
+}
+
+TEST(threads_sharing_one_handle_serialize_their_commits_and_readers_see_versions_advance)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct thread_work work[5];
+	pthread_t threads[5];
+	for (int t = 0; t < 5; t++) {
+		work[t] = (struct thread_work){ manifest, t, 0 };
+		CHECK_EQ(pthread_create(&threads[t], NULL, t < 4 ? writer_thread : reader_thread, &work[t]), 0);
+	}
+	for (int t = 0; t < 5; t++) {
+		CHECK_EQ(pthread_join(threads[t], NULL), 0);
+		CHECK_EQ(work[t].failures, 0);
+	}
+	CHECK_EQ(fixture_version(manifest), 100);
+	struct manifest_snapshot snapshot;
+	struct head_row head;
+	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+	CHECK_EQ(manifest_head_find(manifest, &snapshot, "Shared", &head), 0);
+	CHECK_EQ(head.row_count, 48);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	manifest_close(manifest);
+}
+
 int main(void)
 {
 	return harness_run();
