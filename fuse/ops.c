@@ -1131,6 +1131,14 @@ static void op_getxattr(fuse_req_t request, fuse_ino_t id, const char *name, siz
 	struct mount *mount = request_mount(request);
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *node = node_of(request, id);
+	if (strncmp(name, "user.", 5) != 0) {
+		/* security.*, system.* (ACLs), trusted.*: not supported by this file
+		 * system. EOPNOTSUPP (not ENODATA) lets ls, cp and others remember
+		 * that per device and stop asking, as they do on file systems
+		 * without xattrs; the store is not touched. */
+		fuse_reply_err(request, EOPNOTSUPP);
+		return;
+	}
 	size_t which = sizeof xattr_names / sizeof xattr_names[0];
 	for (size_t i = 0; i < sizeof xattr_names / sizeof xattr_names[0]; i++)
 		if (strcmp(name, xattr_names[i]) == 0)
