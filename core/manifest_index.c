@@ -6,18 +6,22 @@
  * its path that exist: all of them, except for the first version of a new
  * leaf). A B+tree grows a level every ~100× more commits, which would make
  * the cost of a commit and of resolving an old version depend on history;
- * this index does not (DESIGN invariants 2 and 3).
+ * this index does not (DESIGN invariants 2 and 3). Every node is a dense
+ * array of 256 slots (2 KiB), so a commit also reads and writes exactly the
+ * same bytes at every depth, and a node counts one manifest row.
  *
  * Invariants kept:
  *   1. Every path from the root to a leaf has exactly depth + 1 nodes; the
  *      root is at level depth, leaves at level 0. The null address is the
  *      empty index.
- *   2. Within a node, keys are strictly increasing (memcmp); no node is empty.
+ *   2. Every node has exactly 256 slots; no node is empty (at least one slot
+ *      holds an address) and its stored count is its non-empty slots.
  *   3. An entry lives under the slots its version's bytes determine, so
  *      lookups never search.
  *   4. Nodes are copy-on-write: an insert appends a new path; published
  *      nodes are never rewritten.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,22 +29,26 @@
 #include "manifest_int.h"
 
 #define NODE_HEADER_SIZE 8
-#define ADDRESS_SIZE BLOCK_ADDRESS_SIZE
+#define NODE_SLOTS 256
+#define NODE_PAYLOAD_SIZE (NODE_HEADER_SIZE + NODE_SLOTS * 8)
+#define INDEX_KIND_VERSIONS 1
 
+/*
+ * One node, always NODE_SLOTS dense slots: the manifest offset of the child
+ * (or, in a leaf, of the root record) of each slot, 0 when empty. Every
+ * node is the same size whatever it holds, so every lookup and insert reads
+ * and writes the same bytes at any history depth.
+ */
 struct index_node {
 	uint8_t level;
-	size_t count;
-	struct buf entries;   /* count × (1 + 16) bytes: slot, address */
+	size_t count;                   /* non-empty slots */
+	uint64_t offsets[NODE_SLOTS];
 };
-
-#define ENTRY_SIZE (1 + ADDRESS_SIZE)
-#define INDEX_KIND_VERSIONS 1
 
 static void node_init(struct index_node *node, unsigned level)
 {
+	memset(node, 0, sizeof *node);
 	node->level = (uint8_t)level;
-	node->count = 0;
-	buf_init(&node->entries);
 }
 
 /* The slot of version at a level (0 = leaf). */
@@ -49,37 +57,40 @@ static uint8_t path_slot(uint64_t version, unsigned level)
 	return (uint8_t)(version >> (8 * level));
 }
 
+/* Reads one node; counts one manifest row per node (its slots are not entries to decode). */
 static int node_read(struct pager *pager, struct pager_append *append, struct block_address address,
 		     unsigned level, struct index_node *out)
 {
 	struct buf raw;
 	buf_init(&raw);
 	node_init(out, level);
-	int rc = append ? pager_append_read(append, address, BLOCK_INDEX, &raw)
-			: pager_read(pager, address, BLOCK_INDEX, &raw);
+	int rc = address.segment != 0 ? -EIO
+		 : append ? pager_append_read(append, address, BLOCK_INDEX, &raw)
+			  : pager_read(pager, address, BLOCK_INDEX, &raw);
 	if (rc < 0)
 		goto out;
-	if (raw.size < NODE_HEADER_SIZE || raw.data[0] != level || raw.data[1] != INDEX_KIND_VERSIONS ||
+	if (raw.size != NODE_PAYLOAD_SIZE || raw.data[0] != level || raw.data[1] != INDEX_KIND_VERSIONS ||
 	    raw.data[2] != 0 || raw.data[3] != 0) {
 		rc = -EIO;
 		goto out;
 	}
-	size_t count = buf_load_u32(raw.data + 4);
-	if (count == 0 || count > 256 || raw.size != NODE_HEADER_SIZE + count * ENTRY_SIZE) {
-		rc = -EIO;
-		goto out;
-	}
-	/* slots strictly increasing (invariant 2) */
-	for (size_t i = 1; i < count; i++)
-		if (raw.data[NODE_HEADER_SIZE + (i - 1) * ENTRY_SIZE] >= raw.data[NODE_HEADER_SIZE + i * ENTRY_SIZE]) {
+	size_t count = 0;
+	for (size_t slot = 0; slot < NODE_SLOTS; slot++) {
+		uint64_t offset = buf_load_u64(raw.data + NODE_HEADER_SIZE + slot * 8);
+		/* children are appended before their parent (invariant 4: no cycles) */
+		if (offset != 0 && (offset < MANIFEST_FIRST_BLOCK || offset >= address.offset)) {
 			rc = -EIO;
 			goto out;
 		}
-	rc = buf_append(&out->entries, raw.data + NODE_HEADER_SIZE, count * ENTRY_SIZE);
-	if (rc < 0)
+		out->offsets[slot] = offset;
+		count += offset != 0;
+	}
+	if (count == 0 || count != buf_load_u32(raw.data + 4)) {
+		rc = -EIO;
 		goto out;
+	}
 	out->count = count;
-	io_count_rows(IO_MANIFEST, count);
+	io_count_rows(IO_MANIFEST, 1);
 out:
 	if (rc == -EIO)
 		fprintf(stderr, "graphfs: manifest: damaged version index node at offset %llu\n",
@@ -88,74 +99,29 @@ out:
 	return rc;
 }
 
-/* Index of slot, or -(insertion point) - 1. */
-static long node_search(const struct index_node *node, uint8_t slot)
+static struct block_address node_value(const struct index_node *node, uint8_t slot)
 {
-	size_t low = 0, high = node->count;
-	while (low < high) {
-		size_t middle = (low + high) / 2;
-		uint8_t at = node->entries.data[middle * ENTRY_SIZE];
-		if (at == slot)
-			return (long)middle;
-		if (at < slot)
-			low = middle + 1;
-		else
-			high = middle;
-	}
-	return -(long)low - 1;
+	return (struct block_address){ 0, node->offsets[slot] };
 }
 
-static struct block_address address_load(const uint8_t *bytes)
+static void node_set(struct index_node *node, uint8_t slot, struct block_address value)
 {
-	struct block_address address = { buf_load_u64(bytes), buf_load_u64(bytes + 8) };
-	return address;
-}
-
-static void address_store(uint8_t *bytes, struct block_address address)
-{
-	buf_store_u64(bytes, address.segment);
-	buf_store_u64(bytes + 8, address.offset);
-}
-
-static struct block_address node_value(const struct index_node *node, size_t index)
-{
-	return address_load(node->entries.data + index * ENTRY_SIZE + 1);
-}
-
-static int node_set(struct index_node *node, uint8_t slot, struct block_address value)
-{
-	long found = node_search(node, slot);
-	if (found >= 0) {
-		address_store(node->entries.data + (size_t)found * ENTRY_SIZE + 1, value);
-		return 0;
-	}
-	size_t at = (size_t)(-found - 1);
-	int rc = buf_reserve(&node->entries, ENTRY_SIZE);
-	if (rc < 0)
-		return rc;
-	uint8_t *base = node->entries.data + at * ENTRY_SIZE;
-	memmove(base + ENTRY_SIZE, base, (node->count - at) * ENTRY_SIZE);
-	base[0] = slot;
-	address_store(base + 1, value);
-	node->entries.size += ENTRY_SIZE;
-	node->count++;
-	return 0;
+	assert(value.segment == 0 && value.offset != 0);
+	node->count += node->offsets[slot] == 0;
+	node->offsets[slot] = value.offset;
 }
 
 static int node_append(struct pager_append *append, const struct index_node *node,
 		       struct block_address *address_out)
 {
-	struct buf raw;
-	buf_init(&raw);
-	int rc;
-	if ((rc = buf_put_u8(&raw, node->level)) < 0 || (rc = buf_put_u8(&raw, INDEX_KIND_VERSIONS)) < 0 ||
-	    (rc = buf_put_u16(&raw, 0)) < 0 || (rc = buf_put_u32(&raw, (uint32_t)node->count)) < 0 ||
-	    (rc = buf_append(&raw, node->entries.data, node->entries.size)) < 0)
-		goto out;
-	rc = pager_append_block(append, BLOCK_INDEX, CODEC_NONE, raw.data, raw.size, address_out);
-out:
-	buf_free(&raw);
-	return rc;
+	uint8_t raw[NODE_PAYLOAD_SIZE];
+	raw[0] = node->level;
+	raw[1] = INDEX_KIND_VERSIONS;
+	raw[2] = raw[3] = 0;
+	buf_store_u32(raw + 4, (uint32_t)node->count);
+	for (size_t slot = 0; slot < NODE_SLOTS; slot++)
+		buf_store_u64(raw + NODE_HEADER_SIZE + slot * 8, node->offsets[slot]);
+	return pager_append_block(append, BLOCK_INDEX, CODEC_NONE, raw, sizeof raw, address_out);
 }
 
 int manifest_versions_get(struct pager *pager, struct pager_append *append,
@@ -171,11 +137,8 @@ int manifest_versions_get(struct pager *pager, struct pager_append *append,
 		int rc = node_read(pager, append, address, level, &node);
 		if (rc < 0)
 			return rc;
-		long found = node_search(&node, path_slot(version, level));
-		if (found >= 0)
-			address = node_value(&node, (size_t)found);
-		buf_free(&node.entries);
-		if (found < 0)
+		address = node_value(&node, path_slot(version, level));
+		if (block_address_is_null(address))
 			return -ENOENT;
 		if (level == 0) {
 			*out = address;
@@ -191,7 +154,6 @@ int manifest_versions_put(struct pager *pager, struct pager_append *append,
 	if (version >= MANIFEST_VERSION_LIMIT)
 		return -EOVERFLOW;
 	struct index_node nodes[MANIFEST_VERSIONS_DEPTH + 1];
-	unsigned loaded = 0; /* nodes[DEPTH - i] for i < loaded are initialised */
 	int rc = 0;
 	struct block_address address = root;
 	for (unsigned level = MANIFEST_VERSIONS_DEPTH;; level--) {
@@ -200,25 +162,20 @@ int manifest_versions_put(struct pager *pager, struct pager_append *append,
 		} else {
 			rc = node_read(pager, append, address, level, &nodes[level]);
 			if (rc < 0)
-				goto out;
+				return rc;
 		}
-		loaded++;
 		if (level == 0)
 			break;
-		long found = node_search(&nodes[level], path_slot(version, level));
-		address = found >= 0 ? node_value(&nodes[level], (size_t)found) : (struct block_address){ 0, 0 };
+		address = node_value(&nodes[level], path_slot(version, level));
 	}
 	struct block_address child = value;
 	for (unsigned level = 0; level <= MANIFEST_VERSIONS_DEPTH; level++) {
-		if ((rc = node_set(&nodes[level], path_slot(version, level), child)) < 0 ||
-		    (rc = node_append(append, &nodes[level], &child)) < 0)
-			goto out;
+		node_set(&nodes[level], path_slot(version, level), child);
+		if ((rc = node_append(append, &nodes[level], &child)) < 0)
+			return rc;
 	}
 	*root_out = child;
-out:
-	for (unsigned i = 0; i < loaded; i++)
-		buf_free(&nodes[MANIFEST_VERSIONS_DEPTH - i].entries);
-	return rc;
+	return 0;
 }
 
 /* ---- verify --------------------------------------------------------------- */
@@ -235,24 +192,24 @@ static int walk_node(struct index_walk *walk, struct block_address address, unsi
 		     uint64_t prefix, uint64_t parent_offset)
 {
 	struct index_node node;
-	int rc = address.segment != 0 || address.offset >= parent_offset
-			 ? -EIO
-			 : node_read(walk->pager, NULL, address, level, &node);
+	int rc = address.offset >= parent_offset ? -EIO
+						 : node_read(walk->pager, NULL, address, level, &node);
 	if (rc < 0) {
 		snprintf(walk->message, walk->message_size,
 			 "version index node at manifest offset %llu (level %u) is damaged",
 			 (unsigned long long)address.offset, level);
 		return rc;
 	}
-	for (size_t i = 0; i < node.count && rc == 0; i++) {
-		uint64_t key = prefix | ((uint64_t)node.entries.data[i * ENTRY_SIZE] << (8 * level));
-		struct block_address value = node_value(&node, i);
+	for (unsigned slot = 0; slot < NODE_SLOTS && rc == 0; slot++) {
+		struct block_address value = node_value(&node, (uint8_t)slot);
+		if (block_address_is_null(value))
+			continue;
+		uint64_t key = prefix | ((uint64_t)slot << (8 * level));
 		if (level > 0)
 			rc = walk_node(walk, value, level - 1, key, address.offset);
 		else if (walk->visit)
 			rc = walk->visit(key, value, walk->context);
 	}
-	buf_free(&node.entries);
 	return rc;
 }
 
