@@ -11,7 +11,11 @@
  *     hitting a name not in it is a programming error: -EINVAL / abort).
  *
  * Counters are process-wide, updated with relaxed atomics, cumulative since
- * process start or the last io_counters_reset().
+ * process start or the last io_counters_reset(). reads, bytes and pages count
+ * physical reads: a block the pager serves from its block cache (pager.h)
+ * counts nothing here, so repeating a lookup in one process may cost fewer
+ * pages the second time; rows_decoded counts the decoding work of the
+ * layers above, which they do for cached blocks too.
  */
 #ifndef GRAPHFS_IO_H
 #define GRAPHFS_IO_H

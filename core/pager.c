@@ -18,6 +18,16 @@
  *      verified (kind, store ULID, segment id).
  *   4. A manifest append writes base .. base + size with one pwrite (or half
  *      of it when "publish.torn_write" is armed) and never writes before base.
+ *   5. The block cache holds only verified payloads of manifest blocks of
+ *      the cacheable types (tree and index nodes, commit, table and schema
+ *      records: never roots, fragments or bitmaps, never segment files),
+ *      each read from disk by pager_read, never from an append buffer. An
+ *      entry is keyed by its offset and returned only for a read of the same
+ *      offset and type. Its bytes (entry headers included) never exceed the
+ *      budget; the least recently used entries go first.
+ *   6. No cached entry lies at or beyond a manifest size the pager has seen
+ *      an append start at (pager_append_begin drops them: those bytes were
+ *      cut since), nor inside an append whose write failed.
  *
  * States of a struct pager_append: BUFFERING (blocks appended) -> WRITTEN
  * (after a successful pager_append_write; no more blocks) -> freed.
@@ -52,6 +62,29 @@ struct segment_slot {
 	bool doomed;            /* removed while in use: close when the last user leaves */
 };
 
+/* One cached block payload (invariant 5). */
+struct cache_entry {
+	struct cache_entry *hash_next;   /* chain in its bucket */
+	struct cache_entry *newer;       /* LRU list: towards the most recently used */
+	struct cache_entry *older;
+	uint64_t offset;                 /* in the manifest */
+	uint64_t end;                    /* offset + header + stored size */
+	enum block_type type;
+	size_t size;                     /* payload bytes */
+	uint8_t payload[];
+};
+
+/* Verified manifest block payloads, least recently used dropped first. */
+struct block_cache {
+	pthread_mutex_t lock;
+	size_t budget;                   /* bytes; 0: disabled */
+	size_t used;                     /* payloads + entry headers */
+	struct cache_entry **buckets;
+	size_t bucket_count;             /* a power of two (0 while disabled) */
+	struct cache_entry *newest, *oldest;
+	uint64_t highest_end;            /* no entry ends beyond this offset */
+};
+
 struct pager {
 	int store_directory;
 	struct io_file *manifest;
@@ -59,6 +92,7 @@ struct pager {
 	pthread_mutex_t lock;   /* guards the segment cache */
 	uint64_t clock;
 	struct segment_slot slots[SEGMENT_CACHE_SIZE];
+	struct block_cache cache;
 };
 
 /* A file to read one block from: the manifest, a cached segment, or a private descriptor. */
@@ -121,6 +155,181 @@ int pager_file_header_decode(const uint8_t *bytes, struct file_header *out)
 	return 0;
 }
 
+/* ---- the block cache ---------------------------------------------------- */
+
+static bool cacheable_type(enum block_type type)
+{
+	return type == BLOCK_NODE || type == BLOCK_INDEX || type == BLOCK_COMMIT || type == BLOCK_TABLE ||
+	       type == BLOCK_SCHEMA;
+}
+
+static size_t cache_bucket(const struct block_cache *cache, uint64_t offset)
+{
+	uint64_t hash = offset * 0x9E3779B97F4A7C15ull;
+	return (size_t)(hash >> 32) & (cache->bucket_count - 1);
+}
+
+static void cache_unlink(struct block_cache *cache, struct cache_entry *entry)
+{
+	if (entry->newer)
+		entry->newer->older = entry->older;
+	else
+		cache->newest = entry->older;
+	if (entry->older)
+		entry->older->newer = entry->newer;
+	else
+		cache->oldest = entry->newer;
+	entry->newer = entry->older = NULL;
+}
+
+static void cache_push_newest(struct block_cache *cache, struct cache_entry *entry)
+{
+	entry->older = cache->newest;
+	entry->newer = NULL;
+	if (cache->newest)
+		cache->newest->newer = entry;
+	else
+		cache->oldest = entry;
+	cache->newest = entry;
+}
+
+/* Removes entry from the hash and the LRU list and frees it. */
+static void cache_drop(struct block_cache *cache, struct cache_entry *entry)
+{
+	struct cache_entry **link = &cache->buckets[cache_bucket(cache, entry->offset)];
+	while (*link != entry)
+		link = &(*link)->hash_next;
+	*link = entry->hash_next;
+	cache_unlink(cache, entry);
+	cache->used -= sizeof *entry + entry->size;
+	free(entry);
+}
+
+static void cache_clear(struct block_cache *cache)
+{
+	while (cache->oldest)
+		cache_drop(cache, cache->oldest);
+	cache->highest_end = 0;
+}
+
+/* Sets the budget (dropping everything cached). Caller holds cache->lock. 0 or -ENOMEM. */
+static int cache_configure(struct block_cache *cache, size_t budget)
+{
+	cache_clear(cache);
+	free(cache->buckets);
+	cache->buckets = NULL;
+	cache->bucket_count = 0;
+	cache->budget = 0;
+	if (budget == 0)
+		return 0;
+	size_t buckets = 64;   /* about one bucket per 4 KiB of budget */
+	while (buckets < budget / 4096 && buckets < ((size_t)1 << 24))
+		buckets <<= 1;
+	cache->buckets = calloc(buckets, sizeof *cache->buckets);
+	if (!cache->buckets)
+		return -ENOMEM;
+	cache->bucket_count = buckets;
+	cache->budget = budget;
+	return 0;
+}
+
+/*
+ * Appends the cached payload of the manifest block at offset to raw_out if it
+ * is there with that type (0: any). Returns 1 (hit), 0 (miss) or -ENOMEM.
+ */
+static int cache_get(struct block_cache *cache, uint64_t offset, enum block_type expected_type,
+		     struct buf *raw_out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&cache->lock);
+	if (cache->bucket_count == 0)
+		goto out;
+	struct cache_entry *entry = cache->buckets[cache_bucket(cache, offset)];
+	while (entry && entry->offset != offset)
+		entry = entry->hash_next;
+	if (!entry || (expected_type && entry->type != expected_type))
+		goto out;
+	rc = buf_append(raw_out, entry->payload, entry->size);
+	if (rc == 0) {
+		rc = 1;
+		cache_unlink(cache, entry);
+		cache_push_newest(cache, entry);
+	}
+out:
+	pthread_mutex_unlock(&cache->lock);
+	return rc;
+}
+
+/* Caches a copy of a payload just read and verified from disk (best effort). */
+static void cache_put(struct block_cache *cache, uint64_t offset, uint64_t block_size,
+		      enum block_type type, const void *payload, size_t size)
+{
+	pthread_mutex_lock(&cache->lock);
+	size_t charge = sizeof(struct cache_entry) + size;
+	if (cache->bucket_count == 0 || charge > cache->budget / 16)
+		goto out;
+	struct cache_entry **head = &cache->buckets[cache_bucket(cache, offset)];
+	for (struct cache_entry *entry = *head; entry; entry = entry->hash_next)
+		if (entry->offset == offset)
+			goto out;   /* another reader cached it meanwhile */
+	struct cache_entry *entry = malloc(charge);
+	if (!entry)
+		goto out;
+	while (cache->oldest && cache->used + charge > cache->budget)
+		cache_drop(cache, cache->oldest);
+	entry->offset = offset;
+	entry->end = offset + block_size;
+	entry->type = type;
+	entry->size = size;
+	memcpy(entry->payload, payload, size);
+	entry->hash_next = *head;
+	*head = entry;
+	cache_push_newest(cache, entry);
+	cache->used += charge;
+	if (entry->end > cache->highest_end)
+		cache->highest_end = entry->end;
+out:
+	pthread_mutex_unlock(&cache->lock);
+}
+
+/* Drops every entry with bytes at or beyond offset (bytes that were, or may have been, cut). */
+static void cache_forget_from(struct block_cache *cache, uint64_t offset)
+{
+	pthread_mutex_lock(&cache->lock);
+	if (cache->highest_end > offset) {
+		uint64_t highest = 0;
+		struct cache_entry *entry = cache->oldest;
+		while (entry) {
+			struct cache_entry *next = entry->newer;
+			if (entry->end > offset)
+				cache_drop(cache, entry);
+			else if (entry->end > highest)
+				highest = entry->end;
+			entry = next;
+		}
+		cache->highest_end = highest;
+	}
+	pthread_mutex_unlock(&cache->lock);
+}
+
+int pager_cache_limit(struct pager *pager, size_t budget)
+{
+	pthread_mutex_lock(&pager->cache.lock);
+	int rc = cache_configure(&pager->cache, budget);
+	pthread_mutex_unlock(&pager->cache.lock);
+	return rc;
+}
+
+void pager_cache_usage(struct pager *pager, size_t *used_out, size_t *budget_out)
+{
+	pthread_mutex_lock(&pager->cache.lock);
+	if (used_out)
+		*used_out = pager->cache.used;
+	if (budget_out)
+		*budget_out = pager->cache.budget;
+	pthread_mutex_unlock(&pager->cache.lock);
+}
+
 /* ---- lifetime ----------------------------------------------------------- */
 
 int pager_init(int store_directory, struct io_file *manifest, struct pager **out)
@@ -147,12 +356,17 @@ int pager_init(int store_directory, struct io_file *manifest, struct pager **out
 		free(pager);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&pager->cache.lock, NULL) != 0) {
+		pthread_mutex_destroy(&pager->lock);
+		free(pager);
+		return -ENOMEM;
+	}
 	pager->store_directory = store_directory;
 	pager->manifest = manifest;
 	pager->store_id = header.store_id;
 	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++)
 		pager->slots[i].file.descriptor = -1;
-	*out = pager;
+	*out = pager;   /* the block cache starts disabled (pager_cache_limit) */
 	return 0;
 }
 
@@ -164,6 +378,8 @@ void pager_free(struct pager *pager)
 		assert(pager->slots[i].users == 0);
 		io_file_close(&pager->slots[i].file);
 	}
+	cache_configure(&pager->cache, 0);
+	pthread_mutex_destroy(&pager->cache.lock);
 	pthread_mutex_destroy(&pager->lock);
 	free(pager);
 }
@@ -334,6 +550,12 @@ static enum io_class block_class(enum block_type type, enum io_class file_class)
 int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
 	       struct buf *raw_out)
 {
+	bool cacheable = address.segment == 0 && (expected_type == 0 || cacheable_type(expected_type));
+	if (cacheable) {
+		int hit = cache_get(&pager->cache, address.offset, expected_type, raw_out);
+		if (hit != 0)
+			return hit < 0 ? hit : 0;   /* a hit is no I/O: nothing counted */
+	}
 	struct read_handle handle;
 	int rc = handle_acquire(pager, address, &handle);
 	if (rc < 0)
@@ -359,6 +581,9 @@ int pager_read(struct pager *pager, struct block_address address, enum block_typ
 	}
 	if (rc == 0)
 		io_count_block(block_class(header.type, handle.file.class), total);
+	if (rc == 0 && cacheable && cacheable_type(header.type))
+		cache_put(&pager->cache, address.offset, total, header.type, raw_out->data + raw_size_before,
+			  raw_out->size - raw_size_before);
 out:
 	if (block && block != speculative)
 		free(block);
@@ -401,6 +626,8 @@ int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append *
 	struct pager_append *append = calloc(1, sizeof *append);
 	if (!append)
 		return -ENOMEM;
+	/* Bytes at or beyond base are not in the file now (invariant 6). */
+	cache_forget_from(&pager->cache, base);
 	append->pager = pager;
 	append->base = base;
 	buf_init(&append->buffer);
@@ -448,11 +675,9 @@ int pager_append_read(struct pager_append *append, struct block_address address,
 	return rc;
 }
 
-int pager_append_write(struct pager_append *append)
+static int append_write(struct pager_append *append)
 {
 	struct io_file *manifest = append->pager->manifest;
-	if (append->written)
-		return -EINVAL;
 	uint64_t size;
 	int rc = io_size(manifest, &size);
 	if (rc < 0)
@@ -484,9 +709,19 @@ int pager_append_write(struct pager_append *append)
 	rc = io_fsync(manifest);
 	if (rc < 0)
 		return rc;
-	rc = io_failpoint("publish.after_fsync");
-	if (rc < 0)
+	return io_failpoint("publish.after_fsync");
+}
+
+int pager_append_write(struct pager_append *append)
+{
+	if (append->written)
+		return -EINVAL;
+	int rc = append_write(append);
+	if (rc < 0) {
+		/* Not published; the caller cuts what reached the file (invariant 6). */
+		cache_forget_from(&append->pager->cache, append->base);
 		return rc;
+	}
 	append->written = true;
 	return 0;
 }

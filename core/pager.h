@@ -17,9 +17,24 @@
  *   - struct pager_segment: a new segment file written outside the store lock
  *     by one writer (large table writes); fsynced by pager_segment_finish().
  *
- * Counting: every verified block read counts one page and its bytes in the
- * class of its file (manifest or data) — exactly header + stored size, so
- * counts never depend on read-ahead or on what follows the block.
+ * Counting: every verified block read from disk counts one page and its
+ * bytes in the class of its file (manifest or data) — exactly header +
+ * stored size, so counts never depend on read-ahead or on what follows the
+ * block. The counters mean physical reads: a block served from the block
+ * cache counts nothing (no read, no page, no bytes).
+ *
+ * Block cache: a bounded LRU of verified payloads of manifest blocks (tree
+ * and index nodes, commit, table-version and schema records; never root
+ * records, fragments, bitmaps or anything in a segment file), keyed by
+ * offset, shared by the pager's threads. Blocks are immutable once
+ * published; an append's own blocks are served from its buffer and never
+ * cached, and pager_append_begin / a failed pager_append_write drop any entry
+ * at or beyond the append's base (bytes since cut). It is disabled until
+ * pager_cache_limit sets a budget (payloads + entry headers), so the engine
+ * alone keeps counting every read; the mount daemon enables it (store_options
+ * .block_cache). A new pager starts empty, so a fresh process's counters for
+ * a given sequence of reads are deterministic: each distinct block counts
+ * once while it stays cached.
  */
 #ifndef GRAPHFS_PAGER_H
 #define GRAPHFS_PAGER_H
@@ -80,13 +95,20 @@ const struct ulid *pager_store_id(const struct pager *pager);
 
 /*
  * Reads the block at address, verifies it and appends its raw payload to
- * raw_out. expected_type 0 accepts any type. Returns 0, -EIO (checksum,
+ * raw_out (from the block cache when it holds it: no I/O, nothing counted).
+ * expected_type 0 accepts any type. Returns 0, -EIO (checksum,
  * type or size mismatch, or address beyond the end of its file), -ENOENT
  * (segment file missing), -ENOMEM. On -EIO it logs one line to stderr
  * naming the file and offset. On error raw_out is unchanged.
  */
 int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
 	       struct buf *raw_out);
+
+/* Sets the block cache budget in bytes (0 disables it) and empties the cache.
+ * Returns 0 or -ENOMEM (the cache is then disabled). */
+int pager_cache_limit(struct pager *pager, size_t budget);
+/* Bytes the cache holds now and its budget (either pointer may be NULL). */
+void pager_cache_usage(struct pager *pager, size_t *used_out, size_t *budget_out);
 
 /* Size in bytes of the whole block at address (header + stored payload), for walks. */
 int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out);

@@ -87,6 +87,11 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (rc < 0)
 		goto cleanup;
 	store->pager = manifest_pager(store->manifest);
+	if (options->block_cache && (rc = pager_cache_limit(store->pager, options->block_cache)) < 0) {
+		error_info_set(error, rc, "out of memory for the block cache");
+		manifest_close(store->manifest);
+		goto cleanup;
+	}
 	*out = store;
 	return 0;
 cleanup:

@@ -53,6 +53,8 @@ struct store_options {
 	size_t row_max;             /* longest accepted input line (bytes, without its "\n"); 0: 1 MiB. Longer: -EFBIG */
 	uint64_t staged_max;        /* most input bytes ("\n" included) one transaction may stage; 0: unlimited. More: -ENOSPC */
 	const char *actor;          /* recorded in commits; NULL: "$USER@host" */
+	size_t block_cache;         /* bytes of verified manifest blocks kept in memory after the
+				     * open (pager.h: hits are not counted as reads); 0: none */
 };
 
 /* ---- lifetime ------------------------------------------------------------- */

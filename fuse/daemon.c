@@ -255,6 +255,7 @@ static const char usage[] =
 	"  -o staged_max=N  most bytes one write may stage (ENOSPC beyond)\n"
 	"  -o tmpdir=DIR    where private copies and scratch files live (default $TMPDIR or /tmp)\n"
 	"  -o refresh_ms=N  look for other processes' commits at most every N ms (default 1000)\n"
+	"  -o block_cache=N bytes of manifest blocks kept in memory (default 32M; 0: none)\n"
 	"  -o allow_other, allow_root, auto_unmount, fsname=, nosuid, nodev, noexec, noatime ...\n"
 	"                   passed to FUSE; mount(8) options such as defaults, noauto, user,\n"
 	"                   _netdev, nofail are accepted and ignored\n";
@@ -269,6 +270,7 @@ struct mount_options {
 	size_t row_max;
 	uint64_t staged_max;
 	uint64_t refresh_ms;
+	uint64_t block_cache;
 	char tmpdir[4096];
 	char fuse_options[4096];
 };
@@ -360,6 +362,14 @@ static int parse_option(struct mount_options *options, const char *option)
 		options->refresh_ms = value;
 		return 0;
 	}
+	if (strncmp(option, "block_cache=", 12) == 0) {
+		if (!parse_size(option + 12, &value) || value > SIZE_MAX / 2) {
+			fprintf(stderr, "graphfs: mount: bad block_cache '%s'\n", option + 12);
+			return -EINVAL;
+		}
+		options->block_cache = value;
+		return 0;
+	}
 	if (strncmp(option, "staged_max=", 11) == 0) {
 		if (!parse_size(option + 11, &value)) {
 			fprintf(stderr, "graphfs: mount: bad staged_max '%s'\n", option + 11);
@@ -395,6 +405,7 @@ static int parse_arguments(int argc, char **argv, struct mount_options *options)
 	memset(options, 0, sizeof *options);
 	snprintf(options->branch, sizeof options->branch, "main");
 	options->refresh_ms = GRAPHFS_REFRESH_INTERVAL_MS;
+	options->block_cache = GRAPHFS_BLOCK_CACHE;
 	const char *positional[2];
 	int count = 0;
 	for (int i = 1; i < argc; i++) {
@@ -530,6 +541,7 @@ int graphfs_mount_main(int argc, char **argv)
 		.read_only = options.read_only,
 		.row_max = options.row_max,
 		.staged_max = options.staged_max,
+		.block_cache = (size_t)options.block_cache,
 	};
 	struct error_info error;
 	error_info_clear(&error);

@@ -43,6 +43,7 @@
 #define GRAPHFS_LIVE_TIMEOUT 1.0             /* entry/attr seconds for live paths */
 #define GRAPHFS_HISTORY_TIMEOUT 86400.0      /* entry/attr seconds under history/ */
 #define GRAPHFS_REFRESH_INTERVAL_MS 1000     /* default: at most one store_refresh per second */
+#define GRAPHFS_BLOCK_CACHE (32u << 20)      /* default bytes of the store's block cache */
 #define GRAPHFS_ERRORS_KEPT 256              /* lines kept in .graphfs/errors */
 #define GRAPHFS_SCHEMA_MAX (1024 * 1024)     /* largest schema file accepted */
 

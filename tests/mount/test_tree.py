@@ -111,6 +111,39 @@ def test_getfattr_shows_the_head_attributes(populated, mounter):
         }
 
 
+
+def test_xattrs_outside_user_are_eopnotsupp_and_unknown_user_names_enodata(populated, mounter):
+    m = mounter(populated)
+    for relative in ("tables/Person.jsonl", "heads/Person.json", "tables", "log"):
+        for name in ("security.selinux", "system.posix_acl_access", "trusted.x"):
+            with pytest.raises(OSError) as error:
+                os.getxattr(m.path(relative), name)
+            assert error.value.errno == errno.EOPNOTSUPP, (relative, name)
+        with pytest.raises(OSError) as error:
+            os.getxattr(m.path(relative), "user.other")
+        assert error.value.errno == errno.ENODATA
+    assert os.getxattr(m.path("tables", "Person.jsonl"), "user.graphfs.rows") == b"3"
+
+
+def test_ls_l_sends_no_request_per_file(store, mounter, tmp_path):
+    tables = 40
+    for i in range(tables):
+        import_rows(store, f"T{i:02d}", [{"id": "a"}], tmp=tmp_path)
+    m = mounter(store)
+    m.sh("ls -l tables >/dev/null")   # the kernel learns the entries; ls learns EOPNOTSUPP
+
+    def requests():
+        return m.stats()["mount"]["requests"]
+    first = requests()
+    reading_stats = requests() - first
+    before = requests()
+    m.sh("ls -l tables >/dev/null")
+    sent = requests() - before - reading_stats
+    # opendir, readdirplus, getattr, the first refused xattrs: no lookup, getattr or
+    # getxattr per file
+    assert sent < tables // 2, sent
+
+
 def test_history_lists_the_versions_the_branch_committed(populated, mounter):
     m = mounter(populated)
     assert sorted(os.listdir(m.path("history"))) == ["@1", "@2", "@3"]
@@ -208,6 +241,28 @@ def test_stats_has_the_read_counters(populated, mounter):
             assert isinstance(stats[group][key], int)
     assert stats["data"]["rows_decoded"] > 0
 
+
+
+def manifest_reads(m):
+    stats = m.stats()["manifest"]
+    return (stats["reads"], stats["pages"], stats["bytes"])
+
+
+def test_repeated_listings_are_served_from_the_block_cache(populated, mounter):
+    m = mounter(populated, options=["refresh_ms=600000"])
+    m.sh("ls -l tables heads schema >/dev/null; cat heads/* >/dev/null")
+    before = manifest_reads(m)
+    m.sh("ls -l tables heads schema >/dev/null; cat heads/* >/dev/null")
+    assert manifest_reads(m) == before   # no manifest page read twice
+
+
+def test_block_cache_0_reads_every_page_each_time(populated, mounter):
+    m = mounter(populated, options=["refresh_ms=600000", "block_cache=0"])
+    m.sh("ls -l tables heads >/dev/null; cat heads/* >/dev/null")
+    first = manifest_reads(m)
+    m.sh("ls -l tables heads >/dev/null; cat heads/* >/dev/null")
+    second = manifest_reads(m)
+    assert second[1] > first[1]
 
 def test_version_file_names_binary_and_format(mnt):
     version = json.loads(mnt.read(".graphfs", "version"))

@@ -894,6 +894,270 @@ TEST(more_segments_than_cached_descriptors_read_correctly_from_many_threads)
 	store_close(&store);
 }
 
+/* ---- the block cache ------------------------------------------------------ */
+
+static uint64_t manifest_pages_of_read(struct pager *pager, struct block_address address,
+				       enum block_type type, struct buf *raw, int *rc)
+{
+	io_counters_reset();
+	*rc = pager_read(pager, address, type, raw);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	return counters.pages + counters.reads + counters.bytes;
+}
+
+TEST(without_a_budget_every_read_of_a_block_is_counted)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address address = append_one(&store, BLOCK_NODE, CODEC_NONE, "node", 4);
+	struct buf raw;
+	buf_init(&raw);
+	int rc;
+	for (int i = 0; i < 3; i++) {
+		CHECK(manifest_pages_of_read(store.pager, address, BLOCK_NODE, &raw, &rc) > 0);
+		CHECK_EQ(rc, 0);
+	}
+	size_t used = 1, budget = 1;
+	pager_cache_usage(store.pager, &used, &budget);
+	CHECK_EQ(used, 0);
+	CHECK_EQ(budget, 0);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_cached_block_is_served_again_without_any_read_counted)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 1 << 20), 0);
+	struct buf text, raw;
+	buf_init(&text);
+	buf_init(&raw);
+	fill_text(&text, 20000);
+	struct block_address address = append_one(&store, BLOCK_COMMIT, CODEC_ZSTD, text.data, text.size);
+	int rc;
+	CHECK(manifest_pages_of_read(store.pager, address, BLOCK_COMMIT, &raw, &rc) > 0);
+	CHECK_EQ(rc, 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.pages, 1);
+	CHECK_EQ(manifest_pages_of_read(store.pager, address, BLOCK_COMMIT, &raw, &rc), 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(raw.size, 2 * text.size);
+	CHECK(memcmp(raw.data, text.data, text.size) == 0);
+	CHECK(memcmp(raw.data + text.size, text.data, text.size) == 0);
+	size_t used = 0;
+	pager_cache_usage(store.pager, &used, NULL);
+	CHECK(used >= text.size);
+	buf_free(&text);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_cached_block_read_as_another_type_is_still_eio)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 1 << 20), 0);
+	struct block_address address = append_one(&store, BLOCK_NODE, CODEC_NONE, "node", 4);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, address, BLOCK_NODE, &raw), 0);
+	buf_reset(&raw);
+	char log[1024];
+	struct corrupt_read read = { store.pager, address, BLOCK_TABLE, &raw, 0 };
+	capture_stderr(read_quietly, &read, log, sizeof log);
+	CHECK_EQ(read.rc, -EIO);
+	CHECK_EQ(raw.size, 0);
+	CHECK_EQ(pager_read(store.pager, address, 0, &raw), 0);   /* any type: the cached one */
+	CHECK_EQ(raw.size, 4);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(roots_fragments_bitmaps_and_segment_blocks_are_never_cached)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 1 << 20), 0);
+	enum block_type types[] = { BLOCK_ROOT, BLOCK_FRAGMENT, BLOCK_BITMAP };
+	struct buf raw;
+	buf_init(&raw);
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+		struct block_address address = append_one(&store, types[i], CODEC_NONE, "payload", 7);
+		for (int round = 0; round < 2; round++) {
+			io_counters_reset();
+			CHECK_EQ(pager_read(store.pager, address, types[i], &raw), 0);
+			struct io_counters manifest, data;
+			io_counters_get(IO_MANIFEST, &manifest);
+			io_counters_get(IO_DATA, &data);
+			CHECK_EQ(manifest.pages + data.pages, 1);
+		}
+	}
+	struct block_address in_segment;
+	write_segment(&store, 77, "segment node", &in_segment);
+	for (int round = 0; round < 2; round++) {
+		io_counters_reset();
+		CHECK_EQ(pager_read(store.pager, in_segment, 0, &raw), 0);
+		struct io_counters data;
+		io_counters_get(IO_DATA, &data);
+		CHECK_EQ(data.pages, 1);
+	}
+	size_t used = 1;
+	pager_cache_usage(store.pager, &used, NULL);
+	CHECK_EQ(used, 0);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(blocks_read_from_an_append_buffer_are_not_cached)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 1 << 20), 0);
+	struct pager_append *append = NULL;
+	struct block_address address;
+	CHECK_EQ(pager_append_begin(store.pager, manifest_size(&store), &append), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "buffered", 8, &address), 0);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_append_read(append, address, BLOCK_NODE, &raw), 0);
+	size_t used = 1;
+	pager_cache_usage(store.pager, &used, NULL);
+	CHECK_EQ(used, 0);
+	pager_append_free(append);   /* never written: the bytes never existed */
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(the_cache_keeps_within_its_budget_dropping_the_least_recently_used)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	size_t budget = 64 * 1024;
+	CHECK_EQ(pager_cache_limit(store.pager, budget), 0);
+	struct buf text, raw;
+	buf_init(&text);
+	buf_init(&raw);
+	fill_text(&text, 2000);
+	struct block_address addresses[100];
+	for (int i = 0; i < 100; i++)
+		addresses[i] = append_one(&store, BLOCK_NODE, CODEC_NONE, text.data, text.size);
+	int rc;
+	for (int i = 0; i < 100; i++) {
+		buf_reset(&raw);
+		CHECK_EQ(pager_read(store.pager, addresses[i], BLOCK_NODE, &raw), 0);
+		buf_reset(&raw);
+		CHECK_EQ(manifest_pages_of_read(store.pager, addresses[0], BLOCK_NODE, &raw, &rc), 0);
+		size_t used = 0;
+		pager_cache_usage(store.pager, &used, NULL);
+		CHECK(used <= budget);
+	}
+	/* 0 is read after every other block: it stays; the oldest others went */
+	buf_reset(&raw);
+	CHECK_EQ(manifest_pages_of_read(store.pager, addresses[0], BLOCK_NODE, &raw, &rc), 0);
+	CHECK(manifest_pages_of_read(store.pager, addresses[1], BLOCK_NODE, &raw, &rc) > 0);
+	CHECK_EQ(manifest_pages_of_read(store.pager, addresses[99], BLOCK_NODE, &raw, &rc), 0);
+	buf_free(&text);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(bytes_cut_from_the_manifest_are_never_served_from_the_cache)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 1 << 20), 0);
+	uint64_t base = manifest_size(&store);
+	struct block_address first = append_one(&store, BLOCK_NODE, CODEC_NONE, "first", 5);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_NODE, &raw), 0);   /* cached */
+	/* the block is cut (as a failed publish or recovery does) and another lands there */
+	CHECK_EQ(io_truncate(&store.manifest, base), 0);
+	struct block_address second = append_one(&store, BLOCK_NODE, CODEC_NONE, "other", 5);
+	CHECK_EQ(second.offset, first.offset);
+	buf_reset(&raw);
+	CHECK_EQ(pager_read(store.pager, second, BLOCK_NODE, &raw), 0);
+	CHECK(raw.size == 5 && memcmp(raw.data, "other", 5) == 0);
+
+	/* a write that fails after reaching the file drops its range too */
+	struct pager_append *append = NULL;
+	struct block_address third;
+	uint64_t before = manifest_size(&store);
+	CHECK_EQ(pager_append_begin(store.pager, before, &append), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "third", 5, &third), 0);
+	CHECK_EQ(io_failpoint_arm("publish.after_fsync", IO_FAILPOINT_ERROR), 0);
+	CHECK_EQ(pager_append_write(append), -EIO);
+	pager_append_free(append);
+	buf_reset(&raw);
+	CHECK_EQ(pager_read(store.pager, third, BLOCK_NODE, &raw), 0);   /* on disk, now cached */
+	CHECK_EQ(io_truncate(&store.manifest, before), 0);
+	CHECK_EQ(pager_append_begin(store.pager, before, &append), 0);
+	pager_append_free(append);
+	struct block_address fourth = append_one(&store, BLOCK_NODE, CODEC_NONE, "again", 5);
+	CHECK_EQ(fourth.offset, third.offset);
+	buf_reset(&raw);
+	CHECK_EQ(pager_read(store.pager, fourth, BLOCK_NODE, &raw), 0);
+	CHECK(raw.size == 5 && memcmp(raw.data, "again", 5) == 0);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+struct cache_reader {
+	struct pager *pager;
+	struct block_address *addresses;
+	int count;
+	int failures;
+};
+
+static void *read_cached_blocks(void *argument)
+{
+	struct cache_reader *reader = argument;
+	struct buf raw;
+	buf_init(&raw);
+	for (int round = 0; round < 200; round++)
+		for (int i = 0; i < reader->count; i++) {
+			int which = (i * 7 + round) % reader->count;
+			buf_reset(&raw);
+			char expected[32];
+			int length = snprintf(expected, sizeof expected, "block %d", which);
+			if (pager_read(reader->pager, reader->addresses[which], BLOCK_NODE, &raw) != 0 ||
+			    raw.size != (size_t)length || memcmp(raw.data, expected, raw.size) != 0)
+				reader->failures++;
+		}
+	buf_free(&raw);
+	return NULL;
+}
+
+TEST(threads_reading_through_a_small_cache_always_get_the_right_bytes)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	CHECK_EQ(pager_cache_limit(store.pager, 16 * 1024), 0);   /* a fraction of the blocks fit */
+	static struct block_address addresses[400];
+	for (int i = 0; i < 400; i++) {
+		char text[32];
+		int length = snprintf(text, sizeof text, "block %d", i);
+		addresses[i] = append_one(&store, BLOCK_NODE, CODEC_NONE, text, (size_t)length);
+	}
+	pthread_t threads[4];
+	struct cache_reader readers[4];
+	for (int t = 0; t < 4; t++) {
+		readers[t] = (struct cache_reader){ store.pager, addresses, 400, 0 };
+		CHECK_EQ(pthread_create(&threads[t], NULL, read_cached_blocks, &readers[t]), 0);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(threads[t], NULL);
+	for (int t = 0; t < 4; t++)
+		CHECK_EQ(readers[t].failures, 0);
+	size_t used = 0;
+	pager_cache_usage(store.pager, &used, NULL);
+	CHECK(used <= 16 * 1024);
+	store_close(&store);
+}
+
 int main(void)
 {
 	return harness_run();
