@@ -47,10 +47,9 @@ enum node_kind {
 	NODE_INTERNAL = 1,
 };
 
-#define NODE_HEADER_SIZE 4                            /* kind, zero, count */
+#define NODE_HEADER_SIZE 4                            /* kind, layout, count */
 #define LEAF_EMPTY_SIZE NODE_HEADER_SIZE
 #define INTERNAL_EMPTY_SIZE (NODE_HEADER_SIZE + BLOCK_ADDRESS_SIZE) /* + child 0 */
-#define NODE_UNDERFULL_SIZE (BTREE_NODE_TARGET / 4)   /* merge below this when the result fits */
 
 struct btree_node;
 
@@ -69,17 +68,21 @@ struct btree_entry {
 
 struct btree_node {
 	bool leaf;
+	uint8_t layout;                 /* enum btree_layout: how the node is encoded */
 	bool owns_entries;              /* in-memory copy, or read-only view of raw */
 	struct btree_child first_child; /* internal nodes only: child 0 */
 	struct btree_entry *entries;
 	size_t count;
 	size_t capacity;
-	size_t encoded_size;            /* bytes of the node payload as encoded */
+	size_t encoded_size;            /* bytes of the node payload in the plain encoding (its size
+					   under either layout: what the node size targets bound) */
 	struct buf raw;                 /* views only: the payload the entries point into */
+	struct buf expanded;            /* views of packed nodes: the keys and values rebuilt */
 };
 
 struct btree {
 	struct pager *pager;
+	enum btree_layout layout;       /* of nodes the handle creates (an empty tree's root) */
 	struct pager_append *append;    /* when set, node reads go through it */
 	struct block_address published; /* opened on or last flushed to */
 	struct btree_child root;
@@ -110,9 +113,25 @@ static size_t entry_encoded_size(bool leaf, const struct btree_entry *entry)
 	return 2 + (size_t)entry->key_size + BLOCK_ADDRESS_SIZE;
 }
 
+static size_t layout_target(unsigned layout)
+{
+	return layout == BTREE_PACKED ? BTREE_PACKED_NODE_TARGET : BTREE_NODE_TARGET;
+}
+
+static size_t node_target(const struct btree_node *node)
+{
+	return layout_target(node->layout);
+}
+
+/* Merge below a quarter of the target when the result fits. */
+static bool node_underfull(const struct btree_node *node)
+{
+	return node->encoded_size < node_target(node) / 4;
+}
+
 static bool node_oversized(const struct btree_node *node)
 {
-	return node->encoded_size > BTREE_NODE_TARGET && node->count > 1;
+	return node->encoded_size > node_target(node) && node->count > 1;
 }
 
 /* First index whose key is >= key (count if none). */
@@ -153,12 +172,13 @@ static struct btree_child *child_slot(struct btree_node *node, size_t index)
 
 /* ---- node memory -------------------------------------------------------- */
 
-static struct btree_node *node_new(bool leaf)
+static struct btree_node *node_new(bool leaf, unsigned layout)
 {
 	struct btree_node *node = calloc(1, sizeof *node);
 	if (!node)
 		return NULL;
 	node->leaf = leaf;
+	node->layout = (uint8_t)layout;
 	node->owns_entries = true;
 	node->encoded_size = node_empty_size(leaf);
 	return node;
@@ -194,6 +214,7 @@ static void node_free(struct btree_node *node)
 		free((void *)node->entries[i].key);
 	free(node->entries);
 	buf_free(&node->raw);
+	buf_free(&node->expanded);
 	free(node);
 }
 
@@ -203,6 +224,7 @@ static void view_clear(struct btree_node *view)
 	assert(!view->owns_entries);
 	free(view->entries);
 	buf_free(&view->raw);
+	buf_free(&view->expanded);
 	memset(view, 0, sizeof *view);
 }
 
@@ -251,52 +273,193 @@ static void node_insert_entry(struct btree_node *node, size_t index, struct btre
 
 /* ---- reading published nodes -------------------------------------------- */
 
+static uint16_t load_u16(const uint8_t *at)
+{
+	return (uint16_t)(at[0] | at[1] << 8);
+}
+
+static void store_u16(uint8_t *at, size_t value)
+{
+	at[0] = (uint8_t)value;
+	at[1] = (uint8_t)(value >> 8);
+}
+
+/* Points *bytes at the next size bytes of reader and skips them. False (and failed) on overrun. */
+static bool reader_take(struct buf_reader *reader, size_t size, const uint8_t **bytes)
+{
+	if (reader->failed || (size_t)(reader->end - reader->position) < size) {
+		reader->failed = 1;
+		return false;
+	}
+	*bytes = reader->position;
+	reader->position += size;
+	return true;
+}
+
+/* Checks the keys of a decoded view are strictly increasing; sets its plain encoded size. */
+static int view_check(struct btree_node *view)
+{
+	size_t size = node_empty_size(view->leaf);
+	for (size_t i = 0; i < view->count; i++) {
+		const struct btree_entry *entry = &view->entries[i];
+		if (i > 0 && key_compare(entry[-1].key, entry[-1].key_size, entry->key, entry->key_size) >= 0)
+			return -EIO;
+		size += entry_encoded_size(view->leaf, entry);
+	}
+	view->encoded_size = size;
+	return 0;
+}
+
+/* Decodes a plain node (FORMAT.md §5): the entries point into view->raw. */
+static int node_decode_plain(struct btree_node *view, size_t count, struct buf_reader *reader)
+{
+	if (!view->leaf)
+		view->first_child.address = codec_get_address(reader);
+	for (size_t i = 0; i < count; i++) {
+		struct btree_entry *entry = &view->entries[i];
+		memset(entry, 0, sizeof *entry);
+		size_t key_size = buf_get_str(reader, &entry->key);
+		size_t value_size = 0;
+		if (view->leaf)
+			value_size = buf_get_str(reader, &entry->value);
+		else
+			entry->child.address = codec_get_address(reader);
+		if (reader->failed || key_size > BTREE_MAX_KEY || value_size > BTREE_MAX_VALUE)
+			return -EIO;
+		entry->key_size = (uint16_t)key_size;
+		entry->value_size = (uint16_t)value_size;
+		view->count = i + 1;
+	}
+	return 0;
+}
+
+/*
+ * Decodes a packed node (FORMAT.md §5, "packed layout"): columns of prefix,
+ * suffix and value lengths, the suffixes, then the values or child
+ * addresses (byte-transposed when of equal size). Keys and values are
+ * rebuilt into view->expanded, which the entries point into.
+ */
+static int node_decode_packed(struct btree_node *view, size_t count, struct buf_reader *reader)
+{
+	size_t columns = view->leaf ? 3 : 2;
+	const uint8_t *lengths;
+	if (!reader_take(reader, 2 * columns * count, &lengths))
+		return -EIO;
+	const uint8_t *prefixes = lengths, *suffixes = lengths + 2 * count;
+	const uint8_t *value_sizes = lengths + 4 * count;
+	size_t key_total = 0, suffix_total = 0, value_total = 0, previous_key = 0;
+	bool equal_values = true;
+	for (size_t i = 0; i < count; i++) {
+		size_t prefix = load_u16(prefixes + 2 * i), suffix = load_u16(suffixes + 2 * i);
+		size_t key_size = prefix + suffix;
+		if (prefix > previous_key || key_size > BTREE_MAX_KEY || (i == 0 && prefix != 0))
+			return -EIO;
+		previous_key = key_size;
+		key_total += key_size;
+		suffix_total += suffix;
+		if (view->leaf) {
+			size_t value_size = load_u16(value_sizes + 2 * i);
+			if (value_size > BTREE_MAX_VALUE)
+				return -EIO;
+			value_total += value_size;
+			equal_values = equal_values && value_size == load_u16(value_sizes);
+		}
+	}
+	size_t addresses = view->leaf ? 0 : count + 1;
+	const uint8_t *suffix_bytes, *value_bytes;
+	if (!reader_take(reader, suffix_total, &suffix_bytes) ||
+	    !reader_take(reader, view->leaf ? value_total : addresses * BLOCK_ADDRESS_SIZE, &value_bytes))
+		return -EIO;
+	buf_reset(&view->expanded);
+	int rc = buf_reserve(&view->expanded, key_total + value_total + addresses * BLOCK_ADDRESS_SIZE);
+	if (rc)
+		return rc;
+	uint8_t *out = view->expanded.data;
+	const uint8_t *previous = NULL;
+	for (size_t i = 0; i < count; i++) {
+		struct btree_entry *entry = &view->entries[i];
+		memset(entry, 0, sizeof *entry);
+		size_t prefix = load_u16(prefixes + 2 * i), suffix = load_u16(suffixes + 2 * i);
+		if (prefix)
+			memcpy(out, previous, prefix);
+		memcpy(out + prefix, suffix_bytes, suffix);
+		suffix_bytes += suffix;
+		entry->key = previous = out;
+		entry->key_size = (uint16_t)(prefix + suffix);
+		out += prefix + suffix;
+	}
+	if (view->leaf) {
+		size_t value_size = count ? load_u16(value_sizes) : 0;
+		for (size_t i = 0; i < count; i++) {
+			struct btree_entry *entry = &view->entries[i];
+			entry->value_size = load_u16(value_sizes + 2 * i);
+			entry->value = out;
+			if (equal_values) {
+				for (size_t b = 0; b < value_size; b++)
+					out[b] = value_bytes[b * count + i];
+			} else {
+				memcpy(out, value_bytes, entry->value_size);
+				value_bytes += entry->value_size;
+			}
+			out += entry->value_size;
+		}
+	} else {
+		uint8_t *rebuilt = out;
+		for (size_t i = 0; i < addresses; i++)
+			for (size_t b = 0; b < BLOCK_ADDRESS_SIZE; b++)
+				rebuilt[i * BLOCK_ADDRESS_SIZE + b] = value_bytes[b * addresses + i];
+		view->first_child.address.segment = buf_load_u64(rebuilt);
+		view->first_child.address.offset = buf_load_u64(rebuilt + 8);
+		for (size_t i = 0; i < count; i++) {
+			const uint8_t *at = rebuilt + (i + 1) * BLOCK_ADDRESS_SIZE;
+			view->entries[i].child.address = (struct block_address){ buf_load_u64(at),
+										   buf_load_u64(at + 8) };
+		}
+	}
+	view->expanded.size = key_total + value_total + addresses * BLOCK_ADDRESS_SIZE;
+	view->count = count;
+	return 0;
+}
+
 /* Decodes view->raw into view's entries. Returns 0 or -EIO/-ENOMEM. */
 static int node_decode(struct btree_node *view)
 {
 	struct buf_reader reader;
 	buf_reader_init(&reader, view->raw.data, view->raw.size);
 	uint8_t kind = buf_get_u8(&reader);
-	uint8_t zero = buf_get_u8(&reader);
+	uint8_t layout = buf_get_u8(&reader);
 	uint16_t count = buf_get_u16(&reader);
 	view->count = 0;
 	view->first_child = (struct btree_child){ { 0, 0 }, NULL };
-	if (reader.failed || kind > NODE_INTERNAL || zero != 0 || count == 0)
+	if (reader.failed || kind > NODE_INTERNAL || layout > BTREE_PACKED || count == 0)
 		return -EIO;
 	view->leaf = kind == NODE_LEAF;
-	if (!view->leaf)
-		view->first_child.address = codec_get_address(&reader);
+	view->layout = layout;
 	int rc = node_reserve(view, count);
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < count; i++) {
-		struct btree_entry *entry = &view->entries[i];
-		memset(entry, 0, sizeof *entry);
-		size_t key_size = buf_get_str(&reader, &entry->key);
-		size_t value_size = 0;
-		if (view->leaf)
-			value_size = buf_get_str(&reader, &entry->value);
-		else
-			entry->child.address = codec_get_address(&reader);
-		if (reader.failed || key_size > BTREE_MAX_KEY || value_size > BTREE_MAX_VALUE)
-			return -EIO;
-		entry->key_size = (uint16_t)key_size;
-		entry->value_size = (uint16_t)value_size;
-		if (i > 0 && key_compare(entry[-1].key, entry[-1].key_size, entry->key, key_size) >= 0)
-			return -EIO;
-		view->count = i + 1;
-	}
-	if (buf_reader_remaining(&reader) != 0)
+	rc = layout == BTREE_PLAIN ? node_decode_plain(view, count, &reader)
+				   : node_decode_packed(view, count, &reader);
+	if (rc)
+		return rc;
+	if (reader.failed || view->count != count || buf_reader_remaining(&reader) != 0)
 		return -EIO;
-	view->encoded_size = view->raw.size;
-	return 0;
+	return view_check(view);
 }
 
-/* A child must have been appended before its parent (invariant 9). */
+/*
+ * A child must have been written before its parent (invariant 9): in the same
+ * file at a lower offset, or in a segment below a parent in the manifest
+ * (segments are complete before the manifest names them; a segment's nodes
+ * only name nodes of their own segment).
+ */
 static bool child_precedes(struct block_address child, struct block_address parent)
 {
-	return !block_address_is_null(child) && child.segment == parent.segment &&
-	       child.offset < parent.offset;
+	if (block_address_is_null(child))
+		return false;
+	if (child.segment == parent.segment)
+		return child.offset < parent.offset;
+	return parent.segment == 0;
 }
 
 /*
@@ -330,14 +493,14 @@ static int node_read(struct pager *pager, struct pager_append *append,
 		view->count = 0;
 		return rc;
 	}
-	io_count_rows(IO_MANIFEST, view->count);
+	io_count_rows(address.segment == 0 ? IO_MANIFEST : IO_DATA, view->count);
 	return 0;
 }
 
 /* An in-memory copy of a view. Returns 0 or -ENOMEM (nothing allocated). */
 static int node_copy_view(const struct btree_node *view, struct btree_node **out)
 {
-	struct btree_node *node = node_new(view->leaf);
+	struct btree_node *node = node_new(view->leaf, view->layout);
 	if (!node)
 		return -ENOMEM;
 	int rc = node_reserve(node, view->count + 1);
@@ -394,7 +557,7 @@ static size_t range_size(const struct btree_node *node, const size_t *prefix, si
 static void plan_split(const struct btree_node *node, const size_t *prefix, size_t begin,
 		       size_t end, size_t *cuts, size_t *cut_count)
 {
-	if (range_size(node, prefix, begin, end) <= BTREE_NODE_TARGET || end - begin <= 1)
+	if (range_size(node, prefix, begin, end) <= node_target(node) || end - begin <= 1)
 		return;
 	size_t first = begin + 1;
 	size_t last = node->leaf ? end - 1 : end - 2;
@@ -449,7 +612,7 @@ static int node_split_child(struct btree_node *parent, size_t index)
 	for (made = 0; made < cut_count; made++) {
 		size_t begin = child->leaf ? cuts[made] : cuts[made] + 1;
 		size_t end = made + 1 < cut_count ? cuts[made + 1] : count;
-		pieces[made] = node_new(child->leaf);
+		pieces[made] = node_new(child->leaf, child->layout);
 		if (!pieces[made] || node_reserve(pieces[made], end - begin + 1))
 			goto undo;
 		if (child->leaf) {
@@ -559,7 +722,7 @@ static int node_rebalance_child(struct btree *tree, struct btree_node *parent, s
 			node_empty_size(child->leaf);
 	if (!child->leaf)
 		merged += entry_encoded_size(false, &parent->entries[left_index]);
-	if (merged > BTREE_NODE_TARGET && !required)
+	if (merged > node_target(child) && !required)
 		return 0;
 	if (!sibling->node) {
 		int rc = node_copy_view(&tree->scratch, &sibling->node);
@@ -608,7 +771,7 @@ static int node_fix_child(struct btree *tree, struct btree_node *parent, size_t 
 		return 0;
 	}
 	bool required = !child->leaf && child->count == 0;
-	if (required || (!required_only && child->encoded_size < NODE_UNDERFULL_SIZE))
+	if (required || (!required_only && node_underfull(child)))
 		return node_rebalance_child(tree, parent, index, required);
 	return 0;
 }
@@ -654,7 +817,7 @@ static int tree_fix_root(struct btree *tree)
 		if (!root)
 			return 0;
 		if (node_oversized(root)) {
-			struct btree_node *top = node_new(false);
+			struct btree_node *top = node_new(false, root->layout);
 			if (!top)
 				return -ENOMEM;
 			top->first_child = tree->root;
@@ -750,7 +913,7 @@ static int tree_modify(struct btree *tree, struct change *change)
 	if (!tree->root.node && block_address_is_null(tree->root.address)) {
 		if (change->remove)
 			return -ENOENT;
-		tree->root.node = node_new(true);
+		tree->root.node = node_new(true, tree->layout);
 		if (!tree->root.node)
 			return -ENOMEM;
 	}
@@ -786,10 +949,17 @@ int btree_delete(struct btree *tree, const void *key, size_t key_size)
 
 int btree_open(struct pager *pager, struct block_address root, struct btree **out)
 {
+	return btree_open_layout(pager, root, BTREE_PLAIN, out);
+}
+
+int btree_open_layout(struct pager *pager, struct block_address root, enum btree_layout layout,
+		      struct btree **out)
+{
 	struct btree *tree = calloc(1, sizeof *tree);
 	if (!tree)
 		return -ENOMEM;
 	tree->pager = pager;
+	tree->layout = layout;
 	tree->published = root;
 	tree->root.address = root;
 	*out = tree;
@@ -852,15 +1022,83 @@ int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *
 
 /* ---- flush -------------------------------------------------------------- */
 
-/* Encodes a node whose children all have published addresses. */
+/* Encodes a node in the packed layout (FORMAT.md §5); its children all have addresses. */
+static int node_pack(const struct btree_node *node, struct buf *out)
+{
+	size_t count = node->count, columns = node->leaf ? 3 : 2;
+	size_t addresses = node->leaf ? 0 : count + 1;
+	buf_reset(out);
+	int rc = buf_reserve(out, node->encoded_size + 2 * count);
+	if (rc)
+		return rc;
+	uint8_t *base = out->data;
+	base[0] = node->leaf ? NODE_LEAF : NODE_INTERNAL;
+	base[1] = BTREE_PACKED;
+	store_u16(base + 2, count);
+	uint8_t *prefixes = base + NODE_HEADER_SIZE, *suffixes = prefixes + 2 * count;
+	uint8_t *value_sizes = suffixes + 2 * count;
+	uint8_t *at = prefixes + 2 * columns * count;
+	bool equal_values = true;
+	for (size_t i = 0; i < count; i++) {
+		const struct btree_entry *entry = &node->entries[i];
+		size_t prefix = 0;
+		if (i > 0) {
+			const struct btree_entry *previous = &node->entries[i - 1];
+			size_t common = previous->key_size < entry->key_size ? previous->key_size
+									 : entry->key_size;
+			while (prefix < common && previous->key[prefix] == entry->key[prefix])
+				prefix++;
+		}
+		store_u16(prefixes + 2 * i, prefix);
+		store_u16(suffixes + 2 * i, entry->key_size - prefix);
+		memcpy(at, entry->key + prefix, entry->key_size - prefix);
+		at += entry->key_size - prefix;
+		if (node->leaf) {
+			store_u16(value_sizes + 2 * i, entry->value_size);
+			equal_values = equal_values && entry->value_size == node->entries[0].value_size;
+		}
+	}
+	if (node->leaf) {
+		size_t value_size = node->entries[0].value_size;
+		for (size_t i = 0; i < count; i++) {
+			const struct btree_entry *entry = &node->entries[i];
+			if (equal_values) {
+				for (size_t b = 0; b < value_size; b++)
+					at[b * count + i] = entry->value[b];
+			} else {
+				memcpy(at, entry->value, entry->value_size);
+				at += entry->value_size;
+			}
+		}
+		if (equal_values)
+			at += value_size * count;
+	} else {
+		for (size_t i = 0; i < addresses; i++) {
+			struct block_address address = child_slot((struct btree_node *)node, i)->address;
+			uint8_t bytes[BLOCK_ADDRESS_SIZE];
+			buf_store_u64(bytes, address.segment);
+			buf_store_u64(bytes + 8, address.offset);
+			for (size_t b = 0; b < BLOCK_ADDRESS_SIZE; b++)
+				at[b * addresses + i] = bytes[b];
+		}
+		at += addresses * BLOCK_ADDRESS_SIZE;
+	}
+	out->size = (size_t)(at - base);
+	assert(out->size <= node->encoded_size + 2 * count);
+	return 0;
+}
+
+/* Encodes a node whose children all have published addresses, in its layout. */
 static int node_encode(const struct btree_node *node, struct buf *out)
 {
+	if (node->layout == BTREE_PACKED)
+		return node_pack(node, out);
 	buf_reset(out);
 	int rc = buf_reserve(out, node->encoded_size);
 	if (rc)
 		return rc;
 	buf_put_u8(out, node->leaf ? NODE_LEAF : NODE_INTERNAL);
-	buf_put_u8(out, 0);
+	buf_put_u8(out, BTREE_PLAIN);
 	buf_put_u16(out, (uint16_t)node->count);
 	if (!node->leaf)
 		codec_put_address(out, node->first_child.address);
@@ -880,6 +1118,27 @@ static int node_encode(const struct btree_node *node, struct buf *out)
 	return 0;
 }
 
+/* Where written nodes go: the manifest append of a publish, or a segment being written. */
+struct node_sink {
+	struct pager_append *append;
+	struct pager_segment *segment;
+};
+
+/* Encodes node and writes it as one block: plain nodes uncompressed, packed ones with zstd. */
+static int node_store(struct node_sink sink, const struct btree_node *node, struct buf *encoded,
+		      struct block_address *address_out)
+{
+	int rc = node_encode(node, encoded);
+	if (rc)
+		return rc;
+	enum codec_kind codec = node->layout == BTREE_PACKED ? CODEC_ZSTD : CODEC_NONE;
+	if (sink.segment)
+		return pager_segment_block(sink.segment, BLOCK_NODE, codec, encoded->data, encoded->size,
+					   address_out);
+	return pager_append_block(sink.append, BLOCK_NODE, codec, encoded->data, encoded->size,
+				  address_out);
+}
+
 /*
  * Appends the in-memory nodes below and including node, children first,
  * storing each child's new address in its slot (the node pointers stay until
@@ -888,7 +1147,7 @@ static int node_encode(const struct btree_node *node, struct buf *out)
 static int node_write(struct btree_node *node, struct pager_append *append, struct buf *encoded,
 		      struct block_address *address_out)
 {
-	assert(node->count > 0 && (node->encoded_size <= BTREE_NODE_TARGET || node->count == 1));
+	assert(node->count > 0 && !node_oversized(node));
 	if (!node->leaf) {
 		for (size_t i = 0; i <= node->count; i++) {
 			struct btree_child *slot = child_slot(node, i);
@@ -899,11 +1158,8 @@ static int node_write(struct btree_node *node, struct pager_append *append, stru
 			}
 		}
 	}
-	int rc = node_encode(node, encoded);
-	if (rc)
-		return rc;
-	return pager_append_block(append, BLOCK_NODE, CODEC_NONE, encoded->data, encoded->size,
-				  address_out);
+	struct node_sink sink = { append, NULL };
+	return node_store(sink, node, encoded, address_out);
 }
 
 int btree_flush(struct btree *tree, struct pager_append *append, struct block_address *root_out)
@@ -1079,7 +1335,8 @@ struct builder_level {
 };
 
 struct btree_builder {
-	struct pager_append *append;
+	struct node_sink sink;
+	enum btree_layout layout;
 	struct builder_level *levels;
 	size_t level_count;
 	struct buf last_key;
@@ -1088,16 +1345,34 @@ struct btree_builder {
 	struct buf encoded;
 };
 
-int btree_builder_open(struct pager_append *append, struct btree_builder **out)
+static int builder_open(struct node_sink sink, enum btree_layout layout, struct btree_builder **out)
 {
 	struct btree_builder *builder = calloc(1, sizeof *builder);
 	if (!builder)
 		return -ENOMEM;
-	builder->append = append;
+	builder->sink = sink;
+	builder->layout = layout;
 	buf_init(&builder->last_key);
 	buf_init(&builder->encoded);
 	*out = builder;
 	return 0;
+}
+
+int btree_builder_open(struct pager_append *append, struct btree_builder **out)
+{
+	return builder_open((struct node_sink){ append, NULL }, BTREE_PLAIN, out);
+}
+
+int btree_builder_open_layout(struct pager_append *append, enum btree_layout layout,
+			      struct btree_builder **out)
+{
+	return builder_open((struct node_sink){ append, NULL }, layout, out);
+}
+
+int btree_builder_open_segment(struct pager_segment *segment, enum btree_layout layout,
+			       struct btree_builder **out)
+{
+	return builder_open((struct node_sink){ NULL, segment }, layout, out);
 }
 
 void btree_builder_free(struct btree_builder *builder)
@@ -1140,10 +1415,7 @@ static int builder_write(struct btree_builder *builder, size_t level_index,
 			 struct btree_node *node, struct btree_entry low)
 {
 	struct block_address address;
-	int rc = node_encode(node, &builder->encoded);
-	if (rc == 0)
-		rc = pager_append_block(builder->append, BLOCK_NODE, CODEC_NONE,
-					builder->encoded.data, builder->encoded.size, &address);
+	int rc = node_store(builder->sink, node, &builder->encoded, &address);
 	node_free(node);
 	if (rc == 0)
 		rc = builder_push(builder, level_index + 1, &low, address);
@@ -1187,7 +1459,7 @@ static int builder_push(struct btree_builder *builder, size_t level_index,
 	entry.value = NULL;
 	entry.child.address = child;
 	struct btree_node *current = level->current;
-	if (current && current->encoded_size + entry_encoded_size(false, &entry) > BTREE_NODE_TARGET) {
+	if (current && current->encoded_size + entry_encoded_size(false, &entry) > node_target(current)) {
 		rc = builder_shift(builder, level_index);
 		if (rc)
 			goto cleanup;
@@ -1195,7 +1467,7 @@ static int builder_push(struct btree_builder *builder, size_t level_index,
 		current = NULL;
 	}
 	if (!current) {
-		current = node_new(false);
+		current = node_new(false, builder->layout);
 		if (!current) {
 			rc = -ENOMEM;
 			goto cleanup;
@@ -1236,7 +1508,7 @@ int btree_builder_add(struct btree_builder *builder, const void *key, size_t key
 	if (rc)
 		return rc;
 	struct btree_node *current = level->current;
-	if (current && current->encoded_size + entry_encoded_size(true, &entry) > BTREE_NODE_TARGET) {
+	if (current && current->encoded_size + entry_encoded_size(true, &entry) > node_target(current)) {
 		rc = builder_shift(builder, 0);
 		if (rc)
 			goto poison;
@@ -1244,7 +1516,7 @@ int btree_builder_add(struct btree_builder *builder, const void *key, size_t key
 		current = NULL;
 	}
 	if (!current) {
-		current = node_new(true);
+		current = node_new(true, builder->layout);
 		if (!current) {
 			rc = -ENOMEM;
 			goto poison;
@@ -1289,7 +1561,7 @@ static int builder_finish_level(struct btree_builder *builder, size_t level_inde
 		return 0;
 	}
 	/* A temporary parent holding this level's nodes, so split/merge can be reused. */
-	struct btree_node *parent = node_new(false);
+	struct btree_node *parent = node_new(false, builder->layout);
 	if (!parent || node_reserve(parent, 1)) {
 		node_free(parent);
 		return -ENOMEM;
@@ -1313,7 +1585,7 @@ static int builder_finish_level(struct btree_builder *builder, size_t level_inde
 
 	if (parent->count == 1) {
 		struct btree_node *last = parent->entries[0].child.node;
-		if ((!last->leaf && last->count == 0) || last->encoded_size < NODE_UNDERFULL_SIZE) {
+		if ((!last->leaf && last->count == 0) || node_underfull(last)) {
 			rc = node_merge_children(parent, 0);
 			if (rc == 0 && node_oversized(parent->first_child.node))
 				rc = node_split_child(parent, 0);
@@ -1324,11 +1596,7 @@ static int builder_finish_level(struct btree_builder *builder, size_t level_inde
 	if (top && parent->count == 0) {
 		struct btree_node *only = parent->first_child.node;
 		assert(only->leaf || only->count > 0);
-		rc = node_encode(only, &builder->encoded);
-		if (rc == 0)
-			rc = pager_append_block(builder->append, BLOCK_NODE, CODEC_NONE,
-						builder->encoded.data, builder->encoded.size,
-						root_out);
+		rc = node_store(builder->sink, only, &builder->encoded, root_out);
 		*done = true;
 		goto cleanup;
 	}
@@ -1373,6 +1641,7 @@ struct verify_walk {
 	char *message;
 	size_t message_size;
 	size_t leaf_depth; /* 0 until the first leaf is reached */
+	int layout;        /* the root's layout, every node's; -1 until the root is read */
 };
 
 static int verify_fail(struct verify_walk *walk, struct block_address address, const char *what)
@@ -1399,7 +1668,13 @@ static int verify_node(struct verify_walk *walk, struct block_address address, s
 		rc = verify_fail(walk, address, "unreadable, damaged or malformed");
 		goto cleanup;
 	}
-	if (view.encoded_size > BTREE_NODE_TARGET && view.count > 1) {
+	if (walk->layout < 0)
+		walk->layout = view.layout;
+	if (view.layout != walk->layout) {
+		rc = verify_fail(walk, address, "of another layout than its tree's root");
+		goto cleanup;
+	}
+	if (node_oversized(&view)) {
 		rc = verify_fail(walk, address, "larger than the node size target");
 		goto cleanup;
 	}
@@ -1438,6 +1713,6 @@ int btree_verify(struct pager *pager, struct block_address root,
 		message[0] = 0;
 	if (block_address_is_null(root))
 		return 0;
-	struct verify_walk walk = { pager, visit, context, message, message_size, 0 };
+	struct verify_walk walk = { pager, visit, context, message, message_size, 0, -1 };
 	return verify_node(&walk, root, 1, NULL, NULL);
 }

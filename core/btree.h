@@ -18,11 +18,19 @@
  *      BTREE_NODE_TARGET bytes unless it holds a single entry.
  *   4. Nothing reachable from a published root is ever rewritten.
  *
- * Node payload (block type BLOCK_NODE, codec NONE, so its size depends only
- * on its keys and values): see docs/FORMAT.md "B+tree node".
+ * Two node layouts (docs/FORMAT.md §5), chosen per tree when it is created
+ * and recorded in every node:
+ *   - BTREE_PLAIN: codec NONE, nodes of at most BTREE_NODE_TARGET bytes, so a
+ *     node's size depends only on its keys and values (manifest trees: heads,
+ *     names, branches — their I/O is compared exactly across depths);
+ *   - BTREE_PACKED: nodes of up to BTREE_PACKED_NODE_TARGET bytes (measured
+ *     in the plain encoding), keys prefix-compressed, stored in columns and
+ *     compressed with zstd (table key and fragment trees: size on disk).
+ * A node's size against its target is always its plain encoded size.
  *
- * Reads count each node as one manifest page (pager) and each entry decoded
- * as one manifest row (io_count_rows), so lookups are exactly countable.
+ * Reads count each node as one page (pager) and each entry decoded as one row
+ * (io_count_rows) of its file's class — manifest, or data for nodes in a
+ * segment — so lookups are exactly countable.
  *
  * Not thread-safe per handle: one struct btree is used by one thread. Any
  * number of handles may read the same published root concurrently.
@@ -37,14 +45,27 @@
 #include "codec.h"
 #include "pager.h"
 
-#define BTREE_NODE_TARGET 4096   /* split nodes whose encoding would exceed this */
+#define BTREE_NODE_TARGET 4096   /* split plain nodes whose encoding would exceed this */
+#define BTREE_PACKED_NODE_TARGET (32u << 10) /* the same for packed nodes (plain-encoded size) */
 #define BTREE_MAX_KEY 1024       /* bytes; longer keys are refused with -ENAMETOOLONG */
 #define BTREE_MAX_VALUE 1024     /* bytes; longer values are refused with -E2BIG */
+
+enum btree_layout {
+	BTREE_PLAIN = 0,   /* uncompressed, exactly countable sizes */
+	BTREE_PACKED = 1,  /* larger, prefix-compressed, zstd */
+};
 
 struct btree;
 
 /* Opens a handle on the tree rooted at root (null address: empty tree). Returns 0 or -ENOMEM. */
 int btree_open(struct pager *pager, struct block_address root, struct btree **out);
+/*
+ * The same, naming the layout of the nodes the handle creates (which matters
+ * for an empty tree; existing nodes keep the layout they were written with,
+ * so a tree keeps its root's). btree_open is BTREE_PLAIN. Returns 0 or -ENOMEM.
+ */
+int btree_open_layout(struct pager *pager, struct block_address root, enum btree_layout layout,
+		      struct btree **out);
 void btree_free(struct btree *tree);
 
 /* Looks key up. Returns 0 and appends the value to value_out, -ENOENT, or -EIO/-ENOMEM. */
@@ -102,7 +123,16 @@ void btree_iterator_free(struct btree_iterator *iterator);
  * proportional to the tree height. Used for overwrites of large tables.
  */
 struct btree_builder;
-int btree_builder_open(struct pager_append *append, struct btree_builder **out);
+int btree_builder_open(struct pager_append *append, struct btree_builder **out);  /* BTREE_PLAIN */
+int btree_builder_open_layout(struct pager_append *append, enum btree_layout layout,
+			      struct btree_builder **out);
+/*
+ * A builder that writes its nodes to a segment being written instead of the
+ * manifest (a large table's trees, built outside the store lock). The tree
+ * it returns may be named from the manifest once the segment is finished.
+ */
+int btree_builder_open_segment(struct pager_segment *segment, enum btree_layout layout,
+			       struct btree_builder **out);
 int btree_builder_add(struct btree_builder *builder, const void *key, size_t key_size,
 		      const void *value, size_t value_size);
 /* Finishes, returns the root (null address when no entry was added), frees the builder. */
@@ -111,7 +141,7 @@ void btree_builder_free(struct btree_builder *builder);
 
 /*
  * Verify walk: checks every node reachable from root (checksums, ordering,
- * balance, sizes). Calls visit for each node address (may be NULL) so a
+ * balance, sizes, one layout). Calls visit for each node address (may be NULL) so a
  * store-wide verify can account for reachable blocks. Returns 0 or -EIO with
  * a description in message.
  */

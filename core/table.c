@@ -1228,7 +1228,7 @@ static int apply_bulk(struct pager_append *append, const struct table_stage *sta
 		      const struct apply_state *state, struct table_info *info)
 {
 	struct btree_builder *builder = NULL;
-	int rc = btree_builder_open(append, &builder);
+	int rc = btree_builder_open_layout(append, BTREE_PACKED, &builder);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < stage->fragment_count; i++) {
@@ -1242,7 +1242,7 @@ static int apply_bulk(struct pager_append *append, const struct table_stage *sta
 	}
 	rc = btree_builder_finish(builder, &info->fragments);
 	builder = NULL;
-	if (rc < 0 || (rc = btree_builder_open(append, &builder)) < 0)
+	if (rc < 0 || (rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0)
 		goto out;
 	for (size_t i = 0; i < stage->sorted_count; i++) {
 		const struct stage_entry *entry = &stage->entries[stage->sorted[i]];
@@ -1340,8 +1340,8 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 	struct buf value;
 	buf_init(&value);
 	int rc;
-	if ((rc = btree_open(pager, base->keys, &keys)) < 0 ||
-	    (rc = btree_open(pager, base->fragments, &fragments)) < 0)
+	if ((rc = btree_open_layout(pager, base->keys, BTREE_PACKED, &keys)) < 0 ||
+	    (rc = btree_open_layout(pager, base->fragments, BTREE_PACKED, &fragments)) < 0)
 		goto out;
 	/* The base may have been flushed into this same, still unwritten, publish. */
 	btree_attach_append(keys, append);

@@ -1283,6 +1283,207 @@ TEST(versions_flushed_into_one_unwritten_append_are_modified_again_through_it)
 	fixture_close(&fixture);
 }
 
+/* ---- packed layout ---------------------------------------------------------- */
+
+/* Builds numbered keys 0..count-1 (16-byte values, like table key entries) in layout; *bytes: appended. */
+static int build_numbered_layout(struct fixture *fixture, unsigned count, enum btree_layout layout,
+				 struct block_address *root, uint64_t *bytes)
+{
+	uint64_t size;
+	struct pager_append *append = NULL;
+	struct btree_builder *builder = NULL;
+	int rc = manifest_size(fixture, &size);
+	if (rc == 0)
+		rc = pager_append_begin(fixture->pager, size, &append);
+	if (rc == 0)
+		rc = btree_builder_open_layout(append, layout, &builder);
+	for (unsigned i = 0; rc == 0 && i < count; i++) {
+		char key[16];
+		uint8_t value[16];
+		size_t key_size = numbered_key(key, i);
+		buf_store_u64(value, i / 5000);
+		buf_store_u32(value + 8, i % 5000);
+		buf_store_u32(value + 12, 150 + (unsigned)(random_next() % 90));
+		rc = btree_builder_add(builder, key, key_size, value, sizeof value);
+	}
+	if (builder) {
+		int finish = btree_builder_finish(builder, root);
+		if (rc == 0)
+			rc = finish;
+	}
+	if (rc == 0) {
+		*bytes = pager_append_size(append);
+		rc = pager_append_write(append);
+	}
+	pager_append_free(append);
+	return rc;
+}
+
+/* The layout byte and codec of the node block at address. */
+static int node_layout_and_codec(struct fixture *fixture, struct block_address address, int *layout,
+				 int *codec)
+{
+	uint8_t header[BLOCK_HEADER_SIZE];
+	int rc = io_pread(&fixture->manifest, header, sizeof header, address.offset);
+	if (rc)
+		return rc;
+	*codec = header[5];
+	struct buf raw;
+	buf_init(&raw);
+	rc = pager_read(fixture->pager, address, BLOCK_NODE, &raw);
+	if (rc == 0)
+		*layout = raw.data[1];
+	buf_free(&raw);
+	return rc;
+}
+
+TEST(random_operations_on_a_packed_tree_match_a_sorted_model)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct model model;
+	CHECK_EQ(model_init(&model, 40000), 0);
+	struct btree *tree;
+	struct block_address root;
+	CHECK_EQ(btree_open_layout(fixture.pager, (struct block_address){ 0, 0 }, BTREE_PACKED, &tree), 0);
+	for (unsigned step = 0; step < 90000; step++) {
+		size_t index = random_next() % model.count;
+		const struct key *key = &model.keys[index];
+		unsigned put_percent = step < 50000 ? 80 : 20;
+		if ((unsigned)(random_next() % 100) < put_percent) {
+			model_random_value(&model, index);
+			CHECK_EQ(btree_put(tree, key->bytes, key->size, model.values[index],
+					   (size_t)model.value_sizes[index]), 0);
+		} else {
+			int expected = model.value_sizes[index] < 0 ? -ENOENT : 0;
+			CHECK_EQ(btree_delete(tree, key->bytes, key->size), expected);
+			if (expected == 0) {
+				model.value_sizes[index] = -1;
+				model.present--;
+			}
+		}
+		if (step % 9973 == 9972) {
+			CHECK_EQ(fixture_flush(&fixture, tree, &root), 0);
+			CHECK_EQ(verify(&fixture, root), 0);
+			CHECK_EQ(tree_equals_model(tree, &model), 0);
+		}
+	}
+	CHECK_EQ(fixture_flush(&fixture, tree, &root), 0);
+	CHECK_EQ(verify(&fixture, root), 0);
+	btree_free(tree);
+	int layout = -1, codec = -1;
+	CHECK_EQ(node_layout_and_codec(&fixture, root, &layout, &codec), 0);
+	CHECK_EQ(layout, BTREE_PACKED);
+	/* A plain handle on a packed tree reads it, and the nodes it writes stay packed. */
+	CHECK_EQ(btree_open(fixture.pager, root, &tree), 0);
+	CHECK_EQ(tree_equals_model(tree, &model), 0);
+	CHECK_EQ(btree_put(tree, model.keys[0].bytes, model.keys[0].size, "x", 1), 0);
+	CHECK_EQ(fixture_flush(&fixture, tree, &root), 0);
+	CHECK_EQ(verify(&fixture, root), 0);
+	CHECK_EQ(node_layout_and_codec(&fixture, root, &layout, &codec), 0);
+	CHECK_EQ(layout, BTREE_PACKED);
+	btree_free(tree);
+	model_free(&model);
+	fixture_close(&fixture);
+}
+
+TEST(packed_trees_of_every_small_size_are_valid_and_iterate_in_order)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	static const unsigned sizes[] = { 0, 1, 2, 3, 1100, 1200, 1300, 2500, 60000 };
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		struct block_address root;
+		uint64_t bytes;
+		CHECK_EQ(build_numbered_layout(&fixture, sizes[s], BTREE_PACKED, &root, &bytes), 0);
+		CHECK(block_address_is_null(root) == (sizes[s] == 0));
+		CHECK_EQ(verify(&fixture, root), 0);
+		struct btree *tree;
+		CHECK_EQ(btree_open(fixture.pager, root, &tree), 0);
+		unsigned seen = 0;
+		struct btree_iterator *iterator;
+		CHECK_EQ(btree_iterator_open(tree, NULL, 0, &iterator), 0);
+		const uint8_t *key, *value;
+		size_t key_size, value_size;
+		while (btree_iterator_next(iterator, &key, &key_size, &value, &value_size) == 1) {
+			char expected[16];
+			size_t expected_size = numbered_key(expected, seen);
+			CHECK(key_size == expected_size && memcmp(key, expected, key_size) == 0);
+			CHECK_EQ(value_size, 16);
+			CHECK_EQ(buf_load_u32(value + 8), seen % 5000);
+			seen++;
+		}
+		btree_iterator_free(iterator);
+		CHECK_EQ(seen, sizes[s]);
+		btree_free(tree);
+	}
+	fixture_close(&fixture);
+}
+
+TEST(a_packed_tree_of_sequential_ids_is_many_times_smaller_than_a_plain_one)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address plain_root, packed_root;
+	uint64_t plain_bytes, packed_bytes;
+	CHECK_EQ(build_numbered_layout(&fixture, 100000, BTREE_PLAIN, &plain_root, &plain_bytes), 0);
+	CHECK_EQ(build_numbered_layout(&fixture, 100000, BTREE_PACKED, &packed_root, &packed_bytes), 0);
+	CHECK(packed_bytes * 8 < plain_bytes);
+	int layout = -1, codec = -1;
+	CHECK_EQ(node_layout_and_codec(&fixture, packed_root, &layout, &codec), 0);
+	CHECK_EQ(layout, BTREE_PACKED);
+	CHECK_EQ(codec, CODEC_ZSTD);
+	CHECK_EQ(node_layout_and_codec(&fixture, plain_root, &layout, &codec), 0);
+	CHECK_EQ(layout, BTREE_PLAIN);
+	CHECK_EQ(codec, CODEC_NONE);
+	fixture_close(&fixture);
+}
+
+TEST(a_tree_built_in_a_segment_is_read_and_modified_from_the_manifest)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct pager_segment *segment;
+	CHECK_EQ(pager_segment_create(fixture.pager, 7, &segment), 0);
+	struct btree_builder *builder;
+	CHECK_EQ(btree_builder_open_segment(segment, BTREE_PACKED, &builder), 0);
+	for (unsigned i = 0; i < 20000; i++) {
+		char key[16];
+		size_t key_size = numbered_key(key, i);
+		CHECK_EQ(btree_builder_add(builder, key, key_size, "v", 1), 0);
+	}
+	struct block_address built;
+	CHECK_EQ(btree_builder_finish(builder, &built), 0);
+	CHECK_EQ(pager_segment_finish(segment), 0);
+	pager_segment_free(segment);
+	CHECK_EQ(built.segment, 7);
+	CHECK_EQ(verify(&fixture, built), 0);
+
+	struct btree *tree;
+	struct block_address changed;
+	CHECK_EQ(btree_open_layout(fixture.pager, built, BTREE_PACKED, &tree), 0);
+	CHECK_EQ(btree_put(tree, "key00000005", 11, "w", 1), 0);
+	CHECK_EQ(btree_delete(tree, "key00019999", 11), 0);
+	CHECK_EQ(fixture_flush(&fixture, tree, &changed), 0);
+	btree_free(tree);
+	CHECK_EQ(changed.segment, 0);
+	CHECK_EQ(verify(&fixture, changed), 0);
+	struct buf value;
+	buf_init(&value);
+	CHECK_EQ(btree_open(fixture.pager, changed, &tree), 0);
+	CHECK_EQ(btree_get(tree, "key00000005", 11, &value), 0);
+	CHECK(value.size == 1 && value.data[0] == 'w');
+	CHECK_EQ(btree_get(tree, "key00019999", 11, &value), -ENOENT);
+	btree_free(tree);
+	buf_reset(&value);
+	CHECK_EQ(btree_open(fixture.pager, built, &tree), 0);
+	CHECK_EQ(btree_get(tree, "key00000005", 11, &value), 0);
+	CHECK(value.size == 1 && value.data[0] == 'v');
+	btree_free(tree);
+	buf_free(&value);
+	fixture_close(&fixture);
+}
+
 int main(void)
 {
 	return harness_run();
