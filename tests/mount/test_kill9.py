@@ -1,0 +1,146 @@
+"""kill -9 under load (DESIGN §9, §5.1): a writer thread commits random overwrites and
+appends through the mount while the daemon is killed at a random moment. Every
+commit whose close(2) returned 0 must be in the store, at the version it was
+predicted to get; the one write in flight at the kill is either wholly in the
+store or wholly absent; `graphfs verify` is clean. Then the store is mounted
+again and the next cycle continues on it.
+"""
+import errno
+import json
+import random
+import threading
+import time
+
+from conftest import graphfs, import_rows, is_mountpoint, jsonl, kill_daemon
+
+CYCLES = 5
+TABLES = ("K0", "K1", "K2")
+# Errors a write may see once the daemon is dead (connection aborted, mount detached).
+DEAD_MOUNT_ERRNOS = {errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT}
+
+
+def apply(state, write):
+    """The table rows after `write` ("overwrite" or "merge" of (id, row-or-None) pairs)."""
+    rows = {} if write["op"] == "overwrite" else dict(state[write["table"]])
+    for row_id, row in write["rows"]:
+        rows.pop(row_id, None)
+        if row is not None:
+            rows[row_id] = row
+    return {**state, write["table"]: rows}
+
+
+def random_write(generator, serial):
+    table = generator.choice(TABLES)
+    if generator.random() < 0.3:
+        count = generator.randint(1, 6)
+        ids = generator.sample(range(12), count)
+        return {"table": table, "op": "overwrite",
+                "rows": [(f"r{i}", {"id": f"r{i}", "n": serial, "w": "x" * generator.randint(0, 200)})
+                         for i in ids]}
+    rows = []
+    for _ in range(generator.randint(1, 4)):
+        row_id = f"r{generator.randrange(12)}"
+        if generator.random() < 0.25:
+            rows.append((row_id, None))
+        else:
+            rows.append((row_id, {"id": row_id, "n": serial, "w": "y" * generator.randint(0, 200)}))
+    return {"table": table, "op": "merge", "rows": rows}
+
+
+def text_of(write):
+    return "".join(json.dumps(row if row is not None else {"id": row_id, "@delete": True}) + "\n"
+                   for row_id, row in write["rows"])
+
+
+class Writer(threading.Thread):
+    """Writes until the mount dies; `acknowledged` lists (version, write) whose close returned 0."""
+
+    def __init__(self, mount, generator, first_version):
+        super().__init__(daemon=True)
+        self.mount = mount
+        self.generator = generator
+        self.next_version = first_version
+        self.acknowledged = []
+        self.in_flight = None
+        self.error = None
+
+    def run(self):
+        serial = 0
+        while True:
+            serial += 1
+            write = random_write(self.generator, serial)
+            self.in_flight = write
+            try:
+                with open(self.mount.path("tables", f"{write['table']}.jsonl"),
+                          "w" if write["op"] == "overwrite" else "a") as handle:
+                    handle.write(text_of(write))
+            except OSError as error:
+                self.error = error
+                return
+            self.acknowledged.append((self.next_version, write))
+            self.next_version += 1
+            self.in_flight = None
+
+
+def exported(store):
+    return {table: graphfs("export", store, table).stdout.decode() for table in TABLES}
+
+
+def render(state):
+    return {table: jsonl(rows.values()) for table, rows in state.items()}
+
+
+def commit_count(store):
+    return len(graphfs("log", store).stdout.splitlines())
+
+
+def test_every_acknowledged_commit_survives_repeated_kill_9(store, mounter):
+    generator = random.Random()
+    seed = generator.randrange(2**32)
+    generator.seed(seed)
+    state = {table: {"seed": {"id": "seed", "n": 0, "w": ""}} for table in TABLES}
+    for table in TABLES:
+        import_rows(store, table, list(state[table].values()))
+    commits = len(TABLES)
+    acknowledged_total = 0
+    for cycle in range(CYCLES):
+        m = mounter(store)
+        writer = Writer(m, random.Random(generator.randrange(2**32)), commits + 1)
+        writer.start()
+        time.sleep(generator.uniform(0.1, 1.5))
+        kill_daemon(m)
+        mounter.forget(m)
+        writer.join(timeout=60)
+        assert not writer.is_alive(), f"seed {seed}: the writer hangs on the dead mount"
+        assert not is_mountpoint(m.root)
+        assert writer.error is not None and writer.error.errno in DEAD_MOUNT_ERRNOS, \
+            f"seed {seed}, cycle {cycle}: a write failed before the kill: {writer.error!r}"
+
+        # The store as the CLI sees it, straight after the crash.
+        log = [json.loads(line) for line in graphfs("log", store).stdout.splitlines()]
+        versions = {entry["version"]: entry for entry in log}
+        for version, write in writer.acknowledged:
+            assert version in versions, f"seed {seed}: acknowledged commit {version} is missing"
+            assert [(c["table"], c["op"]) for c in versions[version]["changes"]] == \
+                [(write["table"], write["op"])], f"seed {seed}: version {version}"
+        for _, write in writer.acknowledged:
+            state = apply(state, write)
+        commits += len(writer.acknowledged)
+        acknowledged_total += len(writer.acknowledged)
+        if len(log) == commits + 1:   # the write in flight was published before the kill
+            assert writer.in_flight is not None
+            assert [(c["table"], c["op"]) for c in log[0]["changes"]] == \
+                [(writer.in_flight["table"], writer.in_flight["op"])]
+            state = apply(state, writer.in_flight)
+            commits += 1
+        assert len(log) == commits, f"seed {seed}, cycle {cycle}: {len(log)} commits, expected {commits}"
+        assert log[0]["version"] == commits
+        assert exported(store) == render(state), f"seed {seed}, cycle {cycle}"
+        result = graphfs("verify", store, check=False)
+        assert result.returncode == 0, f"seed {seed}, cycle {cycle}: {result.stdout!r} {result.stderr!r}"
+
+    assert acknowledged_total >= CYCLES, f"seed {seed}: too few writes were acknowledged to mean anything"
+    final = mounter(store)
+    for table, text in render(state).items():
+        assert final.read("tables", f"{table}.jsonl") == text
+    assert final.log_count() == commits
