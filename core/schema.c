@@ -32,6 +32,7 @@
 #define XXH_STATIC_LINKING_ONLY /* lets XXH3_state_t live on the stack */
 #include <xxhash.h>
 
+#include "schema_int.h"
 #include "ulid.h"
 
 #define SNIPPET_MAX 40          /* bytes of user text quoted in a message */
@@ -120,12 +121,23 @@ static int render_string(struct buf *out, const char *text, size_t length)
  * the same double (or, as_float, the same float after strtod and a cast, the
  * path a parsed vector element takes). digits gets them without trailing
  * zeros, *count their number, *exponent n with value = 0.digits x 10^n.
+ *
+ * This is "print with 1, 2, ... 17 digits and keep the first that reads
+ * back" (FORMAT.md §7), with a shortcut for doubles of the normal range:
+ * every decimal of at most 15 (DBL_DIG) significant digits reads back from
+ * its double, so no two such decimals share a double. Hence if printing with
+ * 15 digits reads back, those digits without their trailing zeros are the
+ * one shortest form the search would find; if not, no form of 15 digits or
+ * fewer exists and the search continues at 16, then 17 (which always reads
+ * back). Subnormal values and floats take the full search.
  */
 static void shortest_digits(double value, bool as_float, char digits[24], int *count, int *exponent)
 {
 	char text[48];
-	int most = as_float ? 9 : 17;
-	for (int precision = 1; precision <= most; precision++) {
+	int first = 1, most = as_float ? 9 : 17;
+	if (!as_float && value > 1e-300 && value < 1e300)
+		first = 15;
+	for (int precision = first; precision <= most; precision++) {
 		snprintf(text, sizeof text, "%.*e", precision - 1, value);
 		double back = strtod(text, NULL);
 		if (as_float ? (float)back == (float)value : back == value)
@@ -145,22 +157,15 @@ static void shortest_digits(double value, bool as_float, char digits[24], int *c
 }
 
 /*
- * Formats a finite value as JavaScript's Number.prototype.toString does
- * (shortest round trip; plain digits for 1e-6 <= |v| < 1e21, otherwise
- * d.ddde+N), except: -0 renders "0", and integral values of magnitude >= 2^63
- * use the exponent form so that they parse back (invariant 3). out needs 40
- * bytes; returns the length.
+ * Writes value (non-zero, finite), whose shortest digits are digits[0..count)
+ * with value = 0.digits x 10^n, as JavaScript's Number.prototype.toString
+ * does (plain digits for 1e-6 <= |v| < 1e21, otherwise d.ddde+N), except
+ * that integral values of magnitude >= 2^63 use the exponent form so that
+ * they parse back (invariant 3). out needs 40 bytes; returns the length.
  */
-static size_t format_decimal(char *out, double value, bool as_float)
+static size_t format_digits(char *out, double value, const char *digits, int count, int n)
 {
-	if (value == 0) {
-		strcpy(out, "0");
-		return 1;
-	}
-	char digits[24];
-	int count, n;
 	size_t at = 0;
-	shortest_digits(fabs(value), as_float, digits, &count, &n);
 	if (value < 0)
 		out[at++] = '-';
 	bool plain = n > -6 && n <= 21 && !(fabs(value) >= 0x1p63 && count <= n);
@@ -189,10 +194,36 @@ static size_t format_decimal(char *out, double value, bool as_float)
 			memcpy(out + at, digits + 1, (size_t)(count - 1));
 			at += (size_t)(count - 1);
 		}
-		at += (size_t)sprintf(out + at, "e%c%d", n - 1 >= 0 ? '+' : '-', abs(n - 1));
+		int power = n - 1 >= 0 ? n - 1 : 1 - n;
+		char reversed[8];
+		int length = 0;
+		out[at++] = 'e';
+		out[at++] = n - 1 >= 0 ? '+' : '-';
+		do {
+			reversed[length++] = (char)('0' + power % 10);
+			power /= 10;
+		} while (power);
+		while (length)
+			out[at++] = reversed[--length];
 	}
 	out[at] = 0;
 	return at;
+}
+
+/*
+ * Formats a finite value canonically (FORMAT.md §7: shortest round trip,
+ * JavaScript style, -0 renders "0"). out needs 40 bytes; returns the length.
+ */
+static size_t format_decimal(char *out, double value, bool as_float)
+{
+	if (value == 0) {
+		strcpy(out, "0");
+		return 1;
+	}
+	char digits[24];
+	int count, n;
+	shortest_digits(fabs(value), as_float, digits, &count, &n);
+	return format_digits(out, value, digits, count, n);
 }
 
 static int render_decimal(struct buf *out, double value, bool as_float)
@@ -875,6 +906,7 @@ void schema_row_init(struct schema_row *row)
 	buf_init(&row->from);
 	buf_init(&row->to);
 	row->is_delete = false;
+	row->scan = NULL;
 }
 
 void schema_row_free(struct schema_row *row)
@@ -884,6 +916,11 @@ void schema_row_free(struct schema_row *row)
 	buf_free(&row->from);
 	buf_free(&row->to);
 	row->is_delete = false;
+	if (row->scan) {
+		schema_scan_free(row->scan);
+		free(row->scan);
+		row->scan = NULL;
+	}
 }
 
 static void row_reset(struct schema_row *row)
@@ -1249,8 +1286,8 @@ static int take_endpoint(json_t *object, const char *field, struct buf *out, str
 	return take_id_field(value, field, out, error);
 }
 
-int schema_row_parse(const struct schema *schema, const char *line, size_t size, bool allow_delete,
-		     struct schema_row *row, struct error_info *error)
+int schema_row_parse_tree(const struct schema *schema, const char *line, size_t size, bool allow_delete,
+			  struct schema_row *row, struct error_info *error)
 {
 	json_t *object = NULL;
 	struct buf properties;
@@ -1559,8 +1596,8 @@ static int render_inferred_property(struct buf *out, const char *name, const jso
 	return render_untyped(out, value);
 }
 
-int schema_inference_row(struct schema_inference *inference, const char *line, size_t size,
-			 bool allow_delete, struct schema_row *row, struct error_info *error)
+int schema_inference_row_tree(struct schema_inference *inference, const char *line, size_t size,
+			      bool allow_delete, struct schema_row *row, struct error_info *error)
 {
 	json_t *object = NULL;
 	struct buf properties;
@@ -1629,4 +1666,549 @@ int schema_inference_finish(struct schema_inference *inference, struct schema *o
 		property->nullable = inferred->present != inference->rows;
 	}
 	return 0;
+}
+
+/* ---- rows: the fast path (schema_scan) ------------------------------------------ */
+
+/*
+ * The same validation and rendering as above, from the fields schema_scan
+ * found instead of a jansson tree. Every step that the tree path would refuse
+ * returns SCHEMA_SCAN_DECLINED instead of a message, and the line goes to the
+ * tree path, which refuses it with its message; so what this path accepts
+ * it renders to the same bytes, and it never refuses anything itself.
+ */
+
+static int scan_of(struct schema_row *row, struct schema_scan **out)
+{
+	if (!row->scan) {
+		row->scan = malloc(sizeof *row->scan);
+		if (!row->scan)
+			return -ENOMEM;
+		schema_scan_init(row->scan);
+	}
+	*out = row->scan;
+	return 0;
+}
+
+/* Room for count properties or fields in slots, spans and new_fields; the first properties slots zeroed. */
+static int scan_reserve(struct schema_scan *scan, size_t count, size_t properties)
+{
+	if (count > scan->slot_capacity) {
+		size_t capacity = scan->slot_capacity ? scan->slot_capacity : 16;
+		while (capacity < count)
+			capacity *= 2;
+		size_t *slots = realloc(scan->slots, capacity * sizeof *slots);
+		if (!slots)
+			return -ENOMEM;
+		scan->slots = slots;
+		size_t *spans = realloc(scan->spans, 2 * capacity * sizeof *spans);
+		if (!spans)
+			return -ENOMEM;
+		scan->spans = spans;
+		size_t *new_fields = realloc(scan->new_fields, capacity * sizeof *new_fields);
+		if (!new_fields)
+			return -ENOMEM;
+		scan->new_fields = new_fields;
+		scan->slot_capacity = capacity;
+	}
+	if (properties)
+		memset(scan->slots, 0, properties * sizeof *scan->slots);
+	return 0;
+}
+
+static bool key_is(const struct scan_field *field, const char *name, size_t length)
+{
+	return field->key_length == length && !memcmp(field->key, name, length);
+}
+
+/* A schema property name (NUL-terminated) equals key[0..length). */
+static bool name_equals(const char *name, const char *key, size_t length)
+{
+	return length <= SCHEMA_NAME_MAX && !memcmp(name, key, length) && name[length] == 0;
+}
+
+/* The position of the property named key, trying hint first (rows tend to follow the schema order); -1 if none. */
+static long scan_find_property(const struct schema *schema, const char *key, size_t length, size_t hint)
+{
+	if (hint < schema->property_count && name_equals(schema->properties[hint].name, key, length))
+		return (long)hint;
+	for (size_t i = 0; i < schema->property_count; i++)
+		if (name_equals(schema->properties[i].name, key, length))
+			return (long)i;
+	return -1;
+}
+
+/* ,"name": */
+static int put_property_name(struct buf *out, const char *name, size_t length)
+{
+	int rc = buf_reserve(out, length + 4);
+	if (rc)
+		return rc;
+	uint8_t *at = out->data + out->size;
+	at[0] = ',';
+	at[1] = '"';
+	memcpy(at + 2, name, length); /* names are [A-Za-z0-9_]: nothing to escape */
+	at[length + 2] = '"';
+	at[length + 3] = ':';
+	out->size += length + 4;
+	return 0;
+}
+
+static int render_scan_string(struct buf *out, const struct schema_scan *scan, const struct scan_value *value)
+{
+	size_t length;
+	const char *text = schema_scan_text(scan, value, &length);
+	if (value->escaped)
+		return render_string(out, text, length);
+	/* Unescaped text holds no byte that needs escaping: it is its own canonical form. */
+	int rc = buf_reserve(out, length + 2);
+	if (rc)
+		return rc;
+	uint8_t *at = out->data + out->size;
+	at[0] = '"';
+	memcpy(at + 1, text, length);
+	at[length + 1] = '"';
+	out->size += length + 2;
+	return 0;
+}
+
+/* An integer as written is canonical (JSON has no leading zeros), except -0. */
+static int render_scan_integer(struct buf *out, const struct scan_value *value)
+{
+	if (value->integer == 0)
+		return buf_append(out, "0", 1);
+	return buf_append(out, value->text, value->length);
+}
+
+static int render_scan_real(struct buf *out, const struct scan_value *value)
+{
+	char text[40], digits[24];
+	size_t length;
+	if (value->real == 0 || !value->short_form) {
+		length = format_decimal(text, value->real, false);
+	} else {
+		uint64_t rest = value->digits;
+		for (int i = value->digit_count - 1; i >= 0; i--) {
+			digits[i] = (char)('0' + rest % 10);
+			rest /= 10;
+		}
+		length = format_digits(text, value->real, digits, value->digit_count, value->point);
+	}
+	return buf_append(out, text, length);
+}
+
+/* An integer as f64: exact below 2^53, where its shortest digits are its own. */
+static int render_scan_integer_as_f64(struct buf *out, const struct scan_value *value)
+{
+	int64_t exact = (int64_t)1 << 53;
+	if (value->integer >= -exact && value->integer <= exact)
+		return render_scan_integer(out, value);
+	return render_decimal(out, (double)value->integer, false);
+}
+
+/* render_scalar from a scanned value. */
+static int scan_render_scalar(struct buf *out, enum schema_type_kind kind, const struct schema_scan *scan,
+			      const struct scan_value *value)
+{
+	size_t length;
+	const char *text;
+	switch (kind) {
+	case SCHEMA_STRING:
+		return value->kind == SCAN_STRING ? render_scan_string(out, scan, value) : SCHEMA_SCAN_DECLINED;
+	case SCHEMA_BOOL:
+		if (value->kind != SCAN_TRUE && value->kind != SCAN_FALSE)
+			return SCHEMA_SCAN_DECLINED;
+		return value->kind == SCAN_TRUE ? buf_append(out, "true", 4) : buf_append(out, "false", 5);
+	case SCHEMA_I64:
+		return value->kind == SCAN_INTEGER ? render_scan_integer(out, value) : SCHEMA_SCAN_DECLINED;
+	case SCHEMA_F64:
+		if (value->kind == SCAN_INTEGER)
+			return render_scan_integer_as_f64(out, value);
+		if (value->kind != SCAN_REAL || !isfinite(value->real))
+			return SCHEMA_SCAN_DECLINED;
+		return render_scan_real(out, value);
+	case SCHEMA_DATE:
+	case SCHEMA_DATETIME:
+		if (value->kind != SCAN_STRING)
+			return SCHEMA_SCAN_DECLINED;
+		text = schema_scan_text(scan, value, &length);
+		if (kind == SCHEMA_DATE ? !date_is_valid(text, length) : !datetime_is_valid(text, length))
+			return SCHEMA_SCAN_DECLINED;
+		return render_scan_string(out, scan, value);
+	default:
+		return SCHEMA_SCAN_DECLINED;
+	}
+}
+
+/* render_typed from a scanned value. */
+static int scan_render_typed(struct buf *out, const struct schema_type *type, const struct schema_scan *scan,
+			     const struct scan_value *value)
+{
+	int rc;
+	if (kind_is_scalar(type->kind))
+		return scan_render_scalar(out, type->kind, scan, value);
+	if (value->kind != SCAN_ARRAY || (type->kind == SCHEMA_VECTOR && value->count != type->dimension))
+		return SCHEMA_SCAN_DECLINED;
+	if ((rc = buf_append(out, "[", 1)))
+		return rc;
+	for (size_t i = 0; i < value->count; i++) {
+		const struct scan_value *element = &scan->elements[value->first + i];
+		if (i && (rc = buf_append(out, ",", 1)))
+			return rc;
+		if (type->kind == SCHEMA_LIST) {
+			rc = scan_render_scalar(out, type->element, scan, element);
+		} else if (element->kind != SCAN_INTEGER && element->kind != SCAN_REAL) {
+			rc = SCHEMA_SCAN_DECLINED;
+		} else {
+			float number = (float)(element->kind == SCAN_INTEGER ? (double)element->integer : element->real);
+			rc = isinf(number) || isnan(number) ? SCHEMA_SCAN_DECLINED
+							    : render_decimal(out, (double)number, true);
+		}
+		if (rc)
+			return rc;
+	}
+	return buf_append(out, "]", 1);
+}
+
+/* render_untyped from a scanned value (nulls never get here). */
+static int scan_render_untyped(struct buf *out, const struct schema_scan *scan, const struct scan_value *value)
+{
+	int rc;
+	switch (value->kind) {
+	case SCAN_STRING:
+		return render_scan_string(out, scan, value);
+	case SCAN_TRUE:
+		return buf_append(out, "true", 4);
+	case SCAN_FALSE:
+		return buf_append(out, "false", 5);
+	case SCAN_INTEGER:
+		return render_scan_integer(out, value);
+	case SCAN_REAL:
+		return render_scan_real(out, value);
+	case SCAN_ARRAY:
+		if ((rc = buf_append(out, "[", 1)))
+			return rc;
+		for (size_t i = 0; i < value->count; i++) {
+			if ((i && (rc = buf_append(out, ",", 1))) ||
+			    (rc = scan_render_untyped(out, scan, &scan->elements[value->first + i])))
+				return rc;
+		}
+		return buf_append(out, "]", 1);
+	default:
+		return SCHEMA_SCAN_DECLINED;
+	}
+}
+
+/* take_id_field from a scanned value. */
+static int scan_take_id(const struct schema_scan *scan, const struct scan_value *value, struct buf *out)
+{
+	size_t length;
+	if (value->kind != SCAN_STRING)
+		return SCHEMA_SCAN_DECLINED;
+	const char *text = schema_scan_text(scan, value, &length);
+	if (check_id_text("id", text, length, NULL))
+		return SCHEMA_SCAN_DECLINED;
+	return buf_append(out, text, length);
+}
+
+/* derive_id from the scanned fields and the values already rendered into scan->properties. */
+static int scan_derive_id(const struct schema *schema, const struct schema_scan *scan, struct buf *out)
+{
+	bool in_list = schema->key_count > 1;
+	int rc = in_list ? buf_append(out, "[", 1) : 0;
+	for (size_t i = 0; rc == 0 && i < schema->key_count; i++) {
+		size_t position = (size_t)(find_property(schema, schema->key[i]) - schema->properties);
+		size_t slot = scan->slots[position];
+		const struct scan_value *value = slot ? &scan->fields[slot - 1].value : NULL;
+		if (!value || value->kind == SCAN_NULL || value->kind == SCAN_ARRAY)
+			return SCHEMA_SCAN_DECLINED;
+		if (i)
+			rc = buf_append(out, ",", 1);
+		if (rc == 0 && !in_list && value->kind == SCAN_STRING) {
+			size_t length;
+			const char *text = schema_scan_text(scan, value, &length);
+			rc = buf_append(out, text, length);
+		} else if (rc == 0) {
+			/* The value as the row renders it: what render_key_value gives for a scalar of this type. */
+			size_t start = scan->spans[2 * position], end = scan->spans[2 * position + 1];
+			rc = buf_append(out, scan->properties.data + start, end - start);
+		}
+	}
+	if (rc == 0 && in_list)
+		rc = buf_append(out, "]", 1);
+	if (rc == 0 && check_id_text("the id derived from the key", (const char *)out->data, out->size, NULL))
+		rc = SCHEMA_SCAN_DECLINED;
+	return rc;
+}
+
+/* schema_row_parse on the fast path: 0 (row filled), SCHEMA_SCAN_DECLINED or -ENOMEM. */
+static int scan_row_parse(const struct schema *schema, const char *line, size_t size, struct schema_row *row)
+{
+	struct schema_scan *scan;
+	bool edge = schema->kind == SCHEMA_EDGE;
+	size_t id_slot = 0, from_slot = 0, to_slot = 0, hint = 0;
+	int rc;
+	if ((rc = scan_of(row, &scan)) || (rc = schema_scan_line(scan, line, size)))
+		return rc;
+	size_t most = schema->property_count > scan->field_count ? schema->property_count : scan->field_count;
+	if ((rc = scan_reserve(scan, most, schema->property_count)))
+		return rc;
+	/* Every key names id, an endpoint or a property, once. */
+	for (size_t i = 0; i < scan->field_count; i++) {
+		const struct scan_field *field = &scan->fields[i];
+		size_t *slot;
+		if (key_is(field, "id", 2)) {
+			slot = &id_slot;
+		} else if (edge && key_is(field, "from", 4)) {
+			slot = &from_slot;
+		} else if (edge && key_is(field, "to", 2)) {
+			slot = &to_slot;
+		} else {
+			long position = scan_find_property(schema, field->key, field->key_length, hint);
+			if (position < 0)
+				return SCHEMA_SCAN_DECLINED;
+			slot = &scan->slots[position];
+			hint = (size_t)position + 1;
+		}
+		if (*slot)
+			return SCHEMA_SCAN_DECLINED; /* a duplicate key */
+		*slot = i + 1;
+	}
+	struct buf *properties = &scan->properties;
+	buf_reset(properties);
+	for (size_t i = 0; i < schema->property_count; i++) {
+		const struct schema_property *property = &schema->properties[i];
+		const struct scan_value *value = scan->slots[i] ? &scan->fields[scan->slots[i] - 1].value : NULL;
+		if (!value || value->kind == SCAN_NULL) {
+			if (!property->nullable)
+				return SCHEMA_SCAN_DECLINED;
+			continue;
+		}
+		if ((rc = put_property_name(properties, property->name, strlen(property->name))))
+			return rc;
+		scan->spans[2 * i] = properties->size;
+		if ((rc = scan_render_typed(properties, &property->type, scan, value)))
+			return rc;
+		scan->spans[2 * i + 1] = properties->size;
+	}
+	if (schema->key_count == 0) {
+		rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
+	} else {
+		rc = scan_derive_id(schema, scan, &row->id);
+		if (rc == 0 && id_slot) {
+			size_t length;
+			const struct scan_value *given = &scan->fields[id_slot - 1].value;
+			const char *text = given->kind == SCAN_STRING ? schema_scan_text(scan, given, &length) : NULL;
+			if (!text || length != row->id.size || memcmp(text, row->id.data, length))
+				rc = SCHEMA_SCAN_DECLINED;
+		}
+	}
+	if (rc)
+		return rc;
+	if (edge) {
+		if (!from_slot || !to_slot)
+			return SCHEMA_SCAN_DECLINED;
+		if ((rc = scan_take_id(scan, &scan->fields[from_slot - 1].value, &row->from)) ||
+		    (rc = scan_take_id(scan, &scan->fields[to_slot - 1].value, &row->to)))
+			return rc;
+	}
+	return assemble_row(row, edge, properties);
+}
+
+int schema_row_parse(const struct schema *schema, const char *line, size_t size, bool allow_delete,
+		     struct schema_row *row, struct error_info *error)
+{
+	row_reset(row);
+	if (scan_row_parse(schema, line, size, row) == 0)
+		return 0;
+	row_reset(row);
+	return schema_row_parse_tree(schema, line, size, allow_delete, row, error);
+}
+
+/* ---- inference: the fast path ----------------------------------------------------- */
+
+static enum schema_type_kind scan_scalar_kind(const struct scan_value *value)
+{
+	if (value->kind == SCAN_STRING)
+		return SCHEMA_STRING;
+	if (value->kind == SCAN_TRUE || value->kind == SCAN_FALSE)
+		return SCHEMA_BOOL;
+	return value->kind == SCAN_INTEGER ? SCHEMA_I64 : SCHEMA_F64;
+}
+
+static bool scan_integer_is_big(const struct scan_value *value)
+{
+	int64_t limit = (int64_t)1 << 53;
+	return value->kind == SCAN_INTEGER && (value->integer > limit || value->integer < -limit);
+}
+
+/* observe from a scanned value (not null): 0 or SCHEMA_SCAN_DECLINED. */
+static int scan_observe(const struct schema_scan *scan, const struct scan_value *value, struct observation *out)
+{
+	memset(out, 0, sizeof *out);
+	out->typed = true;
+	if (value->kind != SCAN_ARRAY) {
+		out->type.kind = scan_scalar_kind(value);
+		out->big_integer = scan_integer_is_big(value);
+		return 0;
+	}
+	out->type.kind = SCHEMA_LIST;
+	for (size_t i = 0; i < value->count; i++) {
+		const struct scan_value *element = &scan->elements[value->first + i];
+		if (element->kind == SCAN_NULL)
+			return SCHEMA_SCAN_DECLINED;
+		enum schema_type_kind kind = scan_scalar_kind(element);
+		out->big_integer |= scan_integer_is_big(element);
+		if (!out->element_typed) {
+			out->type.element = kind;
+			out->element_typed = true;
+		} else if (out->type.element != kind) {
+			bool numbers = (out->type.element == SCHEMA_I64 || out->type.element == SCHEMA_F64) &&
+				       (kind == SCHEMA_I64 || kind == SCHEMA_F64);
+			if (!numbers)
+				return SCHEMA_SCAN_DECLINED;
+			out->type.element = SCHEMA_F64;
+		}
+	}
+	out->type.element = out->element_typed ? out->type.element : SCHEMA_STRING;
+	return 0;
+}
+
+/* The position of an inferred property, trying hint first; -1 if none. */
+static long scan_find_inferred(const struct schema_inference *inference, const char *key, size_t length,
+			       size_t hint)
+{
+	if (hint < inference->schema.property_count &&
+	    name_equals(inference->schema.properties[hint].name, key, length))
+		return (long)hint;
+	json_t *position = json_object_getn(inference->index, key, length);
+	return position ? (long)json_integer_value(position) : -1;
+}
+
+/* Folds a value into the property at position (inference_apply's second pass). */
+static void scan_apply_value(struct schema_inference *inference, size_t position, const struct schema_scan *scan,
+			     const struct scan_value *value)
+{
+	struct observation seen, merged, current = current_observation(inference, position);
+	int rc = scan_observe(scan, value, &seen);
+	if (rc == 0)
+		rc = merge_observation("", &current, &seen, &merged, NULL);
+	assert(rc == 0); /* checked before anything changed */
+	(void)rc;
+	inference->schema.properties[position].type = merged.type;
+	inference->inferred[position].typed = merged.typed;
+	inference->inferred[position].element_typed = merged.element_typed;
+	inference->inferred[position].big_integer = merged.big_integer;
+	inference->inferred[position].present++;
+}
+
+/* schema_inference_row on the fast path: 0, SCHEMA_SCAN_DECLINED or -ENOMEM (inference unchanged unless 0). */
+static int scan_inference_row(struct schema_inference *inference, const char *line, size_t size,
+			      struct schema_row *row)
+{
+	struct schema_scan *scan;
+	struct schema *schema = &inference->schema;
+	size_t id_slot = 0, new_count = 0, hint = 0, known = schema->property_count;
+	int rc;
+	if ((rc = scan_of(row, &scan)) || (rc = schema_scan_line(scan, line, size)))
+		return rc;
+	if ((rc = scan_reserve(scan, known > scan->field_count ? known : scan->field_count, known)))
+		return rc;
+	/* inference_check: names valid and once each, values agreeing with what is known. */
+	for (size_t i = 0; i < scan->field_count; i++) {
+		const struct scan_field *field = &scan->fields[i];
+		if (key_is(field, "id", 2)) {
+			if (id_slot)
+				return SCHEMA_SCAN_DECLINED;
+			id_slot = i + 1;
+			continue;
+		}
+		if (key_is(field, "from", 4) || key_is(field, "to", 2) ||
+		    !schema_name_is_valid(field->key, field->key_length))
+			return SCHEMA_SCAN_DECLINED; /* also directives: '@' is not a name character */
+		long position = scan_find_inferred(inference, field->key, field->key_length, hint);
+		if (position >= 0) {
+			if (scan->slots[position])
+				return SCHEMA_SCAN_DECLINED;
+			scan->slots[position] = i + 1;
+			hint = (size_t)position + 1;
+		} else {
+			for (size_t j = 0; j < new_count; j++)
+				if (key_is(&scan->fields[scan->new_fields[j]], field->key, field->key_length))
+					return SCHEMA_SCAN_DECLINED;
+			scan->new_fields[new_count++] = i;
+		}
+		if (field->value.kind == SCAN_NULL)
+			continue;
+		struct observation seen, merged, current = {.typed = false};
+		if (position >= 0)
+			current = current_observation(inference, (size_t)position);
+		if (scan_observe(scan, &field->value, &seen) || merge_observation("", &current, &seen, &merged, NULL))
+			return SCHEMA_SCAN_DECLINED;
+	}
+	rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
+	if (rc)
+		return rc;
+	/* Render: known properties in their order, then this row's new ones in its order. */
+	struct buf *properties = &scan->properties;
+	buf_reset(properties);
+	for (size_t i = 0; i < known; i++) {
+		const struct scan_value *value = scan->slots[i] ? &scan->fields[scan->slots[i] - 1].value : NULL;
+		if (!value || value->kind == SCAN_NULL)
+			continue;
+		const char *name = schema->properties[i].name;
+		if ((rc = put_property_name(properties, name, strlen(name))) ||
+		    (rc = scan_render_untyped(properties, scan, value)))
+			return rc;
+	}
+	for (size_t j = 0; j < new_count; j++) {
+		const struct scan_field *field = &scan->fields[scan->new_fields[j]];
+		if (field->value.kind == SCAN_NULL)
+			continue;
+		if ((rc = put_property_name(properties, field->key, field->key_length)) ||
+		    (rc = scan_render_untyped(properties, scan, &field->value)))
+			return rc;
+	}
+	if ((rc = assemble_row(row, false, properties)) || (rc = inference_reserve(inference, known + new_count)))
+		return rc;
+	/* inference_apply: add the new names, then fold in every value. */
+	for (size_t j = 0; j < new_count; j++) {
+		const struct scan_field *field = &scan->fields[scan->new_fields[j]];
+		size_t position = schema->property_count;
+		if (json_object_setn_new(inference->index, field->key, field->key_length,
+					 json_integer((json_int_t)position))) {
+			for (size_t i = known; i < position; i++)
+				json_object_del(inference->index, schema->properties[i].name);
+			schema->property_count = known;
+			return -ENOMEM;
+		}
+		struct schema_property *property = &schema->properties[position];
+		memset(property, 0, sizeof *property);
+		memcpy(property->name, field->key, field->key_length);
+		property->nullable = true;
+		memset(&inference->inferred[position], 0, sizeof inference->inferred[position]);
+		schema->property_count++;
+	}
+	for (size_t i = 0; i < known; i++) {
+		const struct scan_value *value = scan->slots[i] ? &scan->fields[scan->slots[i] - 1].value : NULL;
+		if (value && value->kind != SCAN_NULL)
+			scan_apply_value(inference, i, scan, value);
+	}
+	for (size_t j = 0; j < new_count; j++) {
+		const struct scan_value *value = &scan->fields[scan->new_fields[j]].value;
+		if (value->kind != SCAN_NULL)
+			scan_apply_value(inference, known + j, scan, value);
+	}
+	inference->rows++;
+	return 0;
+}
+
+int schema_inference_row(struct schema_inference *inference, const char *line, size_t size,
+			 bool allow_delete, struct schema_row *row, struct error_info *error)
+{
+	row_reset(row);
+	if (scan_inference_row(inference, line, size, row) == 0)
+		return 0;
+	row_reset(row);
+	return schema_inference_row_tree(inference, line, size, allow_delete, row, error);
 }

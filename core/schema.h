@@ -110,12 +110,15 @@ int schema_check_compatible(const struct schema *old, const struct schema *new_s
 
 /* ---- rows ---------------------------------------------------------------- */
 
+struct schema_scan;
+
 struct schema_row {
 	struct buf canonical;     /* the canonical line, "\n" included (empty for deletes) */
 	struct buf id;            /* the row id (not NUL-terminated in size; buf_cstr works) */
 	struct buf from;          /* edges: the from node id */
 	struct buf to;            /* edges: the to node id */
 	bool is_delete;           /* the line was {"id":"...","@delete":true} */
+	struct schema_scan *scan; /* the parser's working memory, kept across lines (schema_int.h) */
 };
 
 void schema_row_init(struct schema_row *row);

@@ -6,6 +6,10 @@
  * accepted line must be a fixed point: its canonical form parses back to the
  * same bytes (against the fixture, or against the schema inferred from all
  * lines), and an inferred schema must render, parse and render identically.
+ * And the two row parsers agree (schema_int.h): the fast path with its
+ * jansson fallback accepts and refuses exactly what the jansson path alone
+ * does, with the same bytes (ids aside when both assigned a ULID), the same
+ * message, and the same inferred schema.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "schema.h"
+#include "schema_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -72,44 +77,122 @@ static void check_schema_round_trip(const struct schema *schema)
 	buf_free(&second);
 }
 
+static bool same_bytes(const struct buf *first, const struct buf *second)
+{
+	return first->size == second->size && (!first->size || !memcmp(first->data, second->data, first->size));
+}
+
+/* A ULID assigned to a row without id: 26 Crockford base-32 characters. */
+static bool is_ulid(const struct buf *id)
+{
+	if (id->size != 26)
+		return false;
+	for (size_t i = 0; i < 26; i++)
+		if (!strchr("0123456789ABCDEFGHJKMNPQRSTVWXYZ", id->data[i]))
+			return false;
+	return true;
+}
+
+/* The results of both parsers for one line agree (rc, message, row). */
+static void check_agreement(int rc, const struct error_info *error, const struct schema_row *row, int tree_rc,
+			    const struct error_info *tree_error, const struct schema_row *tree_row)
+{
+	if (rc != tree_rc) {
+		fprintf(stderr, "fast path rc %d, jansson path rc %d (%s)\n", rc, tree_rc,
+			tree_rc ? tree_error->message : error->message);
+		fail("the parsers disagree on accepting", &row->canonical, &tree_row->canonical);
+	}
+	if (rc) {
+		if (strcmp(error->message, tree_error->message)) {
+			fprintf(stderr, "messages differ:\n  %s\n  %s\n", error->message, tree_error->message);
+			abort();
+		}
+		return;
+	}
+	bool assigned = !same_bytes(&row->id, &tree_row->id) && is_ulid(&row->id) && is_ulid(&tree_row->id);
+	if (row->is_delete != tree_row->is_delete || !same_bytes(&row->from, &tree_row->from) ||
+	    !same_bytes(&row->to, &tree_row->to) || (!assigned && !same_bytes(&row->id, &tree_row->id)))
+		fail("the parsers disagree on id, from, to or delete", &row->canonical, &tree_row->canonical);
+	if (row->is_delete) {
+		if (row->canonical.size || tree_row->canonical.size)
+			fail("a delete line has canonical bytes", &row->canonical, &tree_row->canonical);
+		return;
+	}
+	/* canonical = {"id":"<id>"… : compare what follows the id */
+	size_t skip = 8 + row->id.size, tree_skip = 8 + tree_row->id.size;
+	if (row->canonical.size < skip || tree_row->canonical.size < tree_skip ||
+	    row->canonical.size - skip != tree_row->canonical.size - tree_skip ||
+	    (assigned ? memcmp(row->canonical.data + skip, tree_row->canonical.data + tree_skip,
+			       row->canonical.size - skip)
+		      : !same_bytes(&row->canonical, &tree_row->canonical)))
+		fail("the parsers disagree on the canonical bytes", &row->canonical, &tree_row->canonical);
+}
+
 static void run_fixture(const struct schema *schema, const uint8_t *data, size_t size)
 {
-	struct schema_row row;
-	struct error_info error;
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
 	schema_row_init(&row);
+	schema_row_init(&tree_row);
 	for (size_t start = 0; start <= size;) {
 		const uint8_t *end = memchr(data + start, '\n', size - start);
 		size_t length = end ? (size_t)(end - (data + start)) : size - start;
-		if (schema_row_parse(schema, (const char *)data + start, length, true, &row, &error) == 0 &&
-		    !row.is_delete)
+		error_info_clear(&error);
+		error_info_clear(&tree_error);
+		int rc = schema_row_parse(schema, (const char *)data + start, length, true, &row, &error);
+		int tree_rc = schema_row_parse_tree(schema, (const char *)data + start, length, true, &tree_row,
+						    &tree_error);
+		check_agreement(rc, &error, &row, tree_rc, &tree_error, &tree_row);
+		if (rc == 0 && !row.is_delete)
 			check_fixed_point(schema, &row.canonical);
 		start += length + 1;
 	}
 	schema_row_free(&row);
+	schema_row_free(&tree_row);
 }
 
 static void run_inference(const uint8_t *data, size_t size)
 {
-	struct schema_inference *inference;
-	struct schema_row row;
-	struct error_info error;
+	struct schema_inference *inference, *tree_inference;
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
 	struct buf rows;   /* accepted canonical lines, back to back */
-	struct schema inferred;
-	if (schema_inference_open(&inference))
+	struct schema inferred, tree_inferred;
+	if (schema_inference_open(&inference) || schema_inference_open(&tree_inference))
 		abort();
 	schema_row_init(&row);
+	schema_row_init(&tree_row);
 	buf_init(&rows);
 	for (size_t start = 0; start <= size;) {
 		const uint8_t *end = memchr(data + start, '\n', size - start);
 		size_t length = end ? (size_t)(end - (data + start)) : size - start;
-		if (schema_inference_row(inference, (const char *)data + start, length, true, &row, &error) == 0 &&
-		    !row.is_delete && buf_append(&rows, row.canonical.data, row.canonical.size))
+		error_info_clear(&error);
+		error_info_clear(&tree_error);
+		int rc = schema_inference_row(inference, (const char *)data + start, length, true, &row, &error);
+		int tree_rc = schema_inference_row_tree(tree_inference, (const char *)data + start, length, true,
+							&tree_row, &tree_error);
+		check_agreement(rc, &error, &row, tree_rc, &tree_error, &tree_row);
+		if (rc == 0 && !row.is_delete && buf_append(&rows, row.canonical.data, row.canonical.size))
 			abort();
 		start += length + 1;
 	}
-	if (schema_inference_finish(inference, &inferred))
+	if (schema_inference_finish(inference, &inferred) || schema_inference_finish(tree_inference, &tree_inferred))
 		abort();
 	check_schema_round_trip(&inferred);
+	{
+		struct buf first, second;
+		buf_init(&first);
+		buf_init(&second);
+		if (schema_render(&inferred, &first) || schema_render(&tree_inferred, &second))
+			abort();
+		if (!same_bytes(&first, &second))
+			fail("the parsers infer different schemas", &first, &second);
+		buf_free(&first);
+		buf_free(&second);
+	}
+	schema_free(&tree_inferred);
+	schema_row_free(&tree_row);
+	schema_inference_free(tree_inference);
 	for (size_t start = 0; start < rows.size;) {
 		const uint8_t *end = memchr(rows.data + start, '\n', rows.size - start);
 		struct buf line = {.data = rows.data + start, .size = (size_t)(end - (rows.data + start)) + 1};

@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "schema.h"
+#include "schema_int.h"
 #include "ulid.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -1310,6 +1311,292 @@ TEST(random_rows_render_to_a_fixed_point_and_keep_their_numbers)
 	schema_row_free(&first);
 	schema_row_free(&second);
 	schema_free(&schema);
+}
+
+/* ---- the fast path and the jansson path agree (schema_int.h) ----------------------- */
+
+static const char *agreement_schema_text =
+	"{\"kind\":\"node\",\"properties\":{\"s\":{\"type\":\"string\"},\"b\":{\"type\":\"bool\"},"
+	"\"i\":{\"type\":\"i64\"},\"f\":{\"type\":\"f64\"},\"d\":{\"type\":\"date\"},\"t\":{\"type\":\"datetime\"},"
+	"\"li\":{\"type\":\"list<i64>\"},\"lf\":{\"type\":\"list<f64>\"},\"ls\":{\"type\":\"list<string>\"},"
+	"\"v\":{\"type\":\"vector<2>\"},\"n\":{\"type\":\"string\",\"nullable\":false}}}";
+
+/* Lines of every kind the fast path must get exactly right, or leave to jansson. */
+static const char *const agreement_lines[] = {
+	/* escapes, surrogate pairs, UTF-8 */
+	"{\"n\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"}",
+	"{\"n\":\"\\u0041\\u00e9\\u20AC\\ud83d\\ude00\\u001f\\u007f\"}",
+	"{\"n\":\"\\ud83d\"}", "{\"n\":\"\\ude00\"}", "{\"n\":\"\\ud83d\\u0041\"}", "{\"n\":\"\\ud83dx\"}",
+	"{\"n\":\"\\u0000\"}", "{\"n\":\"\\u12\"}", "{\"n\":\"\\uZZZZ\"}", "{\"n\":\"\\x\"}", "{\"n\":\"\\\"}",
+	"{\"n\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\x7f\"}",
+	"{\"n\":\"\xc0\xaf\"}", "{\"n\":\"\xe0\x80\xaf\"}", "{\"n\":\"\xed\xa0\x80\"}", "{\"n\":\"\xf4\x90\x80\x80\"}",
+	"{\"n\":\"\xf5\x80\x80\x80\"}", "{\"n\":\"\xc3\"}", "{\"n\":\"\xe2\x82\"}", "{\"n\":\"\x80\"}",
+	"{\"n\":\"tab\there\"}", "{\"n\":\"x\"}\xc3\xa9",
+	/* numbers */
+	"{\"n\":\"x\",\"i\":9223372036854775807,\"f\":-9223372036854775808}",
+	"{\"n\":\"x\",\"i\":-9223372036854775808}", "{\"n\":\"x\",\"i\":9223372036854775808}",
+	"{\"n\":\"x\",\"i\":-9223372036854775809}", "{\"n\":\"x\",\"i\":123456789012345678901234}",
+	"{\"n\":\"x\",\"i\":-0,\"f\":-0}", "{\"n\":\"x\",\"f\":-0.0}", "{\"n\":\"x\",\"f\":0e99999}",
+	"{\"n\":\"x\",\"f\":1e21}", "{\"n\":\"x\",\"f\":1E+2}", "{\"n\":\"x\",\"f\":1e-7}", "{\"n\":\"x\",\"f\":1.5e-6}",
+	"{\"n\":\"x\",\"f\":5e-324}", "{\"n\":\"x\",\"f\":2.2250738585072014e-308}", "{\"n\":\"x\",\"f\":1e309}",
+	"{\"n\":\"x\",\"f\":-1e309}", "{\"n\":\"x\",\"f\":1.7976931348623157e308}", "{\"n\":\"x\",\"f\":1e-400}",
+	"{\"n\":\"x\",\"f\":0.30000000000000004}", "{\"n\":\"x\",\"f\":0.1000000000000000055511151231257827}",
+	"{\"n\":\"x\",\"f\":123456789012345678}", "{\"n\":\"x\",\"f\":9007199254740993}",
+	"{\"n\":\"x\",\"f\":2.50}", "{\"n\":\"x\",\"f\":100.000}", "{\"n\":\"x\",\"f\":0.000001}",
+	"{\"n\":\"x\",\"f\":12345678901234.5}", "{\"n\":\"x\",\"f\":1234567890123456.7}",
+	"{\"n\":\"x\",\"f\":1e22}", "{\"n\":\"x\",\"f\":1e23}", "{\"n\":\"x\",\"f\":9.999999999999999e22}",
+	"{\"n\":\"x\",\"f\":1e19}", "{\"n\":\"x\",\"f\":1e300}", "{\"n\":\"x\",\"f\":1e-300}",
+	"{\"n\":\"x\",\"f\":0.00000000000000000000000000000000000000000000000000000000000000000000001}",
+	"{\"n\":\"x\",\"f\":01}", "{\"n\":\"x\",\"f\":1.}", "{\"n\":\"x\",\"f\":.5}", "{\"n\":\"x\",\"f\":+1}",
+	"{\"n\":\"x\",\"f\":1e}", "{\"n\":\"x\",\"f\":1e+}", "{\"n\":\"x\",\"f\":-}", "{\"n\":\"x\",\"f\":1x}",
+	"{\"n\":\"x\",\"f\":NaN}", "{\"n\":\"x\",\"f\":Infinity}", "{\"n\":\"x\",\"i\":1.0}", "{\"n\":\"x\",\"i\":1e2}",
+	"{\"n\":\"x\",\"v\":[0.1,16777217]}", "{\"n\":\"x\",\"v\":[3.5e38,1]}", "{\"n\":\"x\",\"v\":[1e-50,-0.0]}",
+	"{\"n\":\"x\",\"v\":[1]}", "{\"n\":\"x\",\"v\":[1,\"2\"]}",
+	"{\"n\":\"x\",\"lf\":[1,2.5,-0,1e21]}", "{\"n\":\"x\",\"li\":[1,null]}", "{\"n\":\"x\",\"li\":[[1]]}",
+	"{\"n\":\"x\",\"ls\":[\"a\\n\",\"\xc3\xa9\"]}", "{\"n\":\"x\",\"li\":[]}",
+	/* literals, types, dates */
+	"{\"n\":\"x\",\"b\":true}", "{\"n\":\"x\",\"b\":false}", "{\"n\":\"x\",\"b\":null}", "{\"n\":\"x\",\"b\":tru}",
+	"{\"n\":\"x\",\"b\":truex}", "{\"n\":\"x\",\"b\":1}", "{\"n\":null}", "{\"s\":\"x\"}",
+	"{\"n\":\"x\",\"d\":\"2024-02-29\",\"t\":\"2024-01-31T12:00:00.123+01:00\"}", "{\"n\":\"x\",\"d\":\"2023-02-29\"}",
+	"{\"n\":\"x\",\"d\":\"2024-02-2\\u0039\"}", "{\"n\":\"x\",\"t\":\"2024-01-31t12:00:00Z\"}",
+	/* keys, ids and structure */
+	"{\"n\":\"x\",\"n\":\"y\"}", "{\"id\":\"a\",\"id\":\"a\",\"n\":\"x\"}", "{\"n\":\"x\",\"\\u0069\":\"k\"}",
+	"{\"\\u006e\":\"x\"}", "{\"n\":\"x\",\"q\":1}", "{\"n\":\"x\",\"from\":\"a\"}", "{\"n\":\"x\",\"@delete\":true}",
+	"{\"n\":\"x\",\"@x\":1}", "{\"id\":\"\",\"n\":\"x\"}", "{\"id\":\"a\\nb\",\"n\":\"x\"}", "{\"id\":7,\"n\":\"x\"}",
+	"{\"id\":\"a\\u00e9\",\"n\":\"x\"}", "{\"n\":\"x\",\"s\":{\"a\":1}}", "{\"n\":\"x\",\"s\":[]}",
+	" \t\r\n{ \"n\" : \"x\" , \"i\" : 1 , \"li\" : [ 1 , 2 ] } \r\n\t", "{\"n\":\"x\"} x", "{\"n\":\"x\"}}",
+	"{\"n\":\"x\",}", "{,\"n\":\"x\"}", "{\"n\":\"x\" \"i\":1}", "{\"n\"\"x\"}", "{\"n\":\"x\"", "{\"n\":\"x",
+	"{}", "[]", "\"x\"", "", " ", "\xef\xbb\xbf{\"n\":\"x\"}",
+};
+
+static bool rows_agree(int rc, const struct schema_row *row, int tree_rc, const struct schema_row *tree_row,
+		       const struct error_info *error, const struct error_info *tree_error, bool compare_ids)
+{
+	if (rc != tree_rc || (rc && strcmp(error->message, tree_error->message)))
+		return false;
+	if (rc)
+		return true;
+	if (row->is_delete || tree_row->is_delete)
+		return row->is_delete == tree_row->is_delete && !row->canonical.size && !tree_row->canonical.size &&
+		       row->id.size == tree_row->id.size && !memcmp(row->id.data, tree_row->id.data, row->id.size);
+	if (compare_ids && (row->id.size != tree_row->id.size || memcmp(row->id.data, tree_row->id.data, row->id.size)))
+		return false;
+	/* Compare the canonical bytes after the id (ids assigned as ULIDs differ). */
+	size_t skip = 8 + row->id.size, tree_skip = 8 + tree_row->id.size;
+	return row->canonical.size - skip == tree_row->canonical.size - tree_skip &&
+	       !memcmp(row->canonical.data + skip, tree_row->canonical.data + tree_skip, row->canonical.size - skip);
+}
+
+TEST(the_fast_path_accepts_refuses_and_renders_exactly_like_jansson)
+{
+	struct schema schema = schema_of(agreement_schema_text);
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	for (size_t i = 0; i < sizeof agreement_lines / sizeof *agreement_lines; i++) {
+		const char *line = agreement_lines[i];
+		size_t size = strlen(line);
+		error_info_clear(&error);
+		error_info_clear(&tree_error);
+		int rc = schema_row_parse(&schema, line, size, false, &row, &error);
+		int tree_rc = schema_row_parse_tree(&schema, line, size, false, &tree_row, &tree_error);
+		bool agree = rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error, false);
+		if (!agree)
+			fprintf(stderr, "    line %s\n    fast: %d %s %s    jansson: %d %s %s", line, rc, error.message,
+				buf_cstr(&row.canonical), tree_rc, tree_error.message, buf_cstr(&tree_row.canonical));
+		CHECK(agree);
+	}
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+	schema_free(&schema);
+}
+
+TEST(the_fast_path_agrees_with_jansson_on_nul_bytes_inside_lines)
+{
+	static const char *const lines[][2] = {{"{\"n\":\"x\"}\0", "11"}, {"{\"n\":\"x\0y\"}", "12"},
+					       {"{\"n\":\"x\",\0\"i\":1}", "19"}};
+	struct schema schema = schema_of(agreement_schema_text);
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+		size_t size = (size_t)atoi(lines[i][1]);
+		int rc = schema_row_parse(&schema, lines[i][0], size, false, &row, &error);
+		int tree_rc = schema_row_parse_tree(&schema, lines[i][0], size, false, &tree_row, &tree_error);
+		CHECK(rc == -EINVAL);
+		CHECK(rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error, true));
+	}
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+	schema_free(&schema);
+}
+
+TEST(the_fast_path_agrees_with_jansson_on_keys_ids_and_edges)
+{
+	static const char *const schemas[] = {
+		"{\"kind\":\"node\",\"key\":[\"k\",\"n\",\"b\"],\"properties\":{\"k\":{\"type\":\"string\",\"nullable\":false},"
+		"\"n\":{\"type\":\"f64\",\"nullable\":false},\"b\":{\"type\":\"bool\",\"nullable\":false}}}",
+		"{\"kind\":\"node\",\"key\":[\"k\"],\"properties\":{\"k\":{\"type\":\"string\",\"nullable\":false}}}",
+		"{\"kind\":\"node\",\"key\":[\"n\"],\"properties\":{\"n\":{\"type\":\"f64\",\"nullable\":false}}}",
+		"{\"kind\":\"edge\",\"from\":\"A\",\"to\":\"B\",\"properties\":{\"w\":{\"type\":\"f64\"}}}",
+	};
+	static const char *const lines[] = {
+		"{\"k\":\"a\\\"b\",\"n\":1,\"b\":true}", "{\"id\":\"[\\\"a\\\",1,true]\",\"k\":\"a\",\"n\":1.0,\"b\":true}",
+		"{\"id\":\"[\\\"a\\\",2,true]\",\"k\":\"a\",\"n\":1,\"b\":true}", "{\"k\":\"\",\"n\":1,\"b\":false}",
+		"{\"k\":\"a\\u00e9\"}", "{\"k\":\"a\\nb\"}", "{\"id\":\"a\\u00e9\",\"k\":\"a\xc3\xa9\"}", "{\"k\":\"\"}",
+		"{\"n\":2.5e3}", "{\"n\":-0}", "{\"id\":\"2500\",\"n\":2.5e3}", "{\"n\":9007199254740993}", "{\"n\":1e19}",
+		"{\"from\":\"a\",\"to\":\"b\",\"w\":1}", "{\"id\":\"e\",\"from\":\"a\\/b\",\"to\":\"c\\u00e9\"}",
+		"{\"from\":\"a\"}", "{\"from\":\"a\",\"to\":1}", "{\"from\":\"\",\"to\":\"b\"}", "{\"from\":\"a\",\"from\":\"a\",\"to\":\"b\"}",
+		"{\"k\":\"a\",\"n\":1,\"b\":true,\"from\":\"x\"}",
+	};
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	for (size_t s = 0; s < sizeof schemas / sizeof *schemas; s++) {
+		struct schema schema = schema_of(schemas[s]);
+		for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+			bool keyed = schema.key_count > 0;
+			error_info_clear(&error);
+			error_info_clear(&tree_error);
+			int rc = schema_row_parse(&schema, lines[i], strlen(lines[i]), true, &row, &error);
+			int tree_rc = schema_row_parse_tree(&schema, lines[i], strlen(lines[i]), true, &tree_row,
+							    &tree_error);
+			bool agree = rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error,
+						keyed || strstr(lines[i], "\"id\""));
+			agree = agree && (rc || (row.from.size == tree_row.from.size && row.to.size == tree_row.to.size));
+			if (!agree)
+				fprintf(stderr, "    schema %zu line %s\n    fast: %d %s %s    jansson: %d %s %s", s,
+					lines[i], rc, error.message, buf_cstr(&row.canonical), tree_rc,
+					tree_error.message, buf_cstr(&tree_row.canonical));
+			CHECK(agree);
+		}
+		schema_free(&schema);
+	}
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+}
+
+TEST(fast_inference_agrees_with_jansson_row_by_row_and_on_the_schema)
+{
+	static const char *const lines[] = {
+		"{\"id\":\"1\",\"a\":1,\"b\":\"x\\u00e9\",\"l\":[1,2],\"z\":null}",
+		"{\"b\":\"y\",\"a\":2.5,\"c\":true,\"l\":[0.5,3]}", "{\"a\":1e400}", "{\"a\":\"no\"}", "{\"q\":1,\"q\":2}",
+		"{\"id\":\"2\",\"m\":[]}", "{\"m\":[\"s\",1]}", "{\"m\":[\"s\"]}", "{\"m\":[\"t\"],\"n\":[null]}",
+		"{\"from\":\"a\"}", "{\"o\":{\"x\":1}}", "{\"9bad\":1}", "{\"@delete\":true,\"id\":\"1\"}",
+		"{\"id\":\"1\",\"@delete\":true}", "{\"big\":9007199254740993}", "{\"big\":0.5}", "{\"c\":false,\"new\":-0}",
+		"{\"id\":\"3\",\"a\":-0.0,\"b\":\"\\ud83d\\ude00\",\"l\":[]} ", "{\"z\":\"late\"}", "{\"\\u0061\":7}",
+		"{\"id\":\"4\",\"a\":1,\"a2\":1,\"a3\":1,\"a4\":1,\"a5\":1,\"a6\":1,\"a7\":1,\"a8\":1,\"a9\":1}",
+		"{\"a9\":1.5,\"a8\":2,\"a7\":3,\"a\":4}", "{\"id\":\"5\",\"id\":\"5\"}", "{\"id\":5}", "{}",
+	};
+	struct schema_inference *fast, *tree;
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	struct schema fast_schema, tree_schema;
+	CHECK(schema_inference_open(&fast) == 0);
+	CHECK(schema_inference_open(&tree) == 0);
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+		error_info_clear(&error);
+		error_info_clear(&tree_error);
+		int rc = schema_inference_row(fast, lines[i], strlen(lines[i]), true, &row, &error);
+		int tree_rc = schema_inference_row_tree(tree, lines[i], strlen(lines[i]), true, &tree_row, &tree_error);
+		bool agree = rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error, strstr(lines[i], "\"id\"")) &&
+			     row.is_delete == tree_row.is_delete;
+		if (!agree)
+			fprintf(stderr, "    line %s\n    fast: %d %s %s    jansson: %d %s %s", lines[i], rc, error.message,
+				buf_cstr(&row.canonical), tree_rc, tree_error.message, buf_cstr(&tree_row.canonical));
+		CHECK(agree);
+	}
+	CHECK(schema_inference_finish(fast, &fast_schema) == 0);
+	CHECK(schema_inference_finish(tree, &tree_schema) == 0);
+	char fast_text[4096];
+	snprintf(fast_text, sizeof fast_text, "%s", schema_text_of(&fast_schema));
+	CHECK(same(fast_text, schema_text_of(&tree_schema)));
+	schema_free(&fast_schema);
+	schema_free(&tree_schema);
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+	schema_inference_free(fast);
+	schema_inference_free(tree);
+}
+
+TEST(common_rows_take_the_fast_path)
+{
+	/* The scanner handles ordinary rows itself (jansson only sees the unusual ones). */
+	static const char *const lines[] = {
+		"{\"id\":\"p1\",\"name\":\"Ann \\\"A\\\" \xc3\xa9\",\"age\":42,\"score\":87.25,\"active\":true,"
+		"\"joined\":\"2020-01-31\",\"tags\":[\"a\",\"b\"],\"v\":[0.5,-1e-3],\"gone\":null}",
+		" { \"id\" : \"p2\" , \"ratio\" : 1e-7 }\r",
+	};
+	struct schema_scan scan;
+	schema_scan_init(&scan);
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+		CHECK(schema_scan_line(&scan, lines[i], strlen(lines[i])) == 0);
+	CHECK_EQ(scan.field_count, 2);
+	CHECK(scan.fields[1].value.kind == SCAN_REAL && scan.fields[1].value.real == 1e-7);
+	CHECK(schema_scan_line(&scan, "{\"a\":{}}", 8) == SCHEMA_SCAN_DECLINED);
+	schema_scan_free(&scan);
+}
+
+/* FORMAT.md §7's definition: print with 1, 2, ... 17 digits and keep the first that reads back. */
+static void reference_f64(double value, char *out, size_t size)
+{
+	char text[48];
+	if (value == 0) {
+		snprintf(out, size, "0");
+		return;
+	}
+	for (int precision = 1; precision <= 17; precision++) {
+		snprintf(text, sizeof text, "%.*e", precision - 1, value);
+		if (strtod(text, NULL) == value)
+			break;
+	}
+	char digits[24];
+	int count = 0;
+	const char *at = text[0] == '-' ? text + 1 : text;
+	for (; *at != 'e'; at++)
+		if (*at != '.')
+			digits[count++] = *at;
+	while (count > 1 && digits[count - 1] == '0')
+		count--;
+	int n = atoi(at + 1) + 1;
+	size_t length = 0;
+	if (value < 0)
+		out[length++] = '-';
+	bool plain = n > -6 && n <= 21 && !(fabs(value) >= 0x1p63 && count <= n);
+	if (plain && count <= n)
+		length += (size_t)snprintf(out + length, size - length, "%.*s%.*s", count, digits, n - count,
+					   "000000000000000000000");
+	else if (plain && n > 0)
+		length += (size_t)snprintf(out + length, size - length, "%.*s.%.*s", n, digits, count - n, digits + n);
+	else if (plain)
+		length += (size_t)snprintf(out + length, size - length, "0.%.*s%.*s", -n, "000000", count, digits);
+	else
+		length += (size_t)snprintf(out + length, size - length, "%c%s%.*se%+d", digits[0], count > 1 ? "." : "",
+					   count - 1, digits + 1, n - 1);
+}
+
+TEST(f64_rendering_equals_the_search_over_1_to_17_digits)
+{
+	char input[64], want[64];
+	for (int round = 0; round < 20000; round++) {
+		double value = random_double();
+		/* As the jansson path sees it (17 digits) and as the fast path sees short numerals. */
+		int precision = round % 2 ? 17 : 1 + (int)(next_random() % 15);
+		snprintf(input, sizeof input, "%.*g", precision, value);
+		double parsed = strtod(input, NULL);
+		if (!isfinite(parsed))
+			continue;
+		reference_f64(parsed, want, sizeof want);
+		const char *got = value_of("f64", input);
+		if (!got || strcmp(got, want))
+			fprintf(stderr, "    input %s\n", input);
+		CHECK(same(got, want));
+	}
 }
 
 int main(void)
