@@ -11,7 +11,8 @@ import random
 import threading
 import time
 
-from conftest import graphfs, import_rows, is_mountpoint, jsonl, kill_daemon
+from conftest import graphfs, import_rows, jsonl, kill_daemon
+from mountpoints import detach_killed, mount, mountpoint_directory, unmount
 
 CYCLES = 5
 TABLES = ("K0", "K1", "K2")
@@ -90,11 +91,12 @@ def render(state):
     return {table: jsonl(rows.values()) for table, rows in state.items()}
 
 
-def commit_count(store):
-    return len(graphfs("log", store).stdout.splitlines())
+def test_every_acknowledged_commit_survives_repeated_kill_9(store, tmp_path):
+    with mountpoint_directory("graphfs-kill9-") as directory:
+        kill_and_check_cycles(store, tmp_path, directory)
 
 
-def test_every_acknowledged_commit_survives_repeated_kill_9(store, mounter):
+def kill_and_check_cycles(store, tmp_path, directory):
     generator = random.Random()
     seed = generator.randrange(2**32)
     generator.seed(seed)
@@ -104,15 +106,14 @@ def test_every_acknowledged_commit_survives_repeated_kill_9(store, mounter):
     commits = len(TABLES)
     acknowledged_total = 0
     for cycle in range(CYCLES):
-        m = mounter(store)
+        m = mount(store, directory / f"mnt{cycle}", tmp_path / f"daemon{cycle}.stderr")
         writer = Writer(m, random.Random(generator.randrange(2**32)), commits + 1)
         writer.start()
         time.sleep(generator.uniform(0.1, 1.5))
         kill_daemon(m)
-        mounter.forget(m)
+        detach_killed(m)
         writer.join(timeout=60)
         assert not writer.is_alive(), f"seed {seed}: the writer hangs on the dead mount"
-        assert not is_mountpoint(m.root)
         assert writer.error is not None and writer.error.errno in DEAD_MOUNT_ERRNOS, \
             f"seed {seed}, cycle {cycle}: a write failed before the kill: {writer.error!r}"
 
@@ -140,7 +141,12 @@ def test_every_acknowledged_commit_survives_repeated_kill_9(store, mounter):
         assert result.returncode == 0, f"seed {seed}, cycle {cycle}: {result.stdout!r} {result.stderr!r}"
 
     assert acknowledged_total >= CYCLES, f"seed {seed}: too few writes were acknowledged to mean anything"
-    final = mounter(store)
-    for table, text in render(state).items():
-        assert final.read("tables", f"{table}.jsonl") == text
-    assert final.log_count() == commits
+    final = mount(store, directory / "final", tmp_path / "final.stderr")
+    failed = True
+    try:
+        for table, text in render(state).items():
+            assert final.read("tables", f"{table}.jsonl") == text
+        assert final.log_count() == commits
+        failed = False
+    finally:
+        unmount(final, failed)

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
-from conftest import Mount, graphfs, is_mountpoint, lazy_unmount, start_daemon, unmount_cleanly
+from conftest import graphfs
+from mountpoints import mount, mountpoint_directory, unmount
 
 SCHEMA = {"kind": "node", "properties": {"name": {"type": "string", "nullable": True},
                                          "n": {"type": "i64", "nullable": True}}}
@@ -111,7 +112,8 @@ class Tree:
 
 
 class MountedTree(RuleBasedStateMachine):
-    base_directory = None       # set by the test: a pytest temporary directory
+    base_directory = None       # set by the test: a pytest temporary directory (stores, daemon stderr)
+    mount_directory = None      # set by the test: where the mountpoints go (see mountpoints.py)
     examples = itertools.count()
 
     def __init__(self):
@@ -121,11 +123,7 @@ class MountedTree(RuleBasedStateMachine):
         directory.mkdir()
         store = directory / "store"
         graphfs("init", store)
-        mountpoint = directory / "mnt"
-        mountpoint.mkdir()
-        stderr_path = directory / "daemon.stderr"
-        process = start_daemon(store, mountpoint, stderr_path)
-        self.mount = Mount(store, mountpoint, process, stderr_path, ())
+        self.mount = mount(store, self.mount_directory / directory.name, directory / "daemon.stderr")
         self.version = 0                # the store's clock: +1 per commit on any branch
         self.main = Tree()
         self.branches = {}              # name -> Tree
@@ -355,19 +353,11 @@ class MountedTree(RuleBasedStateMachine):
 
     def teardown(self):
         """Unmounts cleanly after a passing run; after a failure, detaches and kills (nothing stays mounted)."""
-        try:
-            if self.in_step:
-                lazy_unmount(self.mount.root)
-            else:
-                unmount_cleanly(self.mount)
-        finally:
-            if is_mountpoint(self.mount.root):
-                lazy_unmount(self.mount.root)
-            if self.mount.process.poll() is None:
-                self.mount.process.kill()
-            self.mount.process.wait()
+        unmount(self.mount, failed=self.in_step)
 
 
 def test_the_mounted_tree_behaves_like_the_model(tmp_path):
     MountedTree.base_directory = tmp_path
-    run_state_machine_as_test(MountedTree, settings=MACHINE_SETTINGS)
+    with mountpoint_directory("graphfs-model-") as directory:
+        MountedTree.mount_directory = directory
+        run_state_machine_as_test(MountedTree, settings=MACHINE_SETTINGS)
