@@ -281,12 +281,18 @@ def mnt(store, mounter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Nothing may stay mounted: detach any graphfs mount left below the test directories."""
+    """Nothing may stay mounted: detach any graphfs mount this session left below its own
+    temporary directory (never another session's mounts running at the same time)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    base = str(factory.getbasetemp()) + "/"
     with open("/proc/self/mounts") as mounts:
         for line in mounts:
             fields = line.split()
-            if fields[2] == "fuse.graphfs" and "/pytest-" in fields[1]:
-                lazy_unmount(fields[1].replace("\\040", " "))
+            path = fields[1].replace("\\040", " ")
+            if fields[2] == "fuse.graphfs" and path.startswith(base):
+                lazy_unmount(path)
 
 
 def import_rows(store, table, rows, mode="overwrite", branch=None, tmp=None):
