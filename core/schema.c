@@ -75,6 +75,8 @@ static int sink_string(struct sink *sink, const char *text, size_t length)
 	int rc = sink_put(sink, "\"", 1);
 	for (size_t i = 0; rc == 0 && i < length; i++) {
 		unsigned char c = (unsigned char)text[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue; /* the common case: as is */
 		char escape[6] = {'\\', 0, 0, 0, 0, 0};
 		size_t escape_length = 2;
 		if (c == '"' || c == '\\')
@@ -94,8 +96,7 @@ static int sink_string(struct sink *sink, const char *text, size_t length)
 			escape[4] = hex[c >> 4];
 			escape[5] = hex[c & 15];
 			escape_length = 6;
-		} else
-			continue;
+		}
 		rc = sink_put(sink, text + start, i - start);
 		if (rc == 0)
 			rc = sink_put(sink, escape, escape_length);
@@ -1240,9 +1241,9 @@ static int parse_delete(json_t *object, struct schema_row *row, struct error_inf
 }
 
 /* canonical = {"id":…[,"from":…,"to":…]<properties>}\n, properties already rendered as ,"p":v… */
-static int assemble_row(struct schema_row *row, bool edge, const struct buf *properties)
+/* {"id":…[,"from":…,"to":…] from row's id and endpoints, appended to out. */
+static int render_row_head(struct buf *out, const struct schema_row *row, bool edge)
 {
-	struct buf *out = &row->canonical;
 	int rc;
 	if ((rc = buf_append_string(out, "{\"id\":")) || (rc = render_string(out, (const char *)row->id.data, row->id.size)))
 		return rc;
@@ -1251,7 +1252,14 @@ static int assemble_row(struct schema_row *row, bool edge, const struct buf *pro
 		     (rc = buf_append_string(out, ",\"to\":")) ||
 		     (rc = render_string(out, (const char *)row->to.data, row->to.size))))
 		return rc;
-	if ((rc = buf_append(out, properties->data, properties->size)))
+	return 0;
+}
+
+static int assemble_row(struct schema_row *row, bool edge, const struct buf *properties)
+{
+	struct buf *out = &row->canonical;
+	int rc;
+	if ((rc = render_row_head(out, row, edge)) || (rc = buf_append(out, properties->data, properties->size)))
 		return rc;
 	return buf_append(out, "}\n", 2);
 }
@@ -1678,6 +1686,17 @@ int schema_inference_finish(struct schema_inference *inference, struct schema *o
  * it renders to the same bytes, and it never refuses anything itself.
  */
 
+/* buf_append with the common case (room left) inline. */
+static inline int put(struct buf *out, const void *bytes, size_t size)
+{
+	if (out->capacity - out->size > size) {
+		memcpy(out->data + out->size, bytes, size);
+		out->size += size;
+		return 0;
+	}
+	return buf_append(out, bytes, size);
+}
+
 static int scan_of(struct schema_row *row, struct schema_scan **out)
 {
 	if (!row->scan) {
@@ -1724,7 +1743,7 @@ static bool key_is(const struct scan_field *field, const char *name, size_t leng
 /* A schema property name (NUL-terminated) equals key[0..length). */
 static bool name_equals(const char *name, const char *key, size_t length)
 {
-	return length <= SCHEMA_NAME_MAX && !memcmp(name, key, length) && name[length] == 0;
+	return length <= SCHEMA_NAME_MAX && name[length] == 0 && name[0] == key[0] && !memcmp(name, key, length);
 }
 
 /* The position of the property named key, trying hint first (rows tend to follow the schema order); -1 if none. */
@@ -1776,14 +1795,16 @@ static int render_scan_string(struct buf *out, const struct schema_scan *scan, c
 static int render_scan_integer(struct buf *out, const struct scan_value *value)
 {
 	if (value->integer == 0)
-		return buf_append(out, "0", 1);
-	return buf_append(out, value->text, value->length);
+		return put(out, "0", 1);
+	return put(out, value->text, value->length);
 }
 
 static int render_scan_real(struct buf *out, const struct scan_value *value)
 {
 	char text[40], digits[24];
 	size_t length;
+	if (value->canonical_text)
+		return put(out, value->text, value->length);
 	if (value->real == 0 || !value->short_form) {
 		length = format_decimal(text, value->real, false);
 	} else {
@@ -1794,7 +1815,7 @@ static int render_scan_real(struct buf *out, const struct scan_value *value)
 		}
 		length = format_digits(text, value->real, digits, value->digit_count, value->point);
 	}
-	return buf_append(out, text, length);
+	return put(out, text, length);
 }
 
 /* An integer as f64: exact below 2^53, where its shortest digits are its own. */
@@ -1818,7 +1839,7 @@ static int scan_render_scalar(struct buf *out, enum schema_type_kind kind, const
 	case SCHEMA_BOOL:
 		if (value->kind != SCAN_TRUE && value->kind != SCAN_FALSE)
 			return SCHEMA_SCAN_DECLINED;
-		return value->kind == SCAN_TRUE ? buf_append(out, "true", 4) : buf_append(out, "false", 5);
+		return value->kind == SCAN_TRUE ? put(out, "true", 4) : put(out, "false", 5);
 	case SCHEMA_I64:
 		return value->kind == SCAN_INTEGER ? render_scan_integer(out, value) : SCHEMA_SCAN_DECLINED;
 	case SCHEMA_F64:
@@ -1849,11 +1870,11 @@ static int scan_render_typed(struct buf *out, const struct schema_type *type, co
 		return scan_render_scalar(out, type->kind, scan, value);
 	if (value->kind != SCAN_ARRAY || (type->kind == SCHEMA_VECTOR && value->count != type->dimension))
 		return SCHEMA_SCAN_DECLINED;
-	if ((rc = buf_append(out, "[", 1)))
+	if ((rc = put(out, "[", 1)))
 		return rc;
 	for (size_t i = 0; i < value->count; i++) {
 		const struct scan_value *element = &scan->elements[value->first + i];
-		if (i && (rc = buf_append(out, ",", 1)))
+		if (i && (rc = put(out, ",", 1)))
 			return rc;
 		if (type->kind == SCHEMA_LIST) {
 			rc = scan_render_scalar(out, type->element, scan, element);
@@ -1867,7 +1888,7 @@ static int scan_render_typed(struct buf *out, const struct schema_type *type, co
 		if (rc)
 			return rc;
 	}
-	return buf_append(out, "]", 1);
+	return put(out, "]", 1);
 }
 
 /* render_untyped from a scanned value (nulls never get here). */
@@ -1878,22 +1899,22 @@ static int scan_render_untyped(struct buf *out, const struct schema_scan *scan, 
 	case SCAN_STRING:
 		return render_scan_string(out, scan, value);
 	case SCAN_TRUE:
-		return buf_append(out, "true", 4);
+		return put(out, "true", 4);
 	case SCAN_FALSE:
-		return buf_append(out, "false", 5);
+		return put(out, "false", 5);
 	case SCAN_INTEGER:
 		return render_scan_integer(out, value);
 	case SCAN_REAL:
 		return render_scan_real(out, value);
 	case SCAN_ARRAY:
-		if ((rc = buf_append(out, "[", 1)))
+		if ((rc = put(out, "[", 1)))
 			return rc;
 		for (size_t i = 0; i < value->count; i++) {
-			if ((i && (rc = buf_append(out, ",", 1))) ||
+			if ((i && (rc = put(out, ",", 1))) ||
 			    (rc = scan_render_untyped(out, scan, &scan->elements[value->first + i])))
 				return rc;
 		}
-		return buf_append(out, "]", 1);
+		return put(out, "]", 1);
 	default:
 		return SCHEMA_SCAN_DECLINED;
 	}
@@ -1909,6 +1930,18 @@ static int scan_take_id(const struct schema_scan *scan, const struct scan_value 
 	if (check_id_text("id", text, length, NULL))
 		return SCHEMA_SCAN_DECLINED;
 	return buf_append(out, text, length);
+}
+
+/* An edge's from and to (fields slot - 1; 0 if absent) into row. */
+static int scan_take_endpoints(const struct schema_scan *scan, size_t from_slot, size_t to_slot,
+			       struct schema_row *row)
+{
+	int rc;
+	if (!from_slot || !to_slot)
+		return SCHEMA_SCAN_DECLINED;
+	if ((rc = scan_take_id(scan, &scan->fields[from_slot - 1].value, &row->from)))
+		return rc;
+	return scan_take_id(scan, &scan->fields[to_slot - 1].value, &row->to);
 }
 
 /* derive_id from the scanned fields and the values already rendered into scan->properties. */
@@ -1974,45 +2007,51 @@ static int scan_row_parse(const struct schema *schema, const char *line, size_t 
 			return SCHEMA_SCAN_DECLINED; /* a duplicate key */
 		*slot = i + 1;
 	}
-	struct buf *properties = &scan->properties;
+	/*
+	 * Without a key the id is known before the properties, so the row is
+	 * rendered in place; with a key the properties come first (the id
+	 * derives from them) and the row is assembled afterwards.
+	 */
+	bool in_place = schema->key_count == 0;
+	struct buf *properties = in_place ? &row->canonical : &scan->properties;
 	buf_reset(properties);
+	if (in_place) {
+		rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
+		if (rc == 0 && edge)
+			rc = scan_take_endpoints(scan, from_slot, to_slot, row);
+		if (rc || (rc = render_row_head(properties, row, edge)))
+			return rc;
+	}
 	for (size_t i = 0; i < schema->property_count; i++) {
 		const struct schema_property *property = &schema->properties[i];
-		const struct scan_value *value = scan->slots[i] ? &scan->fields[scan->slots[i] - 1].value : NULL;
+		const struct scan_field *field = scan->slots[i] ? &scan->fields[scan->slots[i] - 1] : NULL;
+		const struct scan_value *value = field ? &field->value : NULL;
 		if (!value || value->kind == SCAN_NULL) {
 			if (!property->nullable)
 				return SCHEMA_SCAN_DECLINED;
 			continue;
 		}
-		if ((rc = put_property_name(properties, property->name, strlen(property->name))))
+		/* The key is the property's name. */
+		if ((rc = put_property_name(properties, field->key, field->key_length)))
 			return rc;
 		scan->spans[2 * i] = properties->size;
 		if ((rc = scan_render_typed(properties, &property->type, scan, value)))
 			return rc;
 		scan->spans[2 * i + 1] = properties->size;
 	}
-	if (schema->key_count == 0) {
-		rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
-	} else {
-		rc = scan_derive_id(schema, scan, &row->id);
-		if (rc == 0 && id_slot) {
-			size_t length;
-			const struct scan_value *given = &scan->fields[id_slot - 1].value;
-			const char *text = given->kind == SCAN_STRING ? schema_scan_text(scan, given, &length) : NULL;
-			if (!text || length != row->id.size || memcmp(text, row->id.data, length))
-				rc = SCHEMA_SCAN_DECLINED;
-		}
+	if (in_place)
+		return put(properties, "}\n", 2);
+	rc = scan_derive_id(schema, scan, &row->id);
+	if (rc == 0 && id_slot) {
+		size_t length;
+		const struct scan_value *given = &scan->fields[id_slot - 1].value;
+		const char *text = given->kind == SCAN_STRING ? schema_scan_text(scan, given, &length) : NULL;
+		if (!text || length != row->id.size || memcmp(text, row->id.data, length))
+			rc = SCHEMA_SCAN_DECLINED;
 	}
-	if (rc)
-		return rc;
-	if (edge) {
-		if (!from_slot || !to_slot)
-			return SCHEMA_SCAN_DECLINED;
-		if ((rc = scan_take_id(scan, &scan->fields[from_slot - 1].value, &row->from)) ||
-		    (rc = scan_take_id(scan, &scan->fields[to_slot - 1].value, &row->to)))
-			return rc;
-	}
-	return assemble_row(row, edge, properties);
+	if (rc == 0 && edge)
+		rc = scan_take_endpoints(scan, from_slot, to_slot, row);
+	return rc ? rc : assemble_row(row, edge, properties);
 }
 
 int schema_row_parse(const struct schema *schema, const char *line, size_t size, bool allow_delete,
@@ -2085,12 +2124,26 @@ static long scan_find_inferred(const struct schema_inference *inference, const c
 	return position ? (long)json_integer_value(position) : -1;
 }
 
+/*
+ * True if seeing `seen` leaves `current` as it is (and cannot fail): the
+ * common case of a scalar of the type already known, not a big integer.
+ */
+static bool observation_is_unchanged(const struct observation *current, const struct observation *seen)
+{
+	return current->typed && kind_is_scalar(seen->type.kind) && seen->type.kind == current->type.kind &&
+	       !seen->big_integer;
+}
+
 /* Folds a value into the property at position (inference_apply's second pass). */
 static void scan_apply_value(struct schema_inference *inference, size_t position, const struct schema_scan *scan,
 			     const struct scan_value *value)
 {
 	struct observation seen, merged, current = current_observation(inference, position);
 	int rc = scan_observe(scan, value, &seen);
+	if (rc == 0 && observation_is_unchanged(&current, &seen)) {
+		inference->inferred[position].present++;
+		return;
+	}
 	if (rc == 0)
 		rc = merge_observation("", &current, &seen, &merged, NULL);
 	assert(rc == 0); /* checked before anything changed */
@@ -2123,9 +2176,7 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 			id_slot = i + 1;
 			continue;
 		}
-		if (key_is(field, "from", 4) || key_is(field, "to", 2) ||
-		    !schema_name_is_valid(field->key, field->key_length))
-			return SCHEMA_SCAN_DECLINED; /* also directives: '@' is not a name character */
+		/* Known names were checked when they were added ("from" and "to" never are). */
 		long position = scan_find_inferred(inference, field->key, field->key_length, hint);
 		if (position >= 0) {
 			if (scan->slots[position])
@@ -2133,6 +2184,9 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 			scan->slots[position] = i + 1;
 			hint = (size_t)position + 1;
 		} else {
+			if (key_is(field, "from", 4) || key_is(field, "to", 2) ||
+			    !schema_name_is_valid(field->key, field->key_length))
+				return SCHEMA_SCAN_DECLINED; /* also directives: '@' is not a name character */
 			for (size_t j = 0; j < new_count; j++)
 				if (key_is(&scan->fields[scan->new_fields[j]], field->key, field->key_length))
 					return SCHEMA_SCAN_DECLINED;
@@ -2143,22 +2197,26 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 		struct observation seen, merged, current = {.typed = false};
 		if (position >= 0)
 			current = current_observation(inference, (size_t)position);
-		if (scan_observe(scan, &field->value, &seen) || merge_observation("", &current, &seen, &merged, NULL))
+		if (scan_observe(scan, &field->value, &seen))
+			return SCHEMA_SCAN_DECLINED;
+		if (!observation_is_unchanged(&current, &seen) &&
+		    merge_observation("", &current, &seen, &merged, NULL))
 			return SCHEMA_SCAN_DECLINED;
 	}
 	rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
 	if (rc)
 		return rc;
-	/* Render: known properties in their order, then this row's new ones in its order. */
-	struct buf *properties = &scan->properties;
-	buf_reset(properties);
+	/* Render in place: known properties in their order, then this row's new ones in its order. */
+	struct buf *properties = &row->canonical;
+	if ((rc = render_row_head(properties, row, false)))
+		return rc;
 	for (size_t i = 0; i < known; i++) {
-		const struct scan_value *value = scan->slots[i] ? &scan->fields[scan->slots[i] - 1].value : NULL;
-		if (!value || value->kind == SCAN_NULL)
+		const struct scan_field *field = scan->slots[i] ? &scan->fields[scan->slots[i] - 1] : NULL;
+		if (!field || field->value.kind == SCAN_NULL)
 			continue;
-		const char *name = schema->properties[i].name;
-		if ((rc = put_property_name(properties, name, strlen(name))) ||
-		    (rc = scan_render_untyped(properties, scan, value)))
+		/* The key is the property's name. */
+		if ((rc = put_property_name(properties, field->key, field->key_length)) ||
+		    (rc = scan_render_untyped(properties, scan, &field->value)))
 			return rc;
 	}
 	for (size_t j = 0; j < new_count; j++) {
@@ -2169,7 +2227,7 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 		    (rc = scan_render_untyped(properties, scan, &field->value)))
 			return rc;
 	}
-	if ((rc = assemble_row(row, false, properties)) || (rc = inference_reserve(inference, known + new_count)))
+	if ((rc = put(properties, "}\n", 2)) || (rc = inference_reserve(inference, known + new_count)))
 		return rc;
 	/* inference_apply: add the new names, then fold in every value. */
 	for (size_t j = 0; j < new_count; j++) {

@@ -41,6 +41,7 @@ struct scan_value {
 	uint64_t digits;           /* significant digits without trailing zeros, as an integer */
 	int digit_count;           /* how many (1..15) */
 	int point;                 /* value = 0.<digits> x 10^point */
+	bool canonical_text;       /* short_form, and the numeral as written is the canonical text */
 	/* SCAN_ARRAY: elements are scan->elements[first .. first + count), all scalars */
 	size_t first;
 	size_t count;

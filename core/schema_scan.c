@@ -52,6 +52,34 @@ static const uint8_t string_byte[256] = {
 	[0x80 ... 0xff] = BYTE_HIGH,
 };
 
+/*
+ * True if any of the 8 bytes of word is not BYTE_PLAIN: '"', '\\', below
+ * 0x20 or from 0x80 ("has zero byte" arithmetic; borrows only ever spread
+ * upwards from a byte that does match, so the answer is exact).
+ */
+static bool word_has_special(uint64_t word)
+{
+	const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+	uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+	uint64_t special = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) | (word - ones * 0x20) | word;
+	return (special & highs) != 0;
+}
+
+/* The first byte at or after `at` that is not BYTE_PLAIN, or end. */
+static const char *skip_plain(const char *at, const char *end)
+{
+	uint64_t word;
+	while (end - at >= 8) {
+		memcpy(&word, at, sizeof word);
+		if (word_has_special(word))
+			break;
+		at += 8;
+	}
+	while (at < end && string_byte[(uint8_t)*at] == BYTE_PLAIN)
+		at++;
+	return at;
+}
+
 static bool is_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
@@ -184,13 +212,17 @@ static int put_utf8(struct buf *out, uint32_t code_point)
  */
 static const char *decode_escape(const char *at, const char *end, struct buf *out, int *rc)
 {
-	static const char simple_from[] = "\"\\/bfnrt";
-	static const char simple_to[] = "\"\\/\b\f\n\r\t";
 	if (at >= end)
 		return NULL;
-	const char *simple = *at ? strchr(simple_from, *at) : NULL;
+	char simple = *at == '"' || *at == '\\' || *at == '/' ? *at
+		      : *at == 'b' ? '\b'
+		      : *at == 'f' ? '\f'
+		      : *at == 'n' ? '\n'
+		      : *at == 'r' ? '\r'
+		      : *at == 't' ? '\t'
+				   : 0;
 	if (simple) {
-		*rc = buf_append(out, &simple_to[simple - simple_from], 1);
+		*rc = buf_append(out, &simple, 1);
 		return *rc ? NULL : at + 1;
 	}
 	if (*at != 'u' || end - at < 5)
@@ -225,8 +257,7 @@ static const char *scan_string(struct schema_scan *scan, const char *at, const c
 	value->text = start;
 	value->escaped = false;
 	for (;;) {
-		while (at < end && string_byte[(uint8_t)*at] == BYTE_PLAIN)
-			at++;
+		at = skip_plain(at, end);
 		if (at >= end)
 			return NULL;
 		switch (string_byte[(uint8_t)*at]) {
@@ -262,8 +293,7 @@ static const char *scan_string(struct schema_scan *scan, const char *at, const c
 		if (value->escaped) {
 			/* Copy the plain run that follows in one go. */
 			const char *run = at;
-			while (at < end && string_byte[(uint8_t)*at] == BYTE_PLAIN)
-				at++;
+			at = skip_plain(at, end);
 			if ((*rc = buf_append(decoded, run, (size_t)(at - run))))
 				return NULL;
 		}
@@ -341,7 +371,7 @@ static const char *scan_number(struct schema_scan *scan, const char *at, const c
 	uint64_t integer = 0;
 	int integer_digits = 0;
 	long fraction_digits = 0, exponent = 0;
-	bool real = false;
+	bool real = false, has_exponent = false;
 	if (negative)
 		at++;
 	if (at >= end || !is_digit(*at))
@@ -367,6 +397,7 @@ static const char *scan_number(struct schema_scan *scan, const char *at, const c
 	}
 	if (at < end && (*at == 'e' || *at == 'E')) {
 		real = true;
+		has_exponent = true;
 		bool negative_exponent = false;
 		if (++at < end && (*at == '+' || *at == '-'))
 			negative_exponent = *at++ == '-';
@@ -392,6 +423,7 @@ static const char *scan_number(struct schema_scan *scan, const char *at, const c
 		return at;
 	}
 	value->kind = SCAN_REAL;
+	value->canonical_text = false;
 	/* value = digits x 10^scale */
 	long scale = exponent - fraction_digits + run.pending_zeros;
 	value->short_form = false;
@@ -420,6 +452,13 @@ static const char *scan_number(struct schema_scan *scan, const char *at, const c
 		value->digits = run.digits;
 		value->digit_count = run.count;
 		value->point = (int)point;
+		/*
+		 * Plain decimals such as 87.25 are often written canonically
+		 * already: a fraction without trailing zeros, no exponent, and
+		 * within JavaScript's plain range (|v| >= 1e-6; 15 digits keep
+		 * it below 1e21 and 2^63).
+		 */
+		value->canonical_text = !has_exponent && fraction_digits > 0 && at[-1] != '0' && point > -6;
 	}
 	return at;
 }
@@ -455,11 +494,11 @@ static const char *scan_scalar(struct schema_scan *scan, const char *at, const c
 	}
 }
 
-/* After a value: ws then one of `allowed`; returns the position of that byte, or NULL. */
-static const char *expect(const char *at, const char *end, const char *allowed)
+/* ws then `first` or `second`; returns the position of that byte, or NULL. */
+static const char *expect(const char *at, const char *end, char first, char second)
 {
 	at = skip_space(at, end);
-	return at < end && *at && strchr(allowed, *at) ? at : NULL;
+	return at < end && (*at == first || *at == second) ? at : NULL;
 }
 
 static const char *scan_array(struct schema_scan *scan, const char *at, const char *end,
@@ -479,7 +518,7 @@ static const char *scan_array(struct schema_scan *scan, const char *at, const ch
 			return NULL;
 		/* A scalar (a nested array or object is declined by scan_scalar). */
 		at = scan_scalar(scan, at, end, &scan->elements[scan->element_count], rc);
-		if (!at || !(at = expect(at, end, ",]")))
+		if (!at || !(at = expect(at, end, ',', ']')))
 			return NULL;
 		scan->element_count++;
 		value->count++;
@@ -517,7 +556,7 @@ int schema_scan_line(struct schema_scan *scan, const char *line, size_t size)
 				return SCHEMA_SCAN_DECLINED;
 			field->key = key;
 			field->key_length = (size_t)(at - key);
-			if (!(at = expect(at + 1, end, ":")))
+			if (!(at = expect(at + 1, end, ':', ':')))
 				return SCHEMA_SCAN_DECLINED;
 			at = skip_space(at + 1, end);
 			if (at >= end)
@@ -527,7 +566,7 @@ int schema_scan_line(struct schema_scan *scan, const char *line, size_t size)
 			if (!at)
 				return rc ? rc : SCHEMA_SCAN_DECLINED;
 			scan->field_count++;
-			if (!(at = expect(at, end, ",}")))
+			if (!(at = expect(at, end, ',', '}')))
 				return SCHEMA_SCAN_DECLINED;
 			if (*at++ == '}')
 				break;
