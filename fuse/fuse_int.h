@@ -148,9 +148,18 @@ struct workspace {
 
 /* ---- the mount ---------------------------------------------------------------- */
 
+/* The live heads of one snapshot in name order, shared by reference count. */
+struct heads_list {
+	atomic_uint references;
+	bool sorted;                 /* strictly increasing names (binary search allowed) */
+	size_t count;
+	struct head_row rows[];
+};
+
 struct snapshot_entry {
 	struct view view;
 	struct store_snapshot *snapshot;
+	struct heads_list *heads;    /* live views: built at the first listing, NULL before */
 	uint64_t store_version;      /* live entries: valid while the store is at this version */
 	uint64_t last_used;
 };
@@ -275,6 +284,13 @@ void view_cache_free(struct mount *mount);
 int view_snapshot(struct mount *mount, const struct view *view, struct store_snapshot **out);
 /* Drops cached live snapshots (after a commit or refresh). */
 void view_cache_drop_live(struct mount *mount);
+/* The live (not tombstoned) heads of snapshot, retained (heads_list_release). Built once
+ * per cached live snapshot, so repeated listings cost no store reads. 0, -ENOMEM, -errno. */
+int view_heads(struct mount *mount, struct store_snapshot *snapshot, struct heads_list **out);
+void heads_list_release(struct heads_list *list);
+/* store_snapshot_head, answered from the snapshot's heads list when one was built. */
+int view_head(struct mount *mount, struct store_snapshot *snapshot, const char *table,
+	      struct head_row *out);
 /* Renders the file's bytes (heads, schema, log, stats, errors, version, dropped heads). */
 int view_render(struct mount *mount, const struct node *node, struct store_snapshot *snapshot,
 		struct buf *out);

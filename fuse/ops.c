@@ -140,7 +140,7 @@ static int head_exists(struct mount *mount, const struct view *view, const char 
 	int rc = view_snapshot(mount, view, &snapshot);
 	if (rc < 0)
 		return rc;
-	rc = store_snapshot_head(snapshot, table, &child->head);
+	rc = view_head(mount, snapshot, table, &child->head);
 	store_snapshot_release(snapshot);
 	child->has_head = rc == 0;
 	return rc;
@@ -854,6 +854,21 @@ static int list_scratch(const char *name, const struct stat *st, void *context)
 	return 0;
 }
 
+/* Lists the live heads of snapshot; live views use the snapshot's cached heads list. */
+static int list_heads(struct mount *mount, struct store_snapshot *snapshot, struct listing *listing)
+{
+	if (!is_live(listing->parent))
+		return store_snapshot_heads(snapshot, false, list_head, listing);
+	struct heads_list *heads = NULL;
+	int rc = view_heads(mount, snapshot, &heads);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < heads->count; i++)
+		rc = list_head(&heads->rows[i], listing);
+	heads_list_release(heads);
+	return rc;
+}
+
 static bool dir_has(const struct dir_handle *dir, const char *name)
 {
 	for (size_t i = 0; i < dir->count; i++)
@@ -965,7 +980,7 @@ static int build_listing(struct mount *mount, struct node *parent, struct dir_ha
 	case NODE_SCHEMA_DIR:
 		listing.suffix = parent->kind == NODE_TABLES_DIR ? ".jsonl" : ".json";
 		listing.kind = parent->kind == NODE_TABLES_DIR ? NODE_TABLE_FILE : NODE_SCHEMA_FILE;
-		rc = store_snapshot_heads(snapshot, false, list_head, &listing);
+		rc = list_heads(mount, snapshot, &listing);
 		if (rc >= 0 && is_live(parent))
 			rc = pending_list(mount, parent->view.branch,
 					  parent->kind == NODE_TABLES_DIR ? SCRATCH_TABLES : SCRATCH_SCHEMA,
@@ -978,7 +993,7 @@ static int build_listing(struct mount *mount, struct node *parent, struct dir_ha
 		listing.kind = NODE_HEAD_FILE;
 		rc = add_fixed(dir, parent, ".dropped", NODE_DROPPED_DIR);
 		if (rc == 0)
-			rc = store_snapshot_heads(snapshot, false, list_head, &listing);
+			rc = list_heads(mount, snapshot, &listing);
 		break;
 	case NODE_DROPPED_DIR:
 		listing.kind = NODE_DROPPED_FILE;
@@ -1157,7 +1172,7 @@ static void op_getxattr(fuse_req_t request, fuse_ino_t id, const char *name, siz
 	if (node->kind == NODE_DROPPED_FILE)
 		rc = view_dropped_head(snapshot, node->name, &head);
 	else
-		rc = store_snapshot_head(snapshot, node->table, &head);
+		rc = view_head(mount, snapshot, node->table, &head);
 	store_snapshot_release(snapshot);
 	if (rc < 0) {
 		fuse_reply_err(request, rc == -ENOENT ? ENODATA : -rc);

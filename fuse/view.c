@@ -71,12 +71,20 @@ void view_cache_init(struct mount *mount)
 	mount->cache_tick = 0;
 }
 
+void heads_list_release(struct heads_list *list)
+{
+	if (list && atomic_fetch_sub(&list->references, 1) == 1)
+		free(list);
+}
+
 void view_cache_free(struct mount *mount)
 {
 	pthread_mutex_lock(&mount->cache_lock);
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
 		store_snapshot_release(mount->cache[i].snapshot);
 		mount->cache[i].snapshot = NULL;
+		heads_list_release(mount->cache[i].heads);
+		mount->cache[i].heads = NULL;
 	}
 	pthread_mutex_unlock(&mount->cache_lock);
 	pthread_mutex_destroy(&mount->cache_lock);
@@ -85,18 +93,124 @@ void view_cache_free(struct mount *mount)
 void view_cache_drop_live(struct mount *mount)
 {
 	struct store_snapshot *dropped[SNAPSHOT_CACHE_SIZE];
+	struct heads_list *lists[SNAPSHOT_CACHE_SIZE];
 	size_t count = 0;
 	pthread_mutex_lock(&mount->cache_lock);
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
 		struct snapshot_entry *entry = &mount->cache[i];
 		if (entry->snapshot && entry->view.version == 0) {
-			dropped[count++] = entry->snapshot;
+			dropped[count] = entry->snapshot;
+			lists[count++] = entry->heads;
 			entry->snapshot = NULL;
+			entry->heads = NULL;
 		}
 	}
 	pthread_mutex_unlock(&mount->cache_lock);
-	for (size_t i = 0; i < count; i++)
+	for (size_t i = 0; i < count; i++) {
 		store_snapshot_release(dropped[i]);
+		heads_list_release(lists[i]);
+	}
+}
+
+/* The cache entry holding snapshot (cache_lock held), or NULL. */
+static struct snapshot_entry *entry_of(struct mount *mount, const struct store_snapshot *snapshot)
+{
+	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++)
+		if (mount->cache[i].snapshot == snapshot)
+			return &mount->cache[i];
+	return NULL;
+}
+
+/* The heads list already built for snapshot, retained, or NULL. */
+static struct heads_list *heads_cached(struct mount *mount, const struct store_snapshot *snapshot)
+{
+	pthread_mutex_lock(&mount->cache_lock);
+	struct snapshot_entry *entry = entry_of(mount, snapshot);
+	struct heads_list *list = entry ? entry->heads : NULL;
+	if (list)
+		atomic_fetch_add(&list->references, 1);
+	pthread_mutex_unlock(&mount->cache_lock);
+	return list;
+}
+
+struct heads_build {
+	struct heads_list *list;
+	size_t capacity;
+};
+
+static int heads_build_visit(const struct head_row *head, void *context)
+{
+	struct heads_build *build = context;
+	struct heads_list *list = build->list;
+	if (list->count == build->capacity) {
+		size_t capacity = build->capacity ? build->capacity * 2 : 64;
+		list = realloc(list, sizeof *list + capacity * sizeof list->rows[0]);
+		if (!list)
+			return -ENOMEM;
+		build->list = list;
+		build->capacity = capacity;
+	}
+	if (list->count > 0 && strcmp(list->rows[list->count - 1].name, head->name) >= 0)
+		list->sorted = false;
+	list->rows[list->count++] = *head;
+	return 0;
+}
+
+int view_heads(struct mount *mount, struct store_snapshot *snapshot, struct heads_list **out)
+{
+	struct heads_list *list = heads_cached(mount, snapshot);
+	if (list) {
+		*out = list;
+		return 0;
+	}
+	struct heads_build build = { calloc(1, sizeof *build.list), 0 };
+	if (!build.list)
+		return -ENOMEM;
+	atomic_init(&build.list->references, 1);
+	build.list->sorted = true;
+	int rc = store_snapshot_heads(snapshot, false, heads_build_visit, &build);
+	if (rc < 0) {
+		free(build.list);
+		return rc;
+	}
+	list = build.list;
+	/* Kept with a cached live snapshot (history listings are cached by the kernel). */
+	pthread_mutex_lock(&mount->cache_lock);
+	struct snapshot_entry *entry = entry_of(mount, snapshot);
+	if (entry && entry->view.version == 0 && !entry->heads) {
+		atomic_fetch_add(&list->references, 1);
+		entry->heads = list;
+	}
+	pthread_mutex_unlock(&mount->cache_lock);
+	*out = list;
+	return 0;
+}
+
+int view_head(struct mount *mount, struct store_snapshot *snapshot, const char *table,
+	      struct head_row *out)
+{
+	struct heads_list *list = heads_cached(mount, snapshot);
+	if (!list || !list->sorted) {
+		heads_list_release(list);
+		return store_snapshot_head(snapshot, table, out);
+	}
+	size_t low = 0, high = list->count;
+	int rc = -ENOENT;
+	while (low < high) {
+		size_t middle = low + (high - low) / 2;
+		int order = strcmp(list->rows[middle].name, table);
+		if (order == 0) {
+			*out = list->rows[middle];
+			rc = 0;
+			break;
+		}
+		if (order < 0)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	heads_list_release(list);
+	return rc;
 }
 
 static bool same_view(const struct view *a, const struct view *b)
@@ -137,6 +251,7 @@ int view_snapshot(struct mount *mount, const struct view *view, struct store_sna
 		return rc;
 	uint64_t after = view->version == 0 ? store_version(mount->store) : 0;
 	struct store_snapshot *evicted = NULL;
+	struct heads_list *evicted_heads = NULL;
 	pthread_mutex_lock(&mount->cache_lock);
 	found = cache_find(mount, view, after);
 	if (!found) {
@@ -151,6 +266,8 @@ int view_snapshot(struct mount *mount, const struct view *view, struct store_sna
 				slot = entry;
 		}
 		evicted = slot->snapshot;
+		evicted_heads = slot->heads;
+		slot->heads = NULL;
 		slot->snapshot = opened;
 		slot->view = *view;
 		slot->store_version = after;
@@ -161,6 +278,7 @@ int view_snapshot(struct mount *mount, const struct view *view, struct store_sna
 	}
 	pthread_mutex_unlock(&mount->cache_lock);
 	store_snapshot_release(evicted);
+	heads_list_release(evicted_heads);
 	store_snapshot_release(opened);
 	*out = found;
 	return 0;
@@ -304,7 +422,7 @@ int view_render(struct mount *mount, const struct node *node, struct store_snaps
 	int rc;
 	switch (node->kind) {
 	case NODE_HEAD_FILE:
-		rc = store_snapshot_head(snapshot, node->table, &head);
+		rc = view_head(mount, snapshot, node->table, &head);
 		if (rc < 0)
 			return rc;
 		return head_row_render_json(&head, out);
@@ -485,12 +603,12 @@ int view_attr(struct mount *mount, struct node *node, struct stat *st)
 	switch (node->kind) {
 	case NODE_TABLE_FILE:
 	case NODE_HEAD_FILE:
-		rc = store_snapshot_head(snapshot, node->table, &head);
+		rc = view_head(mount, snapshot, node->table, &head);
 		if (rc == 0)
 			rc = attr_from_head(node, &head, st);
 		break;
 	case NODE_SCHEMA_FILE:
-		rc = store_snapshot_head(snapshot, node->table, &head);
+		rc = view_head(mount, snapshot, node->table, &head);
 		if (rc == 0) {
 			set_time(st, head.commit_time_us);
 			rc = view_render(mount, node, snapshot, &rendered);
