@@ -11,6 +11,9 @@
  *      head row's rendered size, rendered files from their rendering.
  *   4. Nothing on the path of `ls`/`cat heads/<all>` does work that grows with
  *      history: heads come from the snapshot's heads tree, never the log.
+ *   5. A heads list belongs to exactly one cached live snapshot and holds that
+ *      snapshot's live heads (it is built from it and dropped with it), so a
+ *      lookup answered from the list answers what the snapshot would.
  */
 #include <errno.h>
 #include <stdio.h>
