@@ -870,8 +870,9 @@ static int open_schema_write(struct mount *mount, struct open_file *file, int fl
 	}
 	if (flags & O_APPEND)
 		file->append = true;
-	if ((flags & O_TRUNC) || created)
-		file->dirty = true;
+	/* Not dirty until written: a shell redirection closes a duplicate
+	 * descriptor before the command writes, and an empty schema is no
+	 * schema, so an O_TRUNC never written publishes nothing. */
 	return 0;
 }
 

@@ -283,6 +283,24 @@ def test_writing_a_schema_file_creates_an_empty_table(m):
     assert json.loads(m.read("schema", "Book.json"))["properties"]["title"]["type"] == "string"
 
 
+def test_a_shell_redirect_into_a_schema_file_creates_the_table_in_one_commit(m):
+    before = m.log_count()
+    schema = '{"kind":"node","properties":{"name":{"type":"string","nullable":true}}}'
+    m.sh(f"/bin/echo '{schema}' > schema/Town.json")
+    m.sh(f"echo '{schema}' > schema/Village.json")
+    log = m.log()
+    assert len(log) == before + 2
+    assert {log[0]["changes"][0]["table"], log[1]["changes"][0]["table"]} == {"Town", "Village"}
+    assert json.loads(m.read("schema", "Town.json"))["properties"]["name"]["type"] == "string"
+
+
+def test_truncating_a_schema_file_without_writing_publishes_nothing(m):
+    before = m.log_count()
+    m.sh(": > schema/Person.json")
+    assert m.log_count() == before
+    assert json.loads(m.read("schema", "Person.json"))["kind"] == "node"
+
+
 def test_schema_write_adds_a_nullable_property(m):
     schema = json.loads(m.read("schema", "Person.json"))
     schema["properties"]["age"] = {"type": "i64", "nullable": True}
