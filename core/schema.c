@@ -13,6 +13,10 @@
  *      exponent form.
  *   4. A failed call leaves its outputs reset (an empty row, a schema in
  *      schema_init state) and an inference exactly as it was before the call.
+ *   5. Rows take the fast path (schema_scan.c) when it accepts the line, and
+ *      the jansson tree path otherwise; the fast path accepts only lines the
+ *      tree path accepts, renders them to the same bytes and changes an
+ *      inference the same way, so which path ran is invisible (schema_int.h).
  *
  * An inference moves through: open (no rows) -> fed (each accepted row may
  * append properties, widen types, and counts presence) -> finished (finish
