@@ -1682,6 +1682,8 @@ int schema_inference_finish(struct schema_inference *inference, struct schema *o
 
 /* ---- rows: the fast path (schema_scan) ------------------------------------------ */
 
+#define SCAN_NEW_NAMES_MAX 64   /* new property names one row may bring on the fast path */
+
 /*
  * The same validation and rendering as above, from the fields schema_scan
  * found instead of a jansson tree. Every step that the tree path would refuse
@@ -1699,6 +1701,12 @@ static inline int put(struct buf *out, const void *bytes, size_t size)
 		return 0;
 	}
 	return buf_append(out, bytes, size);
+}
+
+/* buf_reserve with the common case (room left) inline. */
+static inline int room(struct buf *out, size_t size)
+{
+	return out->capacity - out->size > size ? 0 : buf_reserve(out, size);
 }
 
 static int scan_of(struct schema_row *row, struct schema_scan **out)
@@ -1764,7 +1772,7 @@ static long scan_find_property(const struct schema *schema, const char *key, siz
 /* ,"name": */
 static int put_property_name(struct buf *out, const char *name, size_t length)
 {
-	int rc = buf_reserve(out, length + 4);
+	int rc = room(out, length + 4);
 	if (rc)
 		return rc;
 	uint8_t *at = out->data + out->size;
@@ -1784,7 +1792,7 @@ static int render_scan_string(struct buf *out, const struct schema_scan *scan, c
 	if (value->escaped)
 		return render_string(out, text, length);
 	/* Unescaped text holds no byte that needs escaping: it is its own canonical form. */
-	int rc = buf_reserve(out, length + 2);
+	int rc = room(out, length + 2);
 	if (rc)
 		return rc;
 	uint8_t *at = out->data + out->size;
@@ -1793,6 +1801,18 @@ static int render_scan_string(struct buf *out, const struct schema_scan *scan, c
 	at[length + 1] = '"';
 	out->size += length + 2;
 	return 0;
+}
+
+/* render_row_head for a row whose id is the scanned value given (NULL: row->id was assigned). */
+static int scan_render_row_head(struct buf *out, const struct schema_scan *scan, const struct scan_value *given,
+				const struct schema_row *row, bool edge)
+{
+	int rc;
+	if (!given || edge)
+		return render_row_head(out, row, edge);
+	if ((rc = put(out, "{\"id\":", 6)))
+		return rc;
+	return render_scan_string(out, scan, given);
 }
 
 /* An integer as written is canonical (JSON has no leading zeros), except -0. */
@@ -2023,7 +2043,8 @@ static int scan_row_parse(const struct schema *schema, const char *line, size_t 
 		rc = id_slot ? scan_take_id(scan, &scan->fields[id_slot - 1].value, &row->id) : assign_ulid(&row->id);
 		if (rc == 0 && edge)
 			rc = scan_take_endpoints(scan, from_slot, to_slot, row);
-		if (rc || (rc = render_row_head(properties, row, edge)))
+		if (rc || (rc = scan_render_row_head(properties, scan, id_slot ? &scan->fields[id_slot - 1].value : NULL,
+							      row, edge)))
 			return rc;
 	}
 	for (size_t i = 0; i < schema->property_count; i++) {
@@ -2191,6 +2212,9 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 			if (key_is(field, "from", 4) || key_is(field, "to", 2) ||
 			    !schema_name_is_valid(field->key, field->key_length))
 				return SCHEMA_SCAN_DECLINED; /* also directives: '@' is not a name character */
+			/* Duplicates among new names by comparison: rows bringing many go to jansson's hash. */
+			if (new_count == SCAN_NEW_NAMES_MAX)
+				return SCHEMA_SCAN_DECLINED;
 			for (size_t j = 0; j < new_count; j++)
 				if (key_is(&scan->fields[scan->new_fields[j]], field->key, field->key_length))
 					return SCHEMA_SCAN_DECLINED;
@@ -2212,7 +2236,8 @@ static int scan_inference_row(struct schema_inference *inference, const char *li
 		return rc;
 	/* Render in place: known properties in their order, then this row's new ones in its order. */
 	struct buf *properties = &row->canonical;
-	if ((rc = render_row_head(properties, row, false)))
+	if ((rc = scan_render_row_head(properties, scan, id_slot ? &scan->fields[id_slot - 1].value : NULL, row,
+				       false)))
 		return rc;
 	for (size_t i = 0; i < known; i++) {
 		const struct scan_field *field = scan->slots[i] ? &scan->fields[scan->slots[i] - 1] : NULL;

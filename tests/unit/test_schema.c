@@ -1524,6 +1524,46 @@ TEST(fast_inference_agrees_with_jansson_row_by_row_and_on_the_schema)
 	schema_inference_free(tree);
 }
 
+TEST(fast_inference_agrees_with_jansson_on_rows_with_many_new_names)
+{
+	struct schema_inference *fast, *tree;
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	struct schema fast_schema, tree_schema;
+	struct buf line;
+	CHECK(schema_inference_open(&fast) == 0);
+	CHECK(schema_inference_open(&tree) == 0);
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	buf_init(&line);
+	/* 100 names, then the same in reverse with 100 more, then a duplicate among 150 new ones. */
+	for (int round = 0; round < 3; round++) {
+		buf_reset(&line);
+		buf_append_string(&line, "{\"id\":\"r\"");
+		for (int i = 0; i < (round == 0 ? 100 : 200); i++)
+			buf_printf(&line, ",\"p%d\":%d", round == 1 ? 199 - i : round == 2 ? 200 + i % 150 : i, i);
+		buf_append_string(&line, "}");
+		int rc = schema_inference_row(fast, (const char *)line.data, line.size, false, &row, &error);
+		int tree_rc = schema_inference_row_tree(tree, (const char *)line.data, line.size, false, &tree_row,
+							&tree_error);
+		CHECK_EQ(rc, round == 2 ? -EINVAL : 0);
+		CHECK(rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error, true));
+	}
+	CHECK(schema_inference_finish(fast, &fast_schema) == 0);
+	CHECK(schema_inference_finish(tree, &tree_schema) == 0);
+	CHECK_EQ(fast_schema.property_count, 200);
+	char *fast_text = strdup(schema_text_of(&fast_schema));
+	CHECK(same(fast_text, schema_text_of(&tree_schema)));
+	free(fast_text);
+	schema_free(&fast_schema);
+	schema_free(&tree_schema);
+	buf_free(&line);
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+	schema_inference_free(fast);
+	schema_inference_free(tree);
+}
+
 TEST(common_rows_take_the_fast_path)
 {
 	/* The scanner handles ordinary rows itself (jansson only sees the unusual ones). */
