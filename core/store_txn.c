@@ -547,6 +547,18 @@ static int pending_check(struct store_writer *writer, struct error_info *error)
 }
 
 /* Parses, validates and stages one complete line (without "\n"). Writer lock held. */
+/* The schema module does not know the table's name and writes "<Name>" in
+ * advice such as "add it to schema/<Name>.json"; put the real name there. */
+static void name_the_table(char *message, size_t size, const char *table)
+{
+	char *placeholder = strstr(message, "<Name>");
+	if (!placeholder)
+		return;
+	char rest[sizeof ((struct error_info *)0)->message];
+	snprintf(rest, sizeof rest, "%s", placeholder + strlen("<Name>"));
+	snprintf(placeholder, size - (size_t)(placeholder - message), "%s%s", table, rest);
+}
+
 static int writer_line(struct store_writer *writer, const char *line, size_t size,
 		       struct error_info *error)
 {
@@ -561,9 +573,11 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 						&writer->row, &parse_error)
 			 : schema_row_parse(&writer->schema, line, size, allow_delete, &writer->row,
 					    &parse_error);
-	if (rc < 0)
+	if (rc < 0) {
+		name_the_table(parse_error.message, sizeof parse_error.message, writer->table);
 		return writer_fail(writer, error, rc, number, "%s",
 				   parse_error.message[0] ? parse_error.message : strerror(-rc));
+	}
 
 	struct store_txn *txn = writer->txn;
 	struct store *store = txn->store;

@@ -754,6 +754,16 @@ TEST(a_wrong_type_is_refused_with_path_and_line)
 	store_close(store);
 }
 
+TEST(an_unknown_property_is_refused_with_advice_naming_the_schema_file)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_MERGE, "{\"id\":\"a\",\"nickname\":\"A\"}\n", -EINVAL, 1,
+				   "add it to schema/Person.json first" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
 TEST(a_duplicate_id_in_an_overwrite_is_refused)
 {
 	struct store *store = store_with_people();
