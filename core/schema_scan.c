@@ -21,7 +21,7 @@
  *   value  = scalar / "[" ws [ scalar *( ws "," ws scalar ) ] ws "]"
  *   scalar = string / number / "true" / "false" / "null"
  * with jansson's rules for what it accepts:
- *   - strings: escapes \" \\ \/ \b \f \n \r \t \uXXXX; a high surrogate
+ *   - strings: escapes \" \\ \/ \b \f \n \r \t \u plus four hex digits; a high surrogate
  *     escape must be followed by a low one; raw bytes must be valid UTF-8
  *     (no overlong forms, surrogates or values beyond U+10FFFF); declined:
  *     \u0000, lone surrogates, raw bytes below 0x20;
