@@ -818,9 +818,11 @@ static int open_table_write(struct mount *mount, struct open_file *file, int fla
 	int rc = view_snapshot(mount, &file->node->view, &snapshot);
 	if (rc < 0)
 		return rc;
-	bool exists = store_snapshot_head(snapshot, file->table, &head) == 0 &&
-		      !workspace_hidden(mount, file->branch, file->table);
+	rc = store_snapshot_head(snapshot, file->table, &head);
 	store_snapshot_release(snapshot);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;   /* not "absent": that would publish an overwrite */
+	bool exists = rc == 0 && !workspace_hidden(mount, file->branch, file->table);
 	if (created || !exists) {
 		hidden_set(mount, file->branch, file->table, false);
 		if (!exists) {

@@ -656,6 +656,12 @@ static void op_create(fuse_req_t request, fuse_ino_t parent_id, const char *name
 	}
 	struct child child;
 	int rc = resolve_child(mount, parent, name, &child);
+	if (rc < 0 && rc != -ENOENT) {
+		/* Only an absent name is created: an error reading the head must not
+		 * turn an O_CREAT open of an existing table into an overwrite. */
+		fuse_reply_err(request, -rc);
+		return;
+	}
 	bool exists = rc == 0;
 	bool created = false;
 	if (exists && (fi->flags & O_EXCL)) {

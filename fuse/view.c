@@ -4,8 +4,10 @@
  * Invariants:
  *   1. A live view (version 0) answers from the snapshot of its branch at the
  *      store version the handle knows; a cached live snapshot is used only
- *      while store_version() is unchanged (commits by this mount and refreshes
- *      both move it), so a commit made here is visible to the next request.
+ *      while store_version() equals the version the snapshot shows (commits
+ *      by this mount and refreshes both move it), so a commit made here is
+ *      visible to the next request, even one that opened its snapshot while
+ *      the commit was landing.
  *   2. A history view answers from its pinned version forever (immutable).
  *   3. Sizes are the exact byte length reads return: table files from the
  *      head row's rendered size, rendered files from their rendering.
@@ -252,11 +254,14 @@ int view_snapshot(struct mount *mount, const struct view *view, struct store_sna
 				     view->version ? view->version : STORE_LATEST, &opened, NULL);
 	if (rc < 0)
 		return rc;
-	uint64_t after = view->version == 0 ? store_version(mount->store) : 0;
+	/* Keyed by the version the snapshot shows, not by store_version() read
+	 * now: a commit landing since the open has moved the store past it, and
+	 * the snapshot must not pass for that newer version (invariant 1). */
+	uint64_t opened_at = view->version == 0 ? store_snapshot_version(opened) : 0;
 	struct store_snapshot *evicted = NULL;
 	struct heads_list *evicted_heads = NULL;
 	pthread_mutex_lock(&mount->cache_lock);
-	found = cache_find(mount, view, after);
+	found = cache_find(mount, view, opened_at);
 	if (!found) {
 		struct snapshot_entry *slot = &mount->cache[0];
 		for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
@@ -273,7 +278,7 @@ int view_snapshot(struct mount *mount, const struct view *view, struct store_sna
 		slot->heads = NULL;
 		slot->snapshot = opened;
 		slot->view = *view;
-		slot->store_version = after;
+		slot->store_version = opened_at;
 		slot->last_used = ++mount->cache_tick;
 		store_snapshot_retain(opened);
 		found = opened;

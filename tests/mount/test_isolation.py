@@ -1,12 +1,14 @@
 """Readers pin one version; reading current state costs the same at any history depth.
 
 The slow tests of the suite live here: a 100 MB table read while 50 commits
-land, and the flat-cost check at 100 and 2,000 commits.
+land, the flat-cost check at 100 and 2,000 commits, and a loaded-machine stress of
+readers, listings and creations while one-row merges land from the mount and the CLI.
 """
 import json
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -129,3 +131,104 @@ def test_reading_heads_costs_the_same_at_100_and_2000_commits(mounter, tmp_path)
     build_history(deep, 2000, tmp_path)
     assert len(graphfs("log", deep).stdout.splitlines()) == 2000
     assert cold_heads_counters(mounter, shallow) == cold_heads_counters(mounter, deep)
+
+
+STRESS_SECONDS = 12
+
+
+def busy_loop():
+    return subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"])
+
+
+def test_a_live_table_never_vanishes_while_one_row_merges_land_from_the_mount_and_the_cli(
+        store, mounter, tmp_path):
+    """Readers stat, open and list tables/X.jsonl on a loaded machine while one-row merges
+    into X land through the mount and the CLI, and new tables are created through the mount:
+    a table that exists in every version is never ENOENT, and a commit this mount made is
+    what its next request sees (the table it created exists, the merge it made shows)."""
+    import_rows(store, "X", PEOPLE)
+    import_rows(store, "Y", PEOPLE)
+    m = mounter(store)
+    table = m.path("tables", "X.jsonl")
+    failures = []
+    commits = {"mount": 0, "created": 0, "cli": 0}
+    burners = [busy_loop() for _ in range(2)]
+    deadline = time.monotonic() + STRESS_SECONDS
+
+    def record(what):
+        failures.append(what)
+
+    def reader(kind):
+        while time.monotonic() < deadline:
+            try:
+                if kind == "stat":
+                    os.stat(table)
+                elif kind == "open":
+                    with open(table, "rb") as handle:
+                        handle.read(64)
+                elif kind == "xattr":
+                    os.getxattr(table, "user.graphfs.version")
+                else:
+                    names = {entry.name for entry in os.scandir(m.path("tables"))}
+                    if not {"X.jsonl", "Y.jsonl"} <= names:
+                        record(f"ls tables/ showed {sorted(names)}")
+            except OSError as error:
+                record(f"{kind}: {error!r}")
+
+    def mount_merger():
+        n = 0
+        while time.monotonic() < deadline:
+            try:
+                before = int(os.getxattr(table, "user.graphfs.version"))
+                with open(table, "a") as handle:
+                    handle.write(jsonl([{"id": f"m{n % 40}", "name": f"merge {n}"}]))
+                commits["mount"] += 1
+                after = int(os.getxattr(table, "user.graphfs.version"))
+                if after <= before:
+                    record(f"after its own merge the mount showed X at version {after} (was {before})")
+            except OSError as error:
+                record(f"mount merge: {error!r}")
+            n += 1
+
+    def mount_creator():
+        n = 0
+        while time.monotonic() < deadline:
+            created = m.path("tables", f"New{n}.jsonl")
+            try:
+                with open(created, "w") as handle:
+                    handle.write(jsonl([{"id": "a", "name": "Ada"}]))
+                commits["created"] += 1
+                os.stat(created)
+            except OSError as error:
+                record(f"create New{n}: {error!r}")
+            n += 1
+
+    def cli_merger():
+        row_file = tmp_path / "cli-row.jsonl"
+        n = 0
+        while time.monotonic() < deadline:
+            row_file.write_text(jsonl([{"id": f"c{n % 40}", "name": f"cli {n}"}]))
+            result = graphfs("import", store, "X", row_file, "--mode", "merge", check=False)
+            if result.returncode != 0:
+                record(f"cli merge: {result.stderr!r}")
+            else:
+                commits["cli"] += 1
+            n += 1
+
+    workers = [threading.Thread(target=reader, args=(kind,))
+               for kind in ("stat", "stat", "open", "xattr", "list")]
+    workers += [threading.Thread(target=work) for work in (mount_merger, mount_creator, cli_merger)]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=STRESS_SECONDS + 120)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert not any(worker.is_alive() for worker in workers)
+    assert failures == []
+    assert commits["mount"] > 0 and commits["created"] > 0 and commits["cli"] > 0
+    time.sleep(2.5)   # the CLI's last commit is visible within refresh_ms + the live timeout
+    assert m.log_count() == 2 + sum(commits.values())
