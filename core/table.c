@@ -27,6 +27,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -716,24 +717,65 @@ enum {
 	ENTRY_CUT = 4,      /* the row is in stage fragment `fragment` at `row_index` */
 };
 
-#define PENDING UINT32_MAX
-
+/*
+ * One staged row or delete: 16 bytes (plus its id in stage->ids and about
+ * 12 bytes of id map), the whole per-row cost of a large import.
+ */
 struct stage_entry {
-	uint64_t id_offset;             /* into stage->ids */
+	uint64_t id_offset : 37;        /* into stage->ids (STAGE_IDS_LIMIT) */
+	uint64_t id_size : 11;          /* 1 .. BTREE_MAX_KEY */
+	uint64_t flags : 3;
+	uint64_t row_index : 13;        /* ENTRY_CUT: row index in its stage fragment */
 	uint32_t line_size;             /* bytes of the canonical line, 0 for deletes */
-	uint32_t fragment;              /* ENTRY_CUT: stage fragment ordinal */
-	uint32_t position;              /* cut: row index; pending: offset in pending_lines */
-	uint16_t id_size;
-	uint8_t flags;
+	uint32_t location;              /* ENTRY_CUT: stage fragment ordinal; pending: offset in pending_lines */
+};
+
+#define STAGE_IDS_LIMIT (UINT64_C(1) << 37)
+_Static_assert(sizeof(struct stage_entry) == 16, "a stage entry is 16 bytes");
+_Static_assert(BTREE_MAX_KEY < (1 << 11), "ids fit stage_entry.id_size");
+_Static_assert(TABLE_FRAGMENT_ROWS <= (1 << 13), "row indexes fit stage_entry.row_index");
+
+/* A slot of the id map: the entry index + 1 (0: empty) and the high half of the id's hash. */
+struct stage_slot {
+	uint32_t entry;
+	uint32_t tag;
 };
 
 struct stage_fragment {
-	struct block_address address;   /* spilled: its block in the segment; inline: null */
+	struct block_address address;   /* spilled: its block in the segment (set once written); inline: null */
 	struct buf payload;             /* inline: the raw payload, appended at apply */
 	uint32_t rows;
 	uint32_t live_rows;
 	uint64_t live_bytes;
 	roaring_bitmap_t *dead;         /* rows that died after the cut, NULL if none */
+};
+
+/*
+ * The spill writer: a thread that compresses and writes the fragments cut
+ * from a spilled stage, in the order they were cut, while the stage keeps
+ * taking rows. At most STAGE_QUEUE_DEPTH fragments wait or are being
+ * written; their payloads are job buffers reused from one fragment to the
+ * next, so memory stays bounded.
+ */
+#define STAGE_QUEUE_DEPTH 2
+
+struct stage_job {
+	struct buf payload;             /* the raw fragment payload */
+	uint32_t fragment;              /* stage fragment ordinal */
+	struct block_address address;   /* written: the block's address */
+};
+
+struct stage_writer {
+	pthread_t thread;
+	bool running;                   /* the thread exists and has not been joined */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;         /* a job was submitted or completed, or stopping was set */
+	struct stage_job jobs[STAGE_QUEUE_DEPTH];
+	uint64_t submitted;             /* jobs handed over (job n uses jobs[n % STAGE_QUEUE_DEPTH]) */
+	uint64_t completed;             /* jobs written (or skipped after a failure) */
+	uint64_t harvested;             /* completed jobs whose address was copied to its fragment */
+	bool stopping;
+	int failure;                    /* first write error, 0 if none */
 };
 
 struct table_stage {
@@ -750,7 +792,7 @@ struct table_stage {
 	struct stage_entry *entries;
 	size_t entry_count, entry_capacity;
 	struct buf ids;                 /* every staged id, concatenated */
-	uint32_t *slots;                /* id map: entry index + 1, 0 = empty; open addressing */
+	struct stage_slot *slots;       /* id map; open addressing, linear probing */
 	size_t slot_capacity;           /* power of two */
 	size_t distinct;                /* ids in the map */
 
@@ -766,6 +808,7 @@ struct table_stage {
 
 	uint64_t rows_added, bytes_added, live_rows, live_bytes;
 	struct buf scratch;
+	struct stage_writer writer;     /* used once spilled */
 };
 
 static const uint8_t *entry_id(const struct table_stage *stage, const struct stage_entry *entry)
@@ -773,23 +816,23 @@ static const uint8_t *entry_id(const struct table_stage *stage, const struct sta
 	return stage->ids.data + entry->id_offset;
 }
 
-static size_t slot_of(const struct table_stage *stage, const void *id, size_t id_size)
+/* Finds the map slot of id (hash: codec_hash of it): its entry's slot, or the empty slot it would take. */
+static size_t stage_find_slot(const struct table_stage *stage, const void *id, size_t id_size,
+			      uint64_t hash)
 {
-	return (size_t)codec_hash(id, id_size) & (stage->slot_capacity - 1);
-}
-
-/* Finds the map slot of id: its entry's slot, or the empty slot it would take. */
-static size_t stage_find_slot(const struct table_stage *stage, const void *id, size_t id_size)
-{
-	size_t slot = slot_of(stage, id, id_size);
+	size_t mask = stage->slot_capacity - 1;
+	uint32_t tag = (uint32_t)(hash >> 32);
+	size_t slot = (size_t)hash & mask;
 	for (;;) {
-		uint32_t held = stage->slots[slot];
-		if (held == 0)
+		const struct stage_slot *held = &stage->slots[slot];
+		if (held->entry == 0)
 			return slot;
-		const struct stage_entry *entry = &stage->entries[held - 1];
-		if (entry->id_size == id_size && memcmp(entry_id(stage, entry), id, id_size) == 0)
-			return slot;
-		slot = (slot + 1) & (stage->slot_capacity - 1);
+		if (held->tag == tag) {
+			const struct stage_entry *entry = &stage->entries[held->entry - 1];
+			if (entry->id_size == id_size && memcmp(entry_id(stage, entry), id, id_size) == 0)
+				return slot;
+		}
+		slot = (slot + 1) & mask;
 	}
 }
 
@@ -798,26 +841,32 @@ static uint32_t stage_lookup(const struct table_stage *stage, const void *id, si
 {
 	if (stage->slot_capacity == 0)
 		return 0;
-	return stage->slots[stage_find_slot(stage, id, id_size)];
+	return stage->slots[stage_find_slot(stage, id, id_size, codec_hash(id, id_size))].entry;
 }
 
-/* Doubles the id map (keeps the load at most one half). 0 or -ENOMEM; unchanged on error. */
+/* True if the map must grow before it takes one more id (keeps the load at most 3/4). */
+static bool stage_map_full(const struct table_stage *stage)
+{
+	return (stage->distinct + 1) * 4 > stage->slot_capacity * 3;
+}
+
+/* Doubles the id map. 0 or -ENOMEM; unchanged on error. */
 static int stage_grow_map(struct table_stage *stage)
 {
 	size_t capacity = stage->slot_capacity ? stage->slot_capacity * 2 : 1024;
-	uint32_t *slots = calloc(capacity, sizeof *slots);
+	struct stage_slot *slots = calloc(capacity, sizeof *slots);
 	if (!slots)
 		return -ENOMEM;
-	uint32_t *old = stage->slots;
+	struct stage_slot *old = stage->slots;
 	size_t old_capacity = stage->slot_capacity;
 	stage->slots = slots;
 	stage->slot_capacity = capacity;
 	for (size_t i = 0; i < old_capacity; i++) {
-		if (!old[i])
+		if (!old[i].entry)
 			continue;
-		const struct stage_entry *entry = &stage->entries[old[i] - 1];
-		size_t slot = slot_of(stage, entry_id(stage, entry), entry->id_size);
-		while (slots[slot])
+		const struct stage_entry *entry = &stage->entries[old[i].entry - 1];
+		size_t slot = (size_t)codec_hash(entry_id(stage, entry), entry->id_size) & (capacity - 1);
+		while (slots[slot].entry)
 			slot = (slot + 1) & (capacity - 1);
 		slots[slot] = old[i];
 	}
@@ -825,6 +874,146 @@ static int stage_grow_map(struct table_stage *stage)
 	return 0;
 }
 
+/* ---- the spill writer ---- */
+
+/* Copies the addresses of completed jobs to their fragments. Called with the writer's lock held. */
+static void writer_harvest(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	for (; writer->harvested < writer->completed; writer->harvested++) {
+		const struct stage_job *job = &writer->jobs[writer->harvested % STAGE_QUEUE_DEPTH];
+		stage->fragments[job->fragment].address = job->address;
+	}
+}
+
+static void *writer_main(void *argument)
+{
+	struct table_stage *stage = argument;
+	struct stage_writer *writer = &stage->writer;
+	pthread_mutex_lock(&writer->lock);
+	for (;;) {
+		while (writer->completed == writer->submitted && !writer->stopping)
+			pthread_cond_wait(&writer->changed, &writer->lock);
+		if (writer->completed == writer->submitted)
+			break;
+		struct stage_job *job = &writer->jobs[writer->completed % STAGE_QUEUE_DEPTH];
+		int failure = writer->failure;
+		pthread_mutex_unlock(&writer->lock);
+		int rc = failure;
+		if (rc == 0)
+			rc = pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec,
+						 job->payload.data, job->payload.size, &job->address);
+		pthread_mutex_lock(&writer->lock);
+		if (rc < 0 && writer->failure == 0)
+			writer->failure = rc;
+		writer->completed++;
+		pthread_cond_broadcast(&writer->changed);
+	}
+	pthread_mutex_unlock(&writer->lock);
+	return NULL;
+}
+
+/* Starts the writer thread; without one (it could not start) fragments are written inline. */
+static void writer_start(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (pthread_mutex_init(&writer->lock, NULL) != 0)
+		return;
+	if (pthread_cond_init(&writer->changed, NULL) != 0) {
+		pthread_mutex_destroy(&writer->lock);
+		return;
+	}
+	if (pthread_create(&writer->thread, NULL, writer_main, stage) != 0) {
+		pthread_cond_destroy(&writer->changed);
+		pthread_mutex_destroy(&writer->lock);
+		return;
+	}
+	writer->running = true;
+}
+
+/* Waits until every submitted job is written, copies their addresses. Returns the writer's first error. */
+static int writer_drain(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (!writer->running)
+		return writer->failure;
+	pthread_mutex_lock(&writer->lock);
+	while (writer->completed < writer->submitted)
+		pthread_cond_wait(&writer->changed, &writer->lock);
+	writer_harvest(stage);
+	int failure = writer->failure;
+	pthread_mutex_unlock(&writer->lock);
+	return failure;
+}
+
+/* Stops and joins the writer after it has written (or, after a failure, skipped) every job. */
+static void writer_stop(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (!writer->running)
+		return;
+	pthread_mutex_lock(&writer->lock);
+	writer->stopping = true;
+	pthread_cond_broadcast(&writer->changed);
+	pthread_mutex_unlock(&writer->lock);
+	pthread_join(writer->thread, NULL);
+	writer_harvest(stage);
+	writer->running = false;
+	pthread_cond_destroy(&writer->changed);
+	pthread_mutex_destroy(&writer->lock);
+}
+
+/* The writer's first error (0 if none), as the next add or the seal reports it. */
+static int writer_failure(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (!writer->running)
+		return writer->failure;
+	pthread_mutex_lock(&writer->lock);
+	int failure = writer->failure;
+	pthread_mutex_unlock(&writer->lock);
+	return failure;
+}
+
+/*
+ * The buffer the next fragment's payload goes into: a free job's (waiting
+ * for one if STAGE_QUEUE_DEPTH are in flight), or the scratch buffer when
+ * no writer runs.
+ */
+static struct buf *writer_next_payload(struct table_stage *stage)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (!writer->running)
+		return &stage->scratch;
+	pthread_mutex_lock(&writer->lock);
+	while (writer->submitted - writer->completed >= STAGE_QUEUE_DEPTH)
+		pthread_cond_wait(&writer->changed, &writer->lock);
+	writer_harvest(stage);
+	pthread_mutex_unlock(&writer->lock);
+	return &writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].payload;
+}
+
+/*
+ * Writes the payload (from writer_next_payload) as stage fragment `fragment`:
+ * hands it to the writer, or writes it now when no writer runs. 0 or -errno
+ * (only when written now: the writer's errors surface later).
+ */
+static int writer_submit(struct table_stage *stage, uint32_t fragment)
+{
+	struct stage_writer *writer = &stage->writer;
+	if (!writer->running) {
+		if (writer->failure)
+			return writer->failure;
+		return pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec, stage->scratch.data,
+					   stage->scratch.size, &stage->fragments[fragment].address);
+	}
+	pthread_mutex_lock(&writer->lock);
+	writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].fragment = fragment;
+	writer->submitted++;
+	pthread_cond_broadcast(&writer->changed);
+	pthread_mutex_unlock(&writer->lock);
+	return 0;
+}
 
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
@@ -841,6 +1030,8 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	buf_init(&stage->ids);
 	buf_init(&stage->pending_lines);
 	buf_init(&stage->scratch);
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+		buf_init(&stage->writer.jobs[i].payload);
 	*out = stage;
 	return 0;
 }
@@ -849,6 +1040,9 @@ void table_stage_free(struct table_stage *stage)
 {
 	if (!stage)
 		return;
+	writer_stop(stage);
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+		buf_free(&stage->writer.jobs[i].payload);
 	if (stage->segment) {
 		pager_segment_free(stage->segment);
 		if (!stage->published)
@@ -940,7 +1134,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 			    stage->fragment_count + 1, sizeof *stage->fragments);
 	if (rc < 0)
 		return rc;
-	struct buf *payload = &stage->scratch;
+	struct buf *payload = stage->segment ? writer_next_payload(stage) : &stage->scratch;
 	buf_reset(payload);
 	if ((rc = buf_reserve(payload, 4 + 4 * (size_t)rows + bytes)) < 0)
 		return rc;
@@ -953,15 +1147,13 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 	for (size_t i = first; i < end; i++) {
 		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
 		if (!(entry->flags & ENTRY_DEAD))
-			buf_append(payload, stage->pending_lines.data + entry->position, entry->line_size);
+			buf_append(payload, stage->pending_lines.data + entry->location, entry->line_size);
 	}
 	struct stage_fragment *fragment = &stage->fragments[stage->fragment_count];
 	memset(fragment, 0, sizeof *fragment);
 	buf_init(&fragment->payload);
 	if (stage->segment) {
-		rc = pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec, payload->data,
-					 payload->size, &fragment->address);
-		if (rc < 0)
+		if ((rc = writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
 			return rc;
 	} else {
 		/* Hand the scratch buffer over as the payload; the scratch starts afresh. */
@@ -977,8 +1169,8 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 		if (entry->flags & ENTRY_DEAD)
 			continue;
 		entry->flags |= ENTRY_CUT;
-		entry->fragment = (uint32_t)stage->fragment_count;
-		entry->position = index++;
+		entry->location = (uint32_t)stage->fragment_count;
+		entry->row_index = index++;
 	}
 	stage->fragment_count++;
 	*cursor = end;
@@ -1015,6 +1207,7 @@ static int stage_spill(struct table_stage *stage)
 	if (rc < 0)
 		return rc;
 	stage->segment_id = segment_id;
+	writer_start(stage);
 	return stage_cut_all(stage);
 }
 
@@ -1028,8 +1221,8 @@ static void stage_kill(struct table_stage *stage, struct stage_entry *entry)
 	stage->live_rows--;
 	stage->live_bytes -= entry->line_size;
 	if (entry->flags & ENTRY_CUT) {
-		struct stage_fragment *fragment = &stage->fragments[entry->fragment];
-		roaring_bitmap_add(fragment->dead, entry->position);
+		struct stage_fragment *fragment = &stage->fragments[entry->location];
+		roaring_bitmap_add(fragment->dead, entry->row_index);
 		fragment->live_rows--;
 		fragment->live_bytes -= entry->line_size;
 	}
@@ -1045,14 +1238,23 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 		return -EINVAL;
 	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
 		return -EINVAL;
+	/* The id's map slot is a cache miss in a large stage: start loading it while the line is checked. */
+	uint64_t hash = codec_hash(id, id_size);
+	if (stage->slot_capacity)
+		__builtin_prefetch(&stage->slots[(size_t)hash & (stage->slot_capacity - 1)]);
 	/* A row's line is canonical: it ends with "\n" and starts with its id (fragments keep no ids). */
 	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n' ||
 				!line_has_id(row->canonical.data, line_size, id, id_size, &stage->scratch)))
 		return -EINVAL;
-	/* A row must fit a fragment of its own; entry indexes are u32. */
-	if (4 + 4 + (uint64_t)line_size > BLOCK_MAX_RAW_SIZE || stage->entry_count >= UINT32_MAX - 1)
+	/* A row must fit a fragment of its own; entry indexes are u32; id offsets fit 37 bits. */
+	if (4 + 4 + (uint64_t)line_size > BLOCK_MAX_RAW_SIZE || stage->entry_count >= UINT32_MAX - 1 ||
+	    stage->ids.size + id_size > STAGE_IDS_LIMIT)
 		return -EFBIG;
-	uint32_t held = stage_lookup(stage, id, id_size);
+	/* A fragment the spill writer failed to write fails every later add. */
+	if ((rc = writer_failure(stage)) < 0)
+		return rc;
+	size_t slot = stage->slot_capacity ? stage_find_slot(stage, id, id_size, hash) : 0;
+	uint32_t held = stage->slot_capacity ? stage->slots[slot].entry : 0;
 	if (held && stage->mode == TABLE_OVERWRITE)
 		return -EEXIST;
 
@@ -1075,19 +1277,20 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	}
 	/* The row this one supersedes may have been cut (just now, too): it needs a dead bitmap. */
 	struct stage_entry *previous = held ? &stage->entries[held - 1] : NULL;
-	if (previous && (previous->flags & ENTRY_CUT) && !stage->fragments[previous->fragment].dead) {
+	if (previous && (previous->flags & ENTRY_CUT) && !stage->fragments[previous->location].dead) {
 		roaring_bitmap_t *dead = roaring_bitmap_create();
 		if (!dead)
 			return -ENOMEM;
-		stage->fragments[previous->fragment].dead = dead;
+		stage->fragments[previous->location].dead = dead;
 	}
 	if ((rc = grow_array((void **)&stage->entries, &stage->entry_capacity, stage->entry_count + 1,
 			     sizeof *stage->entries)) < 0 ||
 	    (rc = buf_reserve(&stage->ids, id_size)) < 0)
 		return rc;
-	if (!held && (stage->distinct + 1) * 2 > stage->slot_capacity) {
+	if (!held && stage_map_full(stage)) {
 		if ((rc = stage_grow_map(stage)) < 0)
 			return rc;
+		slot = stage_find_slot(stage, id, id_size, hash);
 	}
 	/* The entries array may have moved. */
 	previous = held ? &stage->entries[held - 1] : NULL;
@@ -1096,14 +1299,13 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	struct stage_entry *entry = &stage->entries[index];
 	memset(entry, 0, sizeof *entry);
 	entry->id_offset = stage->ids.size;
-	entry->id_size = (uint16_t)id_size;
+	entry->id_size = id_size;
 	buf_append(&stage->ids, id, id_size);
 	if (row->is_delete) {
 		entry->flags = ENTRY_DELETE;
 	} else {
 		entry->line_size = (uint32_t)line_size;
-		entry->fragment = PENDING;
-		entry->position = (uint32_t)stage->pending_lines.size;
+		entry->location = (uint32_t)stage->pending_lines.size;
 		buf_append(&stage->pending_lines, row->canonical.data, line_size);
 		stage->pending[stage->pending_count++] = (uint32_t)index;
 		stage->live_rows++;
@@ -1113,7 +1315,7 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 		stage_kill(stage, previous);
 	else
 		stage->distinct++;
-	stage->slots[stage_find_slot(stage, id, id_size)] = (uint32_t)index + 1;
+	stage->slots[slot] = (struct stage_slot){ .entry = (uint32_t)index + 1, .tag = (uint32_t)(hash >> 32) };
 	stage->rows_added++;
 	stage->bytes_added += line_size;
 	return 0;
@@ -1147,12 +1349,22 @@ int table_stage_seal(struct table_stage *stage)
 		if (!(stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)))
 			stage->sorted[stage->sorted_count++] = (uint32_t)i;
 	assert(stage->sorted_count == stage->live_rows);
-	if (stage->sorted_count > 1)
+	/* Ids often arrive in order (exports, generated keys): sort only when they did not. */
+	bool in_order = true;
+	for (size_t i = 1; i < stage->sorted_count && in_order; i++)
+		in_order = compare_entries_by_id(&stage->sorted[i - 1], &stage->sorted[i], stage) < 0;
+	if (!in_order)
 		qsort_r(stage->sorted, stage->sorted_count, sizeof *stage->sorted, compare_entries_by_id,
 			stage);
 	for (size_t i = 0; i < stage->fragment_count; i++)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);
+	/* The spill writer wrote the last fragments while the ids were sorted. */
+	if ((rc = writer_drain(stage)) < 0)
+		return rc;
+	writer_stop(stage);
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+		buf_free(&stage->writer.jobs[i].payload);
 	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
 		return rc;
 	stage->sealed = true;
@@ -1216,8 +1428,8 @@ static void entry_location(const struct table_stage *stage, const struct apply_s
 {
 	assert(entry->flags & ENTRY_CUT);
 	struct key_value location = {
-		.sequence = state->first_sequence + entry->fragment,
-		.row_index = entry->position,
+		.sequence = state->first_sequence + entry->location,
+		.row_index = entry->row_index,
 		.row_size = entry->line_size,
 	};
 	key_value_encode(&location, value);
