@@ -3,10 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -939,6 +942,122 @@ TEST(freeing_an_unpublished_stage_removes_its_segment)
 	table_stage_free(stage);
 	CHECK(!segment_exists(&fixture, segment_id));
 	fixture_close(&fixture);
+}
+
+/* The bytes of segments/<id> after its file header (which names the segment), or an empty buffer. */
+static void segment_blocks(struct fixture *fixture, uint64_t segment_id, struct buf *out)
+{
+	char name[64];
+	snprintf(name, sizeof name, "segments/%016llx", (unsigned long long)segment_id);
+	int file = openat(fixture->directory, name, O_RDONLY);
+	if (file < 0)
+		return;
+	uint8_t chunk[65536];
+	off_t offset = FILE_HEADER_SIZE;
+	ssize_t got;
+	while ((got = pread(file, chunk, sizeof chunk, offset)) > 0) {
+		buf_append(out, chunk, (size_t)got);
+		offset += got;
+	}
+	close(file);
+}
+
+TEST(a_spilled_stage_writes_the_same_fragment_bytes_in_the_same_order_every_time)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	uint64_t segments[2];
+	struct table_info infos[2];
+	for (int round = 0; round < 2; round++) {
+		struct table_stage *stage;
+		CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+		for (long i = 0; i < count; i++)
+			CHECK_EQ(stage_wide_row(stage, i, i), 0);
+		CHECK_EQ(stage_wide_row(stage, 7, 77), 0); /* supersedes a spilled row */
+		segments[round] = table_stage_segment(stage);
+		memset(&infos[round], 0, sizeof infos[round]);
+		CHECK_EQ(publish(&fixture, NULL, stage, &infos[round], NULL), 0);
+		table_stage_free(stage);
+	}
+	struct buf first, second;
+	buf_init(&first);
+	buf_init(&second);
+	segment_blocks(&fixture, segments[0], &first);
+	segment_blocks(&fixture, segments[1], &second);
+	CHECK(first.size > 0);
+	CHECK_EQ(first.size, second.size);
+	CHECK(memcmp(first.data, second.data, first.size) == 0);
+	CHECK_EQ(infos[0].byte_size, infos[1].byte_size);
+	struct buf rendered;
+	buf_init(&rendered);
+	CHECK_EQ(render(&fixture, &infos[1], 100000, &rendered), 0);
+	CHECK_EQ(rendered.size, infos[1].byte_size);
+	buf_free(&rendered);
+	buf_free(&first);
+	buf_free(&second);
+	fixture_close(&fixture);
+}
+
+/* A row with a ~300-byte pseudo-random pad, so its fragments barely compress. */
+static int stage_noisy_row(struct table_stage *stage, long number)
+{
+	char id[32];
+	row_id(id, number);
+	struct schema_row row;
+	schema_row_init(&row);
+	buf_append_string(&row.id, id);
+	buf_printf(&row.canonical, "{\"id\":\"%s\",\"pad\":\"", id);
+	uint64_t state = (uint64_t)number * 0x9e3779b97f4a7c15u + 1;
+	for (int i = 0; i < 256; i++) {
+		state ^= state << 13;
+		state ^= state >> 7;
+		state ^= state << 17;
+		buf_put_u8(&row.canonical, (uint8_t)('a' + state % 26));
+	}
+	buf_append_string(&row.canonical, "\"}\n");
+	int rc = table_stage_add(stage, &row);
+	schema_row_free(&row);
+	return rc;
+}
+
+/*
+ * In a child limited to 2 MiB files (RLIMIT_FSIZE): stages rows until the
+ * segment's writes fail. Exits 0 if an add or the seal reported -EFBIG and
+ * the stage could still be freed, 1 otherwise.
+ */
+static void stage_into_a_full_file_system(void)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	struct fixture fixture;
+	if (fixture_open(&fixture) < 0)
+		_exit(2);
+	struct rlimit limit = { .rlim_cur = 2u << 20, .rlim_max = RLIM_INFINITY };
+	if (setrlimit(RLIMIT_FSIZE, &limit) < 0)
+		_exit(2);
+	struct table_stage *stage;
+	if (stage_open(&fixture, TABLE_OVERWRITE, &stage) < 0)
+		_exit(2);
+	int rc = 0;
+	long count = 4 * TABLE_INLINE_LIMIT / 290;
+	for (long i = 0; i < count && rc == 0; i++)
+		rc = stage_noisy_row(stage, i);
+	if (rc == 0)
+		rc = table_stage_seal(stage);
+	table_stage_free(stage);
+	_exit(rc == -EFBIG ? 0 : 1);
+}
+
+TEST(a_spilled_fragment_that_cannot_be_written_fails_a_later_add_or_the_seal)
+{
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0)
+		stage_into_a_full_file_system();
+	int status = 0;
+	CHECK_EQ(waitpid(child, &status, 0), child);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
 }
 
 /* ---- apply ----------------------------------------------------------------------------- */
