@@ -718,8 +718,8 @@ enum {
 };
 
 /*
- * One staged row or delete: 16 bytes (plus its id in stage->ids and about
- * 12 bytes of id map), the whole per-row cost of a large import.
+ * One staged row or delete: 16 bytes (plus its id in stage->ids and
+ * 7 to 14 bytes of id map), the whole per-row cost of a large import.
  */
 struct stage_entry {
 	uint64_t id_offset : 37;        /* into stage->ids (STAGE_IDS_LIMIT) */
@@ -734,12 +734,6 @@ struct stage_entry {
 _Static_assert(sizeof(struct stage_entry) == 16, "a stage entry is 16 bytes");
 _Static_assert(BTREE_MAX_KEY < (1 << 11), "ids fit stage_entry.id_size");
 _Static_assert(TABLE_FRAGMENT_ROWS <= (1 << 13), "row indexes fit stage_entry.row_index");
-
-/* A slot of the id map: the entry index + 1 (0: empty) and the high half of the id's hash. */
-struct stage_slot {
-	uint32_t entry;
-	uint32_t tag;
-};
 
 struct stage_fragment {
 	struct block_address address;   /* spilled: its block in the segment (set once written); inline: null */
@@ -792,7 +786,14 @@ struct table_stage {
 	struct stage_entry *entries;
 	size_t entry_count, entry_capacity;
 	struct buf ids;                 /* every staged id, concatenated */
-	struct stage_slot *slots;       /* id map; open addressing, linear probing */
+	/*
+	 * The id map: open addressing, linear probing. A slot is the entry
+	 * index + 1 in slots and a one-byte tag from the id's hash in tags (0:
+	 * empty), so a probe reads an entry and its id only when the tags match:
+	 * 5 bytes a slot.
+	 */
+	uint32_t *slots;
+	uint8_t *tags;
 	size_t slot_capacity;           /* power of two */
 	size_t distinct;                /* ids in the map */
 
@@ -803,8 +804,14 @@ struct table_stage {
 	struct stage_fragment *fragments;
 	size_t fragment_count, fragment_capacity;
 
-	uint32_t *sorted;               /* after seal: live row entries in key order */
-	size_t sorted_count;
+	/*
+	 * After seal the id map is replaced, in its own memory, by the entries
+	 * that are not DEAD in id order: sorted_count live rows, then
+	 * deleted_count deletes. Lookups then binary-search them.
+	 */
+	uint32_t *sorted;
+	size_t sorted_count, deleted_count;
+	bool map_is_sorted;
 
 	uint64_t rows_added, bytes_added, live_rows, live_bytes;
 	struct buf scratch;
@@ -816,19 +823,26 @@ static const uint8_t *entry_id(const struct table_stage *stage, const struct sta
 	return stage->ids.data + entry->id_offset;
 }
 
+/* The tag of a hash in the id map (never 0, which marks an empty slot). */
+static uint8_t slot_tag(uint64_t hash)
+{
+	uint8_t tag = (uint8_t)(hash >> 56);
+	return tag ? tag : 1;
+}
+
 /* Finds the map slot of id (hash: codec_hash of it): its entry's slot, or the empty slot it would take. */
 static size_t stage_find_slot(const struct table_stage *stage, const void *id, size_t id_size,
 			      uint64_t hash)
 {
 	size_t mask = stage->slot_capacity - 1;
-	uint32_t tag = (uint32_t)(hash >> 32);
+	uint8_t tag = slot_tag(hash);
 	size_t slot = (size_t)hash & mask;
 	for (;;) {
-		const struct stage_slot *held = &stage->slots[slot];
-		if (held->entry == 0)
+		uint8_t held = stage->tags[slot];
+		if (held == 0)
 			return slot;
-		if (held->tag == tag) {
-			const struct stage_entry *entry = &stage->entries[held->entry - 1];
+		if (held == tag) {
+			const struct stage_entry *entry = &stage->entries[stage->slots[slot] - 1];
 			if (entry->id_size == id_size && memcmp(entry_id(stage, entry), id, id_size) == 0)
 				return slot;
 		}
@@ -836,12 +850,40 @@ static size_t stage_find_slot(const struct table_stage *stage, const void *id, s
 	}
 }
 
+static int compare_entries_by_id(const void *a, const void *b, void *context);
+
+/* The index + 1 of the entry of id among count sorted entry indexes, or 0. */
+static uint32_t sorted_search(const struct table_stage *stage, const uint32_t *sorted, size_t count,
+			      const void *id, size_t id_size)
+{
+	size_t low = 0, high = count;
+	while (low < high) {
+		size_t middle = low + (high - low) / 2;
+		const struct stage_entry *entry = &stage->entries[sorted[middle]];
+		int order = id_compare(entry_id(stage, entry), entry->id_size, id, id_size);
+		if (order == 0)
+			return sorted[middle] + 1;
+		if (order < 0)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return 0;
+}
+
 /* The index + 1 of the entry last staged for id, or 0. */
 static uint32_t stage_lookup(const struct table_stage *stage, const void *id, size_t id_size)
 {
+	if (stage->map_is_sorted) {
+		uint32_t held = sorted_search(stage, stage->sorted, stage->sorted_count, id, id_size);
+		return held ? held
+			    : sorted_search(stage, stage->sorted + stage->sorted_count, stage->deleted_count,
+					    id, id_size);
+	}
 	if (stage->slot_capacity == 0)
 		return 0;
-	return stage->slots[stage_find_slot(stage, id, id_size, codec_hash(id, id_size))].entry;
+	size_t slot = stage_find_slot(stage, id, id_size, codec_hash(id, id_size));
+	return stage->tags[slot] ? stage->slots[slot] : 0;
 }
 
 /* True if the map must grow before it takes one more id (keeps the load at most 3/4). */
@@ -854,23 +896,31 @@ static bool stage_map_full(const struct table_stage *stage)
 static int stage_grow_map(struct table_stage *stage)
 {
 	size_t capacity = stage->slot_capacity ? stage->slot_capacity * 2 : 1024;
-	struct stage_slot *slots = calloc(capacity, sizeof *slots);
-	if (!slots)
+	uint32_t *slots = malloc(capacity * sizeof *slots);
+	uint8_t *tags = calloc(capacity, sizeof *tags);
+	if (!slots || !tags) {
+		free(slots);
+		free(tags);
 		return -ENOMEM;
-	struct stage_slot *old = stage->slots;
+	}
+	uint32_t *old_slots = stage->slots;
+	uint8_t *old_tags = stage->tags;
 	size_t old_capacity = stage->slot_capacity;
 	stage->slots = slots;
+	stage->tags = tags;
 	stage->slot_capacity = capacity;
 	for (size_t i = 0; i < old_capacity; i++) {
-		if (!old[i].entry)
+		if (!old_tags[i])
 			continue;
-		const struct stage_entry *entry = &stage->entries[old[i].entry - 1];
+		const struct stage_entry *entry = &stage->entries[old_slots[i] - 1];
 		size_t slot = (size_t)codec_hash(entry_id(stage, entry), entry->id_size) & (capacity - 1);
-		while (slots[slot].entry)
+		while (tags[slot])
 			slot = (slot + 1) & (capacity - 1);
-		slots[slot] = old[i];
+		slots[slot] = old_slots[i];
+		tags[slot] = old_tags[i];
 	}
-	free(old);
+	free(old_slots);
+	free(old_tags);
 	return 0;
 }
 
@@ -1056,6 +1106,7 @@ void table_stage_free(struct table_stage *stage)
 	free(stage->fragments);
 	free(stage->entries);
 	free(stage->slots);
+	free(stage->tags);
 	free(stage->pending);
 	free(stage->sorted);
 	buf_free(&stage->ids);
@@ -1234,14 +1285,14 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	size_t id_size = row->id.size;
 	size_t line_size = row->is_delete ? 0 : row->canonical.size;
 	int rc;
-	if (stage->sealed || id_size == 0 || id_size > BTREE_MAX_KEY || id_size > UINT16_MAX)
+	if (stage->sealed || stage->map_is_sorted || id_size == 0 || id_size > BTREE_MAX_KEY || id_size > UINT16_MAX)
 		return -EINVAL;
 	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
 		return -EINVAL;
 	/* The id's map slot is a cache miss in a large stage: start loading it while the line is checked. */
 	uint64_t hash = codec_hash(id, id_size);
 	if (stage->slot_capacity)
-		__builtin_prefetch(&stage->slots[(size_t)hash & (stage->slot_capacity - 1)]);
+		__builtin_prefetch(&stage->tags[(size_t)hash & (stage->slot_capacity - 1)]);
 	/* A row's line is canonical: it ends with "\n" and starts with its id (fragments keep no ids). */
 	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n' ||
 				!line_has_id(row->canonical.data, line_size, id, id_size, &stage->scratch)))
@@ -1254,7 +1305,7 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	if ((rc = writer_failure(stage)) < 0)
 		return rc;
 	size_t slot = stage->slot_capacity ? stage_find_slot(stage, id, id_size, hash) : 0;
-	uint32_t held = stage->slot_capacity ? stage->slots[slot].entry : 0;
+	uint32_t held = stage->slot_capacity && stage->tags[slot] ? stage->slots[slot] : 0;
 	if (held && stage->mode == TABLE_OVERWRITE)
 		return -EEXIST;
 
@@ -1315,7 +1366,8 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 		stage_kill(stage, previous);
 	else
 		stage->distinct++;
-	stage->slots[slot] = (struct stage_slot){ .entry = (uint32_t)index + 1, .tag = (uint32_t)(hash >> 32) };
+	stage->slots[slot] = (uint32_t)index + 1;
+	stage->tags[slot] = slot_tag(hash);
 	stage->rows_added++;
 	stage->bytes_added += line_size;
 	return 0;
@@ -1329,6 +1381,62 @@ static int compare_entries_by_id(const void *a, const void *b, void *context)
 	return id_compare(entry_id(stage, left), left->id_size, entry_id(stage, right), right->id_size);
 }
 
+/* True if the count entry indexes are in strictly increasing id order. */
+static bool entries_in_order(struct table_stage *stage, const uint32_t *sorted, size_t count)
+{
+	for (size_t i = 1; i < count; i++)
+		if (compare_entries_by_id(&sorted[i - 1], &sorted[i], stage) >= 0)
+			return false;
+	return true;
+}
+
+/*
+ * Replaces the id map by the sorted entry indexes, in the map's own memory
+ * (one u32 a slot, and the map has a slot for every id it names, so the
+ * indexes fit): the peak memory of a large stage is its map, not the map
+ * plus a sorted copy. Cannot fail.
+ */
+static void stage_sort_map(struct table_stage *stage)
+{
+	uint32_t *sorted = stage->slots;
+	size_t live = 0, deleted = 0;
+	assert(stage->distinct <= stage->slot_capacity);
+	free(stage->tags);
+	stage->tags = NULL;
+	/* Live rows from the start; deletes are counted, then placed after them. */
+	for (size_t i = 0; i < stage->entry_count; i++) {
+		uint8_t flags = stage->entries[i].flags;
+		if (flags & ENTRY_DEAD)
+			continue;
+		if (flags & ENTRY_DELETE)
+			deleted++;
+		else
+			sorted[live++] = (uint32_t)i;
+	}
+	assert(live == stage->live_rows && live + deleted == stage->distinct);
+	size_t next = live;
+	for (size_t i = 0; i < stage->entry_count && next < live + deleted; i++)
+		if ((stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)) == ENTRY_DELETE)
+			sorted[next++] = (uint32_t)i;
+	/* Ids often arrive in order (exports, generated keys): sort only when they did not. */
+	if (!entries_in_order(stage, sorted, live))
+		qsort_r(sorted, live, sizeof *sorted, compare_entries_by_id, stage);
+	if (!entries_in_order(stage, sorted + live, deleted))
+		qsort_r(sorted + live, deleted, sizeof *sorted, compare_entries_by_id, stage);
+	/* Give back the rest of the map (a shrinking realloc that fails leaves it as it was). */
+	if (live + deleted > 0) {
+		uint32_t *smaller = realloc(sorted, (live + deleted) * sizeof *sorted);
+		if (smaller)
+			sorted = smaller;
+	}
+	stage->slots = NULL;
+	stage->slot_capacity = 0;
+	stage->sorted = sorted;
+	stage->sorted_count = live;
+	stage->deleted_count = deleted;
+	stage->map_is_sorted = true;
+}
+
 int table_stage_seal(struct table_stage *stage)
 {
 	if (stage->sealed)
@@ -1337,25 +1445,8 @@ int table_stage_seal(struct table_stage *stage)
 	if (rc < 0)
 		return rc;
 	buf_free(&stage->pending_lines);
-	free(stage->sorted);
-	stage->sorted = NULL;
-	stage->sorted_count = 0;
-	if (stage->live_rows > 0) {
-		stage->sorted = malloc(stage->live_rows * sizeof *stage->sorted);
-		if (!stage->sorted)
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < stage->entry_count; i++)
-		if (!(stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)))
-			stage->sorted[stage->sorted_count++] = (uint32_t)i;
-	assert(stage->sorted_count == stage->live_rows);
-	/* Ids often arrive in order (exports, generated keys): sort only when they did not. */
-	bool in_order = true;
-	for (size_t i = 1; i < stage->sorted_count && in_order; i++)
-		in_order = compare_entries_by_id(&stage->sorted[i - 1], &stage->sorted[i], stage) < 0;
-	if (!in_order)
-		qsort_r(stage->sorted, stage->sorted_count, sizeof *stage->sorted, compare_entries_by_id,
-			stage);
+	if (!stage->map_is_sorted)
+		stage_sort_map(stage);
 	for (size_t i = 0; i < stage->fragment_count; i++)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);

@@ -468,6 +468,35 @@ TEST(a_merge_stage_answers_has_and_deletes_for_the_last_entry_per_id)
 	fixture_close(&fixture);
 }
 
+TEST(a_sealed_merge_stage_still_answers_has_and_deletes)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	/* Out of order, with deletes and superseded entries, so the seal sorts both kinds. */
+	for (long i = 2000; i >= 0; i--) {
+		char id[32];
+		row_id(id, i);
+		CHECK_EQ(stage_row(stage, id, i % 3 == 0 ? -1 : i), 0);
+	}
+	CHECK_EQ(stage_row(stage, "r0000003", 3), 0);    /* a delete undone */
+	CHECK_EQ(stage_row(stage, "r0000004", -1), 0);   /* a row deleted */
+	CHECK_EQ(table_stage_seal(stage), 0);
+	for (long i = 0; i <= 2000; i++) {
+		char id[32];
+		row_id(id, i);
+		bool deleted = (i % 3 == 0 && i != 3) || i == 4;
+		CHECK_EQ(table_stage_has(stage, id, strlen(id)), !deleted);
+		CHECK_EQ(table_stage_deletes(stage, id, strlen(id)), deleted);
+	}
+	CHECK(!table_stage_has(stage, "r0002001", 8));
+	CHECK(!table_stage_deletes(stage, "r0002001", 8));
+	CHECK(!table_stage_has(stage, "", 0));
+	table_stage_free(stage);
+	fixture_close(&fixture);
+}
+
 TEST(a_merge_stage_keeps_only_the_last_row_for_an_id)
 {
 	struct fixture fixture;
