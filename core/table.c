@@ -7,15 +7,24 @@
  *      last for it; every earlier entry for that id is DEAD. So the entries
  *      that are not DEAD are exactly "the last staged row or delete per id".
  *   5. A staged row is either pending (its line is in pending_lines) or cut
- *      (it is row `row_index` of stage fragment `fragment`). Pending rows
+ *      (it is row `row_index` of stage fragment `location`). Pending rows
  *      that die are simply left out when cut; cut rows that die are added
  *      to their fragment's dead bitmap. stage live_rows / live_bytes always
  *      equal the rows that are neither DEAD nor deletes.
  *   6. Apply never changes the stage: a publish that must retry on a new
  *      base (compare-and-swap) applies the same sealed stage again.
+ *   7. A spilled stage's fragments reach the segment in cut order: only its
+ *      writer thread writes to the segment until seal joins it, and jobs
+ *      are taken in submission order. A fragment's address is valid once
+ *      its job is harvested (always by the end of seal). Only the stage's
+ *      own thread touches entries, fragments and the id map.
+ *   8. Before seal the id map is a hash map (5 bytes a slot, load at most
+ *      3/4); seal replaces it, in its own memory, by the sorted index of the
+ *      entries that are not DEAD (map_is_sorted), which lookups then search.
  *
  * States of a stage:
- *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment)
+ *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment,
+ *   writer thread running; its first error fails every later add and the seal)
  *   OPEN --table_stage_seal--> SEALED --table_apply (any number of times)-->
  *   SEALED --table_stage_published--> PUBLISHED (free keeps the segment)
  *   free from OPEN or SEALED removes the segment, if any.
@@ -1501,6 +1510,7 @@ static int apply_fragments(struct pager_append *append, const struct table_stage
 			continue;
 		int rc;
 		if (stage->segment) {
+			assert(!block_address_is_null(fragment->address)); /* invariant 7 */
 			descriptor->block = fragment->address;
 		} else if ((rc = pager_append_block(append, BLOCK_FRAGMENT, stage->codec,
 						    fragment->payload.data, fragment->payload.size,

@@ -110,12 +110,14 @@ typedef int (*table_segment_allocator)(void *context, uint64_t *segment_id_out);
  * memory up to TABLE_INLINE_LIMIT bytes and then spilled, as compressed
  * fragments, to a segment file of their own (pager_segment_create with an id
  * from allocate), so memory stays bounded by the ids staged. codec is used
- * for fragments. Returns 0 or -ENOMEM.
+ * for fragments. A spilled stage compresses and writes its fragments on a
+ * thread of its own (at most 2 fragments queued), in the order they were
+ * cut, so the segment's bytes do not depend on timing. Returns 0 or -ENOMEM.
  */
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out);
-void table_stage_free(struct table_stage *stage);  /* also removes an unpublished segment */
+void table_stage_free(struct table_stage *stage);  /* joins its writer thread; removes an unpublished segment */
 /*
  * Marks the stage's segment as published: called by the manifest once the
  * commit that references it is durable, so table_stage_free keeps the file.
@@ -127,7 +129,8 @@ enum table_write_mode table_stage_mode(const struct table_stage *stage);
  * Adds one validated row (schema_row_parse output). In an overwrite a
  * second row with the same id is -EEXIST and a delete is -EINVAL; in a merge
  * the last row for an id wins. Returns 0 or -errno; on error the stage is
- * unchanged.
+ * unchanged. A fragment that the stage's writer thread failed to write
+ * fails every later add (and the seal) with that write's error.
  */
 int table_stage_add(struct table_stage *stage, const struct schema_row *row);
 /* True if the stage holds a live (not deleted) row with this id — edge checks within one commit. */
@@ -138,7 +141,8 @@ uint64_t table_stage_rows(const struct table_stage *stage);     /* rows added (d
 uint64_t table_stage_bytes(const struct table_stage *stage);    /* canonical bytes staged */
 /* The segment the stage spilled to, 0 if none (for the recovery sidecar). */
 uint64_t table_stage_segment(const struct table_stage *stage);
-/* Flushes and fsyncs any spilled segment. Called before the publish takes the store lock. */
+/* Waits for the writer thread, flushes and fsyncs any spilled segment. Called before the
+ * publish takes the store lock. Returns 0 or -errno (a write error of any fragment). */
 int table_stage_seal(struct table_stage *stage);
 
 /*
