@@ -173,6 +173,14 @@ struct manifest_sidecar {
 	uint64_t *segments;           /* owned */
 };
 /* Decodes a sidecar file's bytes: -EPROTO for another sidecar version, -EIO if damaged. */
+/* The names of a store subdirectory (recovery/, segments/), collected by
+ * io_directory_list(..., manifest_name_list_collect, &list); free(list.names). */
+struct manifest_name_list {
+	char (*names)[256];
+	size_t count;
+};
+int manifest_name_list_collect(const char *name, void *context);
+
 int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_sidecar *out);
 void manifest_sidecar_free(struct manifest_sidecar *sidecar);
 

@@ -271,14 +271,9 @@ void manifest_intent_abandon(struct manifest_intent *intent)
 
 /* ---- recovery --------------------------------------------------------------------- */
 
-struct name_list {
-	char (*names)[256];
-	size_t count;
-};
-
-static int collect_name(const char *name, void *context)
+int manifest_name_list_collect(const char *name, void *context)
 {
-	struct name_list *list = context;
+	struct manifest_name_list *list = context;
 	char (*grown)[256] = realloc(list->names, (list->count + 1) * sizeof *grown);
 	if (!grown)
 		return -ENOMEM;
@@ -447,8 +442,8 @@ static int temporary_settle(struct manifest *manifest, const char *name)
 
 int manifest_recover(struct manifest *manifest, struct error_info *error)
 {
-	struct name_list list = { 0 };
-	int rc = io_directory_list(manifest->directory, "recovery", collect_name, &list);
+	struct manifest_name_list list = { 0 };
+	int rc = io_directory_list(manifest->directory, "recovery", manifest_name_list_collect, &list);
 	if (rc == -ENOENT) {
 		rc = io_directory_make(manifest->directory, "recovery");
 		if (rc == -EEXIST)

@@ -736,27 +736,11 @@ static void verify_branches(struct verify *verify, const struct root_record *lat
 
 /* ---- 5. segments and 6. sidecars ---------------------------------------------------- */
 
-struct name_list {
-	char (*names)[256];
-	size_t count;
-};
-
-static int collect_name(const char *name, void *context)
-{
-	struct name_list *list = context;
-	char (*grown)[256] = realloc(list->names, (list->count + 1) * sizeof *grown);
-	if (!grown)
-		return -ENOMEM;
-	list->names = grown;
-	snprintf(list->names[list->count++], 256, "%s", name);
-	return 0;
-}
-
 static void verify_sidecars(struct verify *verify)
 {
 	struct manifest *manifest = verify->manifest;
-	struct name_list list = { 0 };
-	int rc = io_directory_list(manifest->directory, "recovery", collect_name, &list);
+	struct manifest_name_list list = { 0 };
+	int rc = io_directory_list(manifest->directory, "recovery", manifest_name_list_collect, &list);
 	if (rc < 0 && rc != -ENOENT)
 		finding(verify, "recovery/: cannot be listed");
 	for (size_t i = 0; i < list.count; i++) {
@@ -804,8 +788,8 @@ static void verify_sidecars(struct verify *verify)
 static void verify_segments(struct verify *verify)
 {
 	struct manifest *manifest = verify->manifest;
-	struct name_list list = { 0 };
-	int rc = io_directory_list(manifest->directory, "segments", collect_name, &list);
+	struct manifest_name_list list = { 0 };
+	int rc = io_directory_list(manifest->directory, "segments", manifest_name_list_collect, &list);
 	if (rc < 0 && rc != -ENOENT)
 		finding(verify, "segments/: cannot be listed");
 	struct buf block, raw;
