@@ -146,6 +146,19 @@ static int head_exists(struct mount *mount, const struct view *view, const char 
 	return rc;
 }
 
+
+/* True if name is a scratch file (an editor's or tool's temporary name) of a
+ * live directory of this mount. */
+static bool is_scratch_name(struct mount *mount, struct node *parent, const char *name)
+{
+	if (!is_live(parent))
+		return false;
+	struct scratch *scratch = scratch_find(mount, parent, name);
+	if (!scratch)
+		return false;
+	scratch_release(scratch);
+	return true;
+}
 static int resolve_child(struct mount *mount, struct node *parent, const char *name, struct child *out)
 {
 	memset(out, 0, sizeof *out);
@@ -227,13 +240,9 @@ static int resolve_child(struct mount *mount, struct node *parent, const char *n
 		return 0;
 	}
 	case NODE_TABLES_DIR:
-		if (is_live(parent)) {
-			struct scratch *scratch = scratch_find(mount, parent, name);
-			if (scratch) {
-				scratch_release(scratch);
-				out->kind = NODE_SCRATCH_FILE;
-				return 0;
-			}
+		if (is_scratch_name(mount, parent, name)) {
+			out->kind = NODE_SCRATCH_FILE;
+			return 0;
 		}
 		if (!table_name_from_file(name, ".jsonl", table))
 			return -ENOENT;
@@ -272,13 +281,9 @@ static int resolve_child(struct mount *mount, struct node *parent, const char *n
 		return 0;
 	}
 	case NODE_SCHEMA_DIR:
-		if (is_live(parent)) {
-			struct scratch *scratch = scratch_find(mount, parent, name);
-			if (scratch) {
-				scratch_release(scratch);
-				out->kind = NODE_SCRATCH_FILE;
-				return 0;
-			}
+		if (is_scratch_name(mount, parent, name)) {
+			out->kind = NODE_SCRATCH_FILE;
+			return 0;
 		}
 		if (!table_name_from_file(name, ".json", table))
 			return -ENOENT;
