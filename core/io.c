@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -396,6 +397,19 @@ int io_file_open(int directory, const char *name, int flags, enum io_class class
 	if (rc == 0)
 		out->descriptor = descriptor;
 	return rc;
+}
+
+int io_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out)
+{
+	int rc = io_file_open(directory, subdirectory, O_TMPFILE | O_RDWR, class, out);
+	if (rc != -EOPNOTSUPP && rc != -EISDIR && rc != -EINVAL)
+		return rc;
+	int descriptor = memfd_create("graphfs-scratch", MFD_CLOEXEC);
+	if (descriptor < 0)
+		return -errno;
+	out->descriptor = descriptor;
+	out->class = class;
+	return 0;
 }
 
 void io_file_close(struct io_file *file)

@@ -106,6 +106,13 @@ int io_directory_make(int directory, const char *name);
  * O_NOFOLLOW|O_CLOEXEC plus flags, mode 0600 when created. Returns 0 or -errno. */
 int io_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
 void io_file_close(struct io_file *file);
+/*
+ * Opens an unnamed scratch file in directory/subdirectory (O_TMPFILE): it has
+ * no name, so nothing is left behind by a crash and nothing needs removing;
+ * its space returns when it is closed. Where the file system has no
+ * O_TMPFILE, an anonymous memory file (memfd) stands in. Returns 0 or -errno.
+ */
+int io_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out);
 /* Reads exactly size bytes at offset; a short read is -EIO. Counts one read. */
 int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
 /* Reads up to size bytes; returns the byte count (0 at end of file) or -errno. Counts one read. */

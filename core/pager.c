@@ -788,6 +788,14 @@ cleanup:
 	return rc;
 }
 
+int pager_scratch_open(struct pager *pager, struct io_file *out)
+{
+	int rc = io_directory_make(pager->store_directory, "segments");
+	if (rc < 0 && rc != -EEXIST)
+		return rc;
+	return io_scratch_open(pager->store_directory, "segments", IO_DATA, out);
+}
+
 uint64_t pager_segment_id(const struct pager_segment *segment)
 {
 	return segment->segment_id;

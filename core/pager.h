@@ -170,5 +170,11 @@ void pager_segment_free(struct pager_segment *segment);
 /* Unlinks segments/<id> (closing any cached descriptor). Returns 0 or -errno (-ENOENT if
  * missing). Does not sync the directory. */
 int pager_segment_remove(struct pager *pager, uint64_t segment_id);
+/*
+ * Opens an unnamed scratch file beside the segments (io_scratch_open in
+ * segments/, created if missing): a large stage's sorted id runs. Nothing of
+ * it survives a close or a crash. Returns 0 or -errno.
+ */
+int pager_scratch_open(struct pager *pager, struct io_file *out);
 
 #endif

@@ -502,6 +502,25 @@ TEST(directory_list_visits_every_entry_and_stops_on_request)
 	close(directory);
 }
 
+TEST(a_scratch_file_reads_back_what_was_written_and_has_no_name)
+{
+	int directory = open_store();
+	CHECK_EQ(io_directory_make(directory, "segments"), 0);
+	struct io_file file;
+	CHECK_EQ(io_scratch_open(directory, "segments", IO_DATA, &file), 0);
+	CHECK_EQ(io_pwrite(&file, "sorted runs", 11, 4096), 0);
+	char back[12] = { 0 };
+	CHECK_EQ(io_pread(&file, back, 11, 4096), 0);
+	CHECK(memcmp(back, "sorted runs", 11) == 0);
+	struct listing listing = { 0, 0, { { 0 } } };
+	CHECK_EQ(io_directory_list(directory, "segments", remember, &listing), 0);
+	CHECK_EQ(listing.count, 0);
+	io_file_close(&file);
+	CHECK_EQ(io_directory_list(directory, "segments", remember, &listing), 0);
+	CHECK_EQ(listing.count, 0);
+	close(directory);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--hit") == 0)
