@@ -471,10 +471,14 @@ static int endpoint_exists(struct store_txn *txn, const struct endpoint_table *t
 {
 	struct store_writer *writer = txn_find_writer(txn, table->name);
 	if (writer) {
-		if (table_stage_has(writer->stage, id, size))
-			return 1;
-		if (table_stage_deletes(writer->stage, id, size) || writer->mode == STORE_OVERWRITE)
+		int held = table_stage_has(writer->stage, id, size);
+		if (held != 0)
+			return held;
+		if (writer->mode == STORE_OVERWRITE)
 			return 0;
+		int deleted = table_stage_deletes(writer->stage, id, size);
+		if (deleted != 0)
+			return deleted < 0 ? deleted : 0;
 	}
 	if (!table->in_snapshot)
 		return 0;

@@ -21,10 +21,23 @@
  *   8. Before seal the id map is a hash map (5 bytes a slot, load at most
  *      3/4); seal replaces it, in its own memory, by the sorted index of the
  *      entries that are not DEAD (map_is_sorted), which lookups then search.
+ *   9. Runs (table_int.h): a spilled stage holding run_entries entries
+ *      writes those that are not DEAD, sorted and all cut, as its next run
+ *      and empties entries, ids and map. An id is then live in at most one
+ *      place: the map, else the newest run holding it. A row staged again
+ *      in a merge kills the earlier run's row in its fragment's dead
+ *      bitmap at that add (invariant 5), so merging the runs newest-first
+ *      per id yields exactly the last staged row or delete per id. A
+ *      stage with runs seals by writing its entries as the last run: its
+ *      lookups and apply then read only the runs.
+ *  10. A sealed spilled overwrite has its key tree built into its segment
+ *      (keys_prebuilt), with fragment sequences from 0: an overwrite keeps
+ *      none of the base's fragments, so its sequences start over.
  *
  * States of a stage:
  *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment,
  *   writer thread running; its first error fails every later add and the seal)
+ *   --run_entries ids held--> OPEN with runs (any number of times)
  *   OPEN --table_stage_seal--> SEALED --table_apply (any number of times)-->
  *   SEALED --table_stage_published--> PUBLISHED (free keeps the segment)
  *   free from OPEN or SEALED removes the segment, if any.
@@ -45,6 +58,7 @@
 #include <roaring/roaring.h>
 
 #include "io.h"
+#include "table_int.h"
 
 #define TABLE_RECORD_SIZE (16 + 16 + 8 + 3 * BLOCK_ADDRESS_SIZE + 8 + 8 + 8)
 #define DESCRIPTOR_SIZE (BLOCK_ADDRESS_SIZE + 4 + BLOCK_ADDRESS_SIZE + 4 + 8)
@@ -825,7 +839,20 @@ struct table_stage {
 	uint64_t rows_added, bytes_added, live_rows, live_bytes;
 	struct buf scratch;
 	struct stage_writer writer;     /* used once spilled */
+
+	/*
+	 * A spilled stage that holds run_entries entries (or
+	 * STAGE_RUN_ID_BYTES of ids) writes them, sorted, as a run to a scratch
+	 * file and starts its entries, ids and map over (invariant 9).
+	 */
+	struct stage_runs *runs;        /* NULL until the first run */
+	uint32_t run_entries;           /* entries held in memory before a run is written */
+	/* A sealed spilled overwrite: its key tree, built into the segment by the seal. */
+	bool keys_prebuilt;
+	struct block_address prebuilt_keys;
 };
+
+#define STAGE_RUN_ID_BYTES (UINT32_C(24) << 20)
 
 static const uint8_t *entry_id(const struct table_stage *stage, const struct stage_entry *entry)
 {
@@ -860,6 +887,7 @@ static size_t stage_find_slot(const struct table_stage *stage, const void *id, s
 }
 
 static int compare_entries_by_id(const void *a, const void *b, void *context);
+static bool entries_in_order(struct table_stage *stage, const uint32_t *sorted, size_t count);
 
 /* The index + 1 of the entry of id among count sorted entry indexes, or 0. */
 static uint32_t sorted_search(const struct table_stage *stage, const uint32_t *sorted, size_t count,
@@ -1086,6 +1114,7 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	stage->codec = codec;
 	stage->allocate = allocate;
 	stage->allocate_context = allocate_context;
+	stage->run_entries = TABLE_RUN_ENTRIES;
 	buf_init(&stage->ids);
 	buf_init(&stage->pending_lines);
 	buf_init(&stage->scratch);
@@ -1118,10 +1147,16 @@ void table_stage_free(struct table_stage *stage)
 	free(stage->tags);
 	free(stage->pending);
 	free(stage->sorted);
+	stage_runs_free(stage->runs);
 	buf_free(&stage->ids);
 	buf_free(&stage->pending_lines);
 	buf_free(&stage->scratch);
 	free(stage);
+}
+
+void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries)
+{
+	stage->run_entries = entries ? entries : 1;
 }
 
 void table_stage_published(struct table_stage *stage)
@@ -1149,16 +1184,42 @@ uint64_t table_stage_segment(const struct table_stage *stage)
 	return stage->segment ? stage->segment_id : 0;
 }
 
-bool table_stage_has(const struct table_stage *stage, const void *id, size_t id_size)
+/* The record of an in-memory entry (its id points into stage->ids). */
+static struct stage_record entry_record(const struct table_stage *stage, const struct stage_entry *entry)
 {
-	uint32_t held = stage_lookup(stage, id, id_size);
-	return held && !(stage->entries[held - 1].flags & ENTRY_DELETE);
+	return (struct stage_record){
+		.id = entry_id(stage, entry),
+		.id_size = (uint16_t)entry->id_size,
+		.is_delete = (entry->flags & ENTRY_DELETE) != 0,
+		.fragment = entry->location,
+		.row_index = (uint16_t)entry->row_index,
+		.line_size = entry->line_size,
+	};
 }
 
-bool table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size)
+/* What the stage last staged for id: 1 with *out, 0 if nothing, or -errno (a run read back damaged). */
+static int stage_find(const struct table_stage *stage, const void *id, size_t id_size, struct stage_record *out)
 {
 	uint32_t held = stage_lookup(stage, id, id_size);
-	return held && (stage->entries[held - 1].flags & ENTRY_DELETE);
+	if (held) {
+		*out = entry_record(stage, &stage->entries[held - 1]);
+		return 1;
+	}
+	return stage->runs ? stage_runs_find(stage->runs, id, id_size, out) : 0;
+}
+
+int table_stage_has(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	struct stage_record record;
+	int found = stage_find(stage, id, id_size, &record);
+	return found == 1 ? !record.is_delete : found;
+}
+
+int table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	struct stage_record record;
+	int found = stage_find(stage, id, id_size, &record);
+	return found == 1 ? record.is_delete : found;
 }
 
 /*
@@ -1288,6 +1349,65 @@ static void stage_kill(struct table_stage *stage, struct stage_entry *entry)
 	}
 }
 
+/* Marks a row of an earlier run superseded (invariant 9); its fragment's dead bitmap exists. */
+static void stage_kill_record(struct table_stage *stage, const struct stage_record *record)
+{
+	if (record->is_delete)
+		return;
+	struct stage_fragment *fragment = &stage->fragments[record->fragment];
+	assert(fragment->dead && fragment->live_rows > 0);
+	stage->live_rows--;
+	stage->live_bytes -= record->line_size;
+	roaring_bitmap_add(fragment->dead, record->row_index);
+	fragment->live_rows--;
+	fragment->live_bytes -= record->line_size;
+}
+
+/*
+ * Writes the entries that are not DEAD, in id order, as the stage's next run
+ * and starts entries, ids and map over (invariant 9). Cuts pending rows first,
+ * so every row has its fragment. 0 or -errno; on error the entries are as
+ * they were (some pending rows may have been cut).
+ */
+static int stage_flush_run(struct table_stage *stage)
+{
+	int rc = stage_cut_all(stage);
+	if (rc < 0)
+		return rc;
+	if (!stage->runs && (rc = stage_runs_open(stage->pager, &stage->runs)) < 0)
+		return rc;
+	size_t count = 0;
+	uint32_t *sorted = malloc((stage->distinct ? stage->distinct : 1) * sizeof *sorted);
+	if (!sorted)
+		return -ENOMEM;
+	for (size_t i = 0; i < stage->entry_count; i++)
+		if (!(stage->entries[i].flags & ENTRY_DEAD))
+			sorted[count++] = (uint32_t)i;
+	assert(count == stage->distinct);
+	if (!entries_in_order(stage, sorted, count))
+		qsort_r(sorted, count, sizeof *sorted, compare_entries_by_id, stage);
+	rc = stage_runs_begin(stage->runs, count);
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		const struct stage_entry *entry = &stage->entries[sorted[i]];
+		assert((entry->flags & ENTRY_DELETE) || (entry->flags & ENTRY_CUT));
+		struct stage_record record = entry_record(stage, entry);
+		rc = stage_runs_add(stage->runs, &record);
+	}
+	free(sorted);
+	if (rc == 0)
+		rc = stage_runs_end(stage->runs);
+	if (rc < 0) {
+		stage_runs_abandon(stage->runs);
+		return rc;
+	}
+	stage->entry_count = 0;
+	buf_reset(&stage->ids);
+	if (stage->slot_capacity)
+		memset(stage->tags, 0, stage->slot_capacity);
+	stage->distinct = 0;
+	return 0;
+}
+
 int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 {
 	const uint8_t *id = row->id.data;
@@ -1313,10 +1433,28 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	/* A fragment the spill writer failed to write fails every later add. */
 	if ((rc = writer_failure(stage)) < 0)
 		return rc;
+	/* A full run goes to the scratch file before the lookups, which then see it there. */
+	if (stage->segment &&
+	    (stage->entry_count >= stage->run_entries || stage->ids.size + id_size > STAGE_RUN_ID_BYTES) &&
+	    (rc = stage_flush_run(stage)) < 0)
+		return rc;
 	size_t slot = stage->slot_capacity ? stage_find_slot(stage, id, id_size, hash) : 0;
 	uint32_t held = stage->slot_capacity && stage->tags[slot] ? stage->slots[slot] : 0;
 	if (held && stage->mode == TABLE_OVERWRITE)
 		return -EEXIST;
+	/* Not in memory: an earlier run may hold it. */
+	struct stage_record earlier;
+	int in_runs = 0;
+	if (!held && stage->runs) {
+		if ((in_runs = stage_runs_find(stage->runs, id, id_size, &earlier)) < 0)
+			return in_runs;
+		if (in_runs && stage->mode == TABLE_OVERWRITE)
+			return -EEXIST;
+		if (in_runs && !earlier.is_delete &&
+		    (earlier.fragment >= stage->fragment_count ||
+		     earlier.row_index >= stage->fragments[earlier.fragment].rows))
+			return -EIO;
+	}
 
 	/* Make room first, so that nothing below can fail once the stage changes. */
 	if (!row->is_delete) {
@@ -1337,11 +1475,16 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	}
 	/* The row this one supersedes may have been cut (just now, too): it needs a dead bitmap. */
 	struct stage_entry *previous = held ? &stage->entries[held - 1] : NULL;
-	if (previous && (previous->flags & ENTRY_CUT) && !stage->fragments[previous->location].dead) {
+	uint32_t dying = UINT32_MAX; /* the fragment of the superseded row, if it was cut */
+	if (previous && (previous->flags & ENTRY_CUT))
+		dying = previous->location;
+	else if (in_runs && !earlier.is_delete)
+		dying = earlier.fragment;
+	if (dying != UINT32_MAX && !stage->fragments[dying].dead) {
 		roaring_bitmap_t *dead = roaring_bitmap_create();
 		if (!dead)
 			return -ENOMEM;
-		stage->fragments[previous->location].dead = dead;
+		stage->fragments[dying].dead = dead;
 	}
 	if ((rc = grow_array((void **)&stage->entries, &stage->entry_capacity, stage->entry_count + 1,
 			     sizeof *stage->entries)) < 0 ||
@@ -1371,10 +1514,13 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 		stage->live_rows++;
 		stage->live_bytes += line_size;
 	}
-	if (previous)
+	if (previous) {
 		stage_kill(stage, previous);
-	else
+	} else {
+		if (in_runs)
+			stage_kill_record(stage, &earlier);
 		stage->distinct++;
+	}
 	stage->slots[slot] = (uint32_t)index + 1;
 	stage->tags[slot] = slot_tag(hash);
 	stage->rows_added++;
@@ -1446,6 +1592,78 @@ static void stage_sort_map(struct table_stage *stage)
 	stage->map_is_sorted = true;
 }
 
+/*
+ * The sealed stage's last record per id, live rows and deletes: from the
+ * runs in id order, or from the sorted entries in memory (live rows in id
+ * order, then deletes in id order).
+ */
+struct stage_iterator {
+	const struct table_stage *stage;
+	struct stage_runs_cursor *cursor;  /* NULL: the entries in memory */
+	size_t next;
+};
+
+static int stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator)
+{
+	iterator->stage = stage;
+	iterator->cursor = NULL;
+	iterator->next = 0;
+	return stage->runs ? stage_runs_cursor_open(stage->runs, &iterator->cursor) : 0;
+}
+
+/* 1 with *out, 0 at the end, or -errno. */
+static int stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out)
+{
+	const struct table_stage *stage = iterator->stage;
+	if (iterator->cursor)
+		return stage_runs_cursor_next(iterator->cursor, out);
+	if (iterator->next == stage->sorted_count + stage->deleted_count)
+		return 0;
+	*out = entry_record(stage, &stage->entries[stage->sorted[iterator->next++]]);
+	return 1;
+}
+
+static void stage_iterator_close(struct stage_iterator *iterator)
+{
+	stage_runs_cursor_free(iterator->cursor);
+	iterator->cursor = NULL;
+}
+
+static void record_location(uint64_t first_sequence, const struct stage_record *record,
+			    uint8_t value[KEY_VALUE_SIZE])
+{
+	assert(!record->is_delete);
+	struct key_value location = {
+		.sequence = first_sequence + record->fragment,
+		.row_index = record->row_index,
+		.row_size = record->line_size,
+	};
+	key_value_encode(&location, value);
+}
+
+/*
+ * Adds the key tree entry of every live row, in id order, to builder.
+ * first_sequence: the sequence the stage's first fragment gets. 0 or -errno.
+ */
+static int stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
+			    struct btree_builder *builder)
+{
+	struct stage_iterator iterator;
+	int rc = stage_iterator_open(stage, &iterator);
+	struct stage_record record;
+	while (rc == 0 && (rc = stage_iterator_next(&iterator, &record)) == 1) {
+		if (record.is_delete) {
+			rc = 0;
+			continue;
+		}
+		uint8_t value[KEY_VALUE_SIZE];
+		record_location(first_sequence, &record, value);
+		rc = btree_builder_add(builder, record.id, record.id_size, value, sizeof value);
+	}
+	stage_iterator_close(&iterator);
+	return rc;
+}
+
 int table_stage_seal(struct table_stage *stage)
 {
 	if (stage->sealed)
@@ -1454,8 +1672,23 @@ int table_stage_seal(struct table_stage *stage)
 	if (rc < 0)
 		return rc;
 	buf_free(&stage->pending_lines);
-	if (!stage->map_is_sorted)
+	if (stage->runs) {
+		/* The last entries become the newest run; memory then holds no ids at all. */
+		if ((rc = stage_flush_run(stage)) < 0)
+			return rc;
+		free(stage->entries);
+		stage->entries = NULL;
+		stage->entry_count = stage->entry_capacity = 0;
+		buf_free(&stage->ids);
+		free(stage->slots);
+		free(stage->tags);
+		stage->slots = NULL;
+		stage->tags = NULL;
+		stage->slot_capacity = 0;
+		stage->map_is_sorted = true;
+	} else if (!stage->map_is_sorted) {
 		stage_sort_map(stage);
+	}
 	for (size_t i = 0; i < stage->fragment_count; i++)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);
@@ -1465,6 +1698,19 @@ int table_stage_seal(struct table_stage *stage)
 	writer_stop(stage);
 	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
 		buf_free(&stage->writer.jobs[i].payload);
+	/* A spilled overwrite's key tree does not depend on the base: build it now, outside the lock. */
+	if (stage->segment && stage->mode == TABLE_OVERWRITE) {
+		struct btree_builder *builder = NULL;
+		if ((rc = btree_builder_open_segment(stage->segment, BTREE_PACKED, &builder)) < 0)
+			return rc;
+		if ((rc = stage_build_keys(stage, 0, builder)) < 0) {
+			btree_builder_free(builder);
+			return rc;
+		}
+		if ((rc = btree_builder_finish(builder, &stage->prebuilt_keys)) < 0)
+			return rc;
+		stage->keys_prebuilt = true;
+	}
 	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
 		return rc;
 	stage->sealed = true;
@@ -1524,18 +1770,6 @@ static int apply_fragments(struct pager_append *append, const struct table_stage
 	return 0;
 }
 
-static void entry_location(const struct table_stage *stage, const struct apply_state *state,
-			   const struct stage_entry *entry, uint8_t value[KEY_VALUE_SIZE])
-{
-	assert(entry->flags & ENTRY_CUT);
-	struct key_value location = {
-		.sequence = state->first_sequence + entry->location,
-		.row_index = entry->row_index,
-		.row_size = entry->line_size,
-	};
-	key_value_encode(&location, value);
-}
-
 /* Overwrites, and merges into an empty table: both trees bulk-built. */
 static int apply_bulk(struct pager_append *append, const struct table_stage *stage,
 		      const struct apply_state *state, struct table_info *info)
@@ -1555,20 +1789,20 @@ static int apply_bulk(struct pager_append *append, const struct table_stage *sta
 	}
 	rc = btree_builder_finish(builder, &info->fragments);
 	builder = NULL;
-	if (rc < 0 || (rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0)
-		goto out;
-	for (size_t i = 0; i < stage->sorted_count; i++) {
-		const struct stage_entry *entry = &stage->entries[stage->sorted[i]];
-		uint8_t value[KEY_VALUE_SIZE];
-		entry_location(stage, state, entry, value);
-		if ((rc = btree_builder_add(builder, entry_id(stage, entry), entry->id_size, value,
-					    sizeof value)) < 0)
-			goto out;
-	}
-	rc = btree_builder_finish(builder, &info->keys);
-	builder = NULL;
 	if (rc < 0)
 		goto out;
+	if (stage->keys_prebuilt) {
+		assert(state->first_sequence == 0);
+		info->keys = stage->prebuilt_keys;
+	} else {
+		if ((rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0 ||
+		    (rc = stage_build_keys(stage, state->first_sequence, builder)) < 0)
+			goto out;
+		rc = btree_builder_finish(builder, &info->keys);
+		builder = NULL;
+		if (rc < 0)
+			goto out;
+	}
 	info->row_count = stage->live_rows;
 	info->byte_size = stage->live_bytes;
 out:
@@ -1647,6 +1881,7 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		       struct table_info *info)
 {
 	struct btree *keys = NULL, *fragments = NULL;
+	struct stage_iterator staged = { .cursor = NULL };
 	struct old_row *old_rows = NULL;
 	size_t old_count = 0, old_capacity = 0;
 	uint64_t removed_rows = 0, removed_bytes = 0;
@@ -1659,13 +1894,13 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 	/* The base may have been flushed into this same, still unwritten, publish. */
 	btree_attach_append(keys, append);
 	btree_attach_append(fragments, append);
-	for (size_t i = 0; i < stage->entry_count; i++) {
-		const struct stage_entry *entry = &stage->entries[i];
-		if (entry->flags & ENTRY_DEAD)
-			continue;
-		const uint8_t *id = entry_id(stage, entry);
+	if ((rc = stage_iterator_open(stage, &staged)) < 0)
+		goto out;
+	struct stage_record entry;
+	while ((rc = stage_iterator_next(&staged, &entry)) == 1) {
+		const uint8_t *id = entry.id;
 		buf_reset(&value);
-		rc = btree_get(keys, id, entry->id_size, &value);
+		rc = btree_get(keys, id, entry.id_size, &value);
 		if (rc < 0 && rc != -ENOENT)
 			goto out;
 		bool existed = rc == 0;
@@ -1679,16 +1914,18 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 			removed_rows++;
 			removed_bytes += old.row_size;
 		}
-		if (entry->flags & ENTRY_DELETE) {
-			rc = existed ? btree_delete(keys, id, entry->id_size) : 0;
+		if (entry.is_delete) {
+			rc = existed ? btree_delete(keys, id, entry.id_size) : 0;
 		} else {
 			uint8_t location[KEY_VALUE_SIZE];
-			entry_location(stage, state, entry, location);
-			rc = btree_put(keys, id, entry->id_size, location, sizeof location);
+			record_location(state->first_sequence, &entry, location);
+			rc = btree_put(keys, id, entry.id_size, location, sizeof location);
 		}
 		if (rc < 0)
 			goto out;
 	}
+	if (rc < 0)
+		goto out;
 	if (old_count > 0)
 		qsort(old_rows, old_count, sizeof *old_rows, compare_old_rows);
 	for (size_t first = 0, end; first < old_count; first = end) {
@@ -1716,6 +1953,7 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 	info->row_count = base->row_count - removed_rows + stage->live_rows;
 	info->byte_size = base->byte_size - removed_bytes + stage->live_bytes;
 out:
+	stage_iterator_close(&staged);
 	buf_free(&value);
 	free(old_rows);
 	btree_free(keys);
@@ -1740,7 +1978,11 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 	}
 	info.table_version = base ? base->table_version + 1 : 1;
 	info.schema = schema_block;
-	struct apply_state state = { .descriptors = NULL, .first_sequence = base ? base->next_fragment : 0 };
+	/* An overwrite starts the fragment sequence over: none of the base's fragments stays. */
+	struct apply_state state = {
+		.descriptors = NULL,
+		.first_sequence = base && stage->mode != TABLE_OVERWRITE ? base->next_fragment : 0,
+	};
 	info.next_fragment = state.first_sequence + stage->fragment_count;
 	int rc = apply_fragments(append, stage, &state);
 	if (rc < 0)

@@ -49,6 +49,7 @@
 #define TABLE_FRAGMENT_ROWS 8192
 #define TABLE_FRAGMENT_BYTES (1u << 20)
 #define TABLE_INLINE_LIMIT (4u << 20) /* staged bytes kept in memory before spilling to a segment */
+#define TABLE_RUN_ENTRIES (1u << 20)   /* staged ids a spilled stage keeps in memory (about 36 MiB) */
 
 /* The decoded table version record. */
 struct table_info {
@@ -119,6 +120,15 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 		     struct table_stage **out);
 void table_stage_free(struct table_stage *stage);  /* joins its writer thread; removes an unpublished segment */
 /*
+ * Sets how many staged ids (rows or deletes) a spilled stage keeps in memory
+ * (default TABLE_RUN_ENTRIES, at least 1): when it holds that many, it writes
+ * them, sorted, as a run to an unnamed scratch file and starts over, so its
+ * memory does not grow with the rows it stages. Later rows with an id held
+ * in a run are found there (an overwrite refuses them, a merge supersedes).
+ * Call before the first add.
+ */
+void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries);
+/*
  * Marks the stage's segment as published: called by the manifest once the
  * commit that references it is durable, so table_stage_free keeps the file.
  */
@@ -133,10 +143,14 @@ enum table_write_mode table_stage_mode(const struct table_stage *stage);
  * fails every later add (and the seal) with that write's error.
  */
 int table_stage_add(struct table_stage *stage, const struct schema_row *row);
-/* True if the stage holds a live (not deleted) row with this id — edge checks within one commit. */
-bool table_stage_has(const struct table_stage *stage, const void *id, size_t id_size);
-/* True if the stage deletes this id. */
-bool table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size);
+/*
+ * 1 if the stage holds a live (not deleted) row with this id — edge checks
+ * within one commit — 0 if not, or -errno (a large stage's sorted id run
+ * could not be read back).
+ */
+int table_stage_has(const struct table_stage *stage, const void *id, size_t id_size);
+/* 1 if the stage deletes this id, 0 if not, or -errno as table_stage_has. */
+int table_stage_deletes(const struct table_stage *stage, const void *id, size_t id_size);
 uint64_t table_stage_rows(const struct table_stage *stage);     /* rows added (deletes included) */
 uint64_t table_stage_bytes(const struct table_stage *stage);    /* canonical bytes staged */
 /* The segment the stage spilled to, 0 if none (for the recovery sidecar). */

@@ -16,6 +16,7 @@
 #include "pager.h"
 #include "schema.h"
 #include "table.h"
+#include "table_int.h"
 
 /* ---- a store-like setup: a manifest with a valid header and two empty meta slots ---- */
 
@@ -952,6 +953,330 @@ TEST(a_spilled_merge_carries_superseded_rows_as_deleted_rows)
 	char message[256];
 	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
 	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
+/* ---- large stages: sorted id runs in a scratch file ---------------------------- */
+
+/* A permutation of 0 .. count - 1 (a fixed linear congruential shuffle). */
+static long *shuffled(long count)
+{
+	long *order = malloc((size_t)count * sizeof *order);
+	for (long i = 0; i < count; i++)
+		order[i] = i;
+	uint64_t state = 42;
+	for (long i = count - 1; i > 0; i--) {
+		state = state * 6364136223846793005u + 1442695040888963407u;
+		long j = (long)((state >> 33) % (uint64_t)(i + 1));
+		long swap = order[i];
+		order[i] = order[j];
+		order[j] = swap;
+	}
+	return order;
+}
+
+/* The number in each rendered line's "v", by row number (-1: no row); 0 or -1 if a line is not ours. */
+static int rendered_values(struct fixture *fixture, const struct table_info *info, long rows, long *values)
+{
+	for (long i = 0; i < rows; i++)
+		values[i] = -1;
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = render(fixture, info, 65536, &bytes);
+	const char *line = (const char *)bytes.data, *end = line + bytes.size;
+	while (rc == 0 && line < end) {
+		long number, value;
+		if (sscanf(line, "{\"id\":\"r%7ld\",\"v\":%ld", &number, &value) != 2 || number < 0 ||
+		    number >= rows || values[number] != -1)
+			rc = -1;
+		else
+			values[number] = value;
+		const char *newline = memchr(line, '\n', (size_t)(end - line));
+		line = newline ? newline + 1 : end;
+	}
+	buf_free(&bytes);
+	return rc;
+}
+
+TEST(a_spilled_stage_in_many_runs_reads_back_every_row_in_staging_order)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	table_stage_set_run_entries(stage, 1000);
+	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long *order = shuffled(count);
+	struct buf expected;
+	buf_init(&expected);
+	for (long i = 0; i < count; i++) {
+		CHECK_EQ(stage_wide_row(stage, order[i], i), 0);
+		expect_wide_row(&expected, order[i], i);
+	}
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(info.row_count, count);
+	CHECK(render_equals(&fixture, &info, &expected));
+	for (long i = 0; i < count; i += 97) {
+		char id[32];
+		row_id(id, i);
+		struct buf line;
+		buf_init(&line);
+		CHECK_EQ(table_lookup(fixture.pager, &info, id, strlen(id), &line), 0);
+		CHECK(line.size > 0 && memcmp(line.data + 7, id, 8) == 0);
+		buf_free(&line);
+	}
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	free(order);
+	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
+TEST(an_id_repeated_from_an_earlier_run_is_eexist_at_its_add_in_an_overwrite)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	table_stage_set_run_entries(stage, 500);
+	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	for (long i = 0; i < count; i++)
+		CHECK_EQ(stage_wide_row(stage, i, i), 0);
+	CHECK_EQ(stage_wide_row(stage, 3, 0), -EEXIST);
+	CHECK_EQ(stage_wide_row(stage, count / 2, 0), -EEXIST);
+	CHECK_EQ(stage_wide_row(stage, count - 1, 0), -EEXIST);
+	CHECK_EQ(stage_wide_row(stage, count, count), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(info.row_count, count + 1);
+	fixture_close(&fixture);
+}
+
+TEST(has_and_deletes_see_ids_held_in_runs_before_and_after_the_seal)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	table_stage_set_run_entries(stage, 700);
+	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	for (long i = 0; i < count; i++) {
+		char id[32];
+		row_id(id, i);
+		CHECK_EQ(i % 10 == 7 ? stage_row(stage, id, -1) : stage_wide_row(stage, i, i), 0);
+	}
+	for (int sealed = 0; sealed < 2; sealed++) {
+		for (long i = 0; i < count + 5; i++) {
+			char id[32];
+			row_id(id, i);
+			bool deleted = i < count && i % 10 == 7, live = i < count && !deleted;
+			CHECK_EQ(table_stage_has(stage, id, strlen(id)), live);
+			CHECK_EQ(table_stage_deletes(stage, id, strlen(id)), deleted);
+		}
+		CHECK_EQ(table_stage_seal(stage), 0);
+	}
+	table_stage_free(stage);
+	fixture_close(&fixture);
+}
+
+TEST(a_merge_supersedes_and_deletes_rows_held_in_earlier_runs)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	long count = 2 * TABLE_INLINE_LIMIT / 290, rows = count + 10;
+	struct table_info base, info;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(write_rows(&fixture, NULL, count, 10, &base), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	table_stage_set_run_entries(stage, 1000);
+	long *expected = malloc((size_t)rows * sizeof *expected);
+	for (long i = 0; i < rows; i++)
+		expected[i] = i >= count ? i : -1;
+	long *order = shuffled(count);
+	for (long round = 0; round < 3; round++) {
+		/* Each round restages a third of the ids: the earlier rows sit in earlier runs by now. */
+		for (long k = 0; k < count; k++) {
+			long i = order[k];
+			if (round > 0 && i % 3 != round)
+				continue;
+			long value = round * 1000000 + i;
+			CHECK_EQ(stage_wide_row(stage, i, value), 0);
+			expected[i] = value;
+		}
+	}
+	/* Deletes of ids held in runs (staged rows) and of base rows. */
+	for (long i = 0; i < count; i += 11) {
+		char id[32];
+		row_id(id, i);
+		CHECK_EQ(stage_row(stage, id, -1), 0);
+		expected[i] = -1;
+	}
+	CHECK_EQ(stage_row(stage, "r0000000", -1), 0);
+	char base_id[32];
+	row_id(base_id, count + 4);
+	CHECK_EQ(stage_row(stage, base_id, -1), 0);
+	expected[count + 4] = -1;
+	CHECK_EQ(stage_wide_row(stage, 11, 77), 0);
+	expected[11] = 77;
+	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	long *values = malloc((size_t)rows * sizeof *values);
+	CHECK_EQ(rendered_values(&fixture, &info, rows, values), 0);
+	long live = 0;
+	bool same = true;
+	for (long i = 0; i < rows; i++) {
+		live += expected[i] >= 0;
+		same = same && values[i] == expected[i];
+	}
+	CHECK(same);
+	CHECK_EQ(info.row_count, live);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	free(values);
+	free(order);
+	free(expected);
+	fixture_close(&fixture);
+}
+
+TEST(a_spilled_overwrite_has_its_key_tree_in_its_segment_and_fragments_from_sequence_zero)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info base, info;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 10, &base), 0);
+	CHECK_EQ(write_rows(&fixture, &base, 0, 10, &base), 0);
+	CHECK(base.next_fragment > 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	for (long i = 0; i < count; i++)
+		CHECK_EQ(stage_wide_row(stage, i, i), 0);
+	uint64_t segment_id = table_stage_segment(stage);
+	uint64_t before = fixture.size;
+	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(info.keys.segment, segment_id);
+	CHECK_EQ(info.fragments.segment, 0);
+	/* The manifest got the fragment tree and the record only: well under a byte per row. */
+	CHECK(fixture.size - before < (uint64_t)count);
+	struct btree *fragments;
+	struct btree_iterator *iterator;
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	CHECK_EQ(btree_open_layout(fixture.pager, info.fragments, BTREE_PACKED, &fragments), 0);
+	CHECK_EQ(btree_iterator_open(fragments, NULL, 0, &iterator), 0);
+	CHECK_EQ(btree_iterator_next(iterator, &key, &key_size, &value, &value_size), 1);
+	CHECK(key_size == 8 && memcmp(key, "\0\0\0\0\0\0\0\0", 8) == 0);
+	btree_iterator_free(iterator);
+	btree_free(fragments);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	struct buf expected;
+	buf_init(&expected);
+	for (long i = 0; i < count; i++)
+		expect_wide_row(&expected, i, i);
+	CHECK(render_equals(&fixture, &info, &expected));
+	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
+/* Writes one run of the given ids (each "k<n>"), every record's fragment = tag. */
+static int write_run(struct stage_runs *runs, const long *numbers, size_t count, uint32_t tag)
+{
+	int rc = stage_runs_begin(runs, count);
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		char id[32];
+		snprintf(id, sizeof id, "k%05ld", numbers[i]);
+		struct stage_record record = { .id = (const uint8_t *)id, .id_size = (uint16_t)strlen(id),
+					       .fragment = tag, .row_index = (uint16_t)i, .line_size = 10 };
+		rc = stage_runs_add(runs, &record);
+	}
+	if (rc == 0)
+		rc = stage_runs_end(runs);
+	if (rc < 0)
+		stage_runs_abandon(runs);
+	return rc;
+}
+
+TEST(runs_merge_in_id_order_and_the_newest_run_wins_an_id)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct stage_runs *runs;
+	CHECK_EQ(stage_runs_open(fixture.pager, &runs), 0);
+	long evens[3000], thirds[1000], few[3] = { 1, 4, 2999 };
+	for (long i = 0; i < 3000; i++)
+		evens[i] = 2 * i;
+	for (long i = 0; i < 1000; i++)
+		thirds[i] = 3 * i;
+	CHECK_EQ(write_run(runs, evens, 3000, 1), 0);
+	CHECK_EQ(write_run(runs, thirds, 1000, 2), 0);
+	CHECK_EQ(write_run(runs, few, 3, 3), 0);
+	CHECK_EQ(stage_runs_count(runs), 3);
+	struct stage_record record;
+	CHECK_EQ(stage_runs_find(runs, "k00004", 6, &record), 1);
+	CHECK_EQ(record.fragment, 3);
+	CHECK_EQ(stage_runs_find(runs, "k00006", 6, &record), 1);
+	CHECK_EQ(record.fragment, 2);
+	CHECK_EQ(stage_runs_find(runs, "k00008", 6, &record), 1);
+	CHECK_EQ(record.fragment, 1);
+	CHECK_EQ(stage_runs_find(runs, "k00007", 6, &record), 0);
+	CHECK_EQ(stage_runs_find(runs, "k99999", 6, &record), 0);
+	struct stage_runs_cursor *cursor;
+	CHECK_EQ(stage_runs_cursor_open(runs, &cursor), 0);
+	long previous = -1, seen = 0;
+	bool ordered = true, newest = true;
+	while (stage_runs_cursor_next(cursor, &record) == 1) {
+		long number = strtol((const char *)record.id + 1, NULL, 10);
+		ordered = ordered && number > previous;
+		uint32_t want = (number == 1 || number == 4 || number == 2999) ? 3 : number % 3 == 0 && number < 3000 ? 2 : 1;
+		newest = newest && record.fragment == want;
+		previous = number;
+		seen++;
+	}
+	stage_runs_cursor_free(cursor);
+	CHECK(ordered);
+	CHECK(newest);
+	/* The union of the evens below 6000, the multiples of 3 below 3000 and 1, 4, 2999. */
+	long expected = 0;
+	for (long n = 0; n < 6000; n++)
+		expected += n % 2 == 0 || (n % 3 == 0 && n < 3000) || n == 1 || n == 2999;
+	CHECK_EQ(seen, expected);
+	stage_runs_free(runs);
+	fixture_close(&fixture);
+}
+
+TEST(a_run_refuses_ids_out_of_order_and_abandoning_it_leaves_the_runs_as_they_were)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct stage_runs *runs;
+	CHECK_EQ(stage_runs_open(fixture.pager, &runs), 0);
+	long first[2] = { 5, 9 }, backwards[2] = { 7, 6 }, twice[2] = { 8, 8 };
+	CHECK_EQ(write_run(runs, first, 2, 1), 0);
+	CHECK_EQ(write_run(runs, backwards, 2, 2), -EINVAL);
+	CHECK_EQ(write_run(runs, twice, 2, 2), -EINVAL);
+	CHECK_EQ(stage_runs_count(runs), 1);
+	CHECK_EQ(stage_runs_records(runs), 2);
+	struct stage_record record;
+	CHECK_EQ(stage_runs_find(runs, "k00007", 6, &record), 0);
+	CHECK_EQ(stage_runs_find(runs, "k00009", 6, &record), 1);
+	/* More records than announced is refused too. */
+	CHECK_EQ(stage_runs_begin(runs, 0), 0);
+	struct stage_record extra = { .id = (const uint8_t *)"k1", .id_size = 2 };
+	CHECK_EQ(stage_runs_add(runs, &extra), -EINVAL);
+	stage_runs_abandon(runs);
+	CHECK_EQ(write_run(runs, backwards + 1, 1, 3), 0);
+	CHECK_EQ(stage_runs_find(runs, "k00006", 6, &record), 1);
+	CHECK_EQ(record.fragment, 3);
+	stage_runs_free(runs);
 	fixture_close(&fixture);
 }
 

@@ -1,0 +1,607 @@
+/*
+ * table_runs — the sorted id runs of a large stage (see table_int.h).
+ *
+ * A run is a sequence of blocks of at most RUN_BLOCK_SIZE bytes in the
+ * stage's scratch file, each holding whole records in increasing id order:
+ *
+ *   u16 id size | id | u32 fragment | u16 row index | u32 line size | u8 flags
+ *
+ * (little-endian; flags bit 0: a delete). The scratch file is private to the
+ * process and never outlives it, so this layout is not part of the store
+ * format; what keeps a damaged read from being believed is the checksum of
+ * every block, kept in memory.
+ *
+ * Invariants kept:
+ *   1. Runs are numbered in the order they were written; run i holds the ids
+ *      staged between its flush and run i-1's, so for an id in several runs
+ *      the highest-numbered one is the newest.
+ *   2. Within a run ids strictly increase; block b's first id is index id b,
+ *      and every id of block b is below block b+1's first id.
+ *   3. A run's filter has every id of the run (no false negatives), and
+ *      first_id / last_id bound all of them.
+ *   4. Only a completed run (stage_runs_end) is searched or merged; the run
+ *      being written lives in `writing` and, until end, in no list.
+ *
+ * States: EMPTY (no scratch file) --begin--> WRITING --end--> IDLE (runs
+ * searchable) --begin--> WRITING ...; abandon returns WRITING to the state
+ * before begin.
+ */
+#include "table_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "io.h"
+
+#define RUN_BLOCK_SIZE 8192
+#define RUN_RECORD_FIXED (2 + 4 + 2 + 4 + 1)
+#define RUN_WRITE_BUFFER (1u << 20)
+#define RUN_FILTER_BITS_PER_ID 16
+#define RUN_FILTER_BLOCK_WORDS 8                    /* 512 bits: one cache line per probe */
+#define RUN_FILTER_PROBES 7
+
+struct run {
+	uint64_t records;
+	uint64_t first_block;        /* index into the set's block arrays */
+	uint64_t block_count;
+	struct buf first_id, last_id;
+	uint64_t *filter;            /* filter_blocks × RUN_FILTER_BLOCK_WORDS words */
+	uint64_t filter_blocks;
+};
+
+/*
+ * Every block of every run, in file order: where it is, its size, its
+ * checksum and its first id (index_ids[index_id_offsets[b] ..
+ * index_id_offsets[b + 1])).
+ */
+struct block_index {
+	uint64_t *offsets;
+	uint32_t *sizes;
+	uint64_t *checksums;
+	uint64_t *id_offsets;        /* count + 1 */
+	struct buf ids;
+	uint64_t count, capacity;
+};
+
+struct stage_runs {
+	struct pager *pager;
+	struct io_file scratch;
+	bool scratch_open;
+	uint64_t file_size;          /* bytes written or buffered in `output` */
+
+	struct run *runs;
+	size_t count, capacity;
+	uint64_t records;
+	struct block_index blocks;
+
+	bool writing;
+	struct run run;              /* the run being written */
+	uint64_t announced;          /* records announced at begin */
+	uint64_t block_count_before, id_bytes_before, file_size_before;
+	struct buf block;            /* the block being filled */
+	struct buf output;           /* blocks not yet written; they start at output_offset */
+	uint64_t output_offset;
+
+	struct buf read;             /* find: the block read back */
+	struct buf found_id;
+};
+
+/* ---- filter ------------------------------------------------------------------------ */
+
+static uint64_t filter_mix(uint64_t hash)
+{
+	hash ^= hash >> 31;
+	hash *= UINT64_C(0x9e3779b97f4a7c15);
+	return hash ^ (hash >> 29);
+}
+
+static uint64_t *filter_block(const struct run *run, uint64_t hash)
+{
+	uint64_t block = (uint64_t)(((unsigned __int128)(hash >> 32 | hash << 32) * run->filter_blocks) >> 64);
+	return run->filter + block * RUN_FILTER_BLOCK_WORDS;
+}
+
+static void filter_add(struct run *run, uint64_t hash)
+{
+	uint64_t *words = filter_block(run, hash);
+	uint64_t bits = filter_mix(hash);
+	for (int i = 0; i < RUN_FILTER_PROBES; i++, bits >>= 9)
+		words[(bits & 511) >> 6] |= UINT64_C(1) << (bits & 63);
+}
+
+static bool filter_may_hold(const struct run *run, uint64_t hash)
+{
+	const uint64_t *words = filter_block(run, hash);
+	uint64_t bits = filter_mix(hash);
+	for (int i = 0; i < RUN_FILTER_PROBES; i++, bits >>= 9)
+		if (!(words[(bits & 511) >> 6] & (UINT64_C(1) << (bits & 63))))
+			return false;
+	return true;
+}
+
+/* ---- records ----------------------------------------------------------------------- */
+
+static int id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
+{
+	int order = memcmp(a, b, a_size < b_size ? a_size : b_size);
+	if (order != 0)
+		return order;
+	return a_size < b_size ? -1 : a_size > b_size;
+}
+
+static void record_encode(const struct stage_record *record, struct buf *out)
+{
+	buf_put_u16(out, record->id_size);
+	buf_append(out, record->id, record->id_size);
+	buf_put_u32(out, record->fragment);
+	buf_put_u16(out, record->row_index);
+	buf_put_u32(out, record->line_size);
+	buf_put_u8(out, record->is_delete ? 1 : 0);
+}
+
+/* Decodes the record at *position of a block; advances it. 0 or -EIO. */
+static int record_decode(const uint8_t *block, size_t size, size_t *position, struct stage_record *out)
+{
+	struct buf_reader reader;
+	buf_reader_init(&reader, block + *position, size - *position);
+	out->id_size = (uint16_t)buf_get_str(&reader, &out->id);
+	out->fragment = buf_get_u32(&reader);
+	out->row_index = buf_get_u16(&reader);
+	out->line_size = buf_get_u32(&reader);
+	uint8_t flags = buf_get_u8(&reader);
+	if (reader.failed || out->id_size == 0 || flags > 1)
+		return -EIO;
+	out->is_delete = flags == 1;
+	*position = size - buf_reader_remaining(&reader);
+	return 0;
+}
+
+/* ---- the set ----------------------------------------------------------------------- */
+
+int stage_runs_open(struct pager *pager, struct stage_runs **out)
+{
+	struct stage_runs *runs = calloc(1, sizeof *runs);
+	if (!runs)
+		return -ENOMEM;
+	runs->pager = pager;
+	runs->scratch.descriptor = -1;
+	buf_init(&runs->blocks.ids);
+	buf_init(&runs->block);
+	buf_init(&runs->output);
+	buf_init(&runs->read);
+	buf_init(&runs->found_id);
+	buf_init(&runs->run.first_id);
+	buf_init(&runs->run.last_id);
+	*out = runs;
+	return 0;
+}
+
+static void run_free(struct run *run)
+{
+	buf_free(&run->first_id);
+	buf_free(&run->last_id);
+	free(run->filter);
+	run->filter = NULL;
+}
+
+void stage_runs_free(struct stage_runs *runs)
+{
+	if (!runs)
+		return;
+	if (runs->writing)
+		stage_runs_abandon(runs);
+	for (size_t i = 0; i < runs->count; i++)
+		run_free(&runs->runs[i]);
+	free(runs->runs);
+	free(runs->blocks.offsets);
+	free(runs->blocks.sizes);
+	free(runs->blocks.checksums);
+	free(runs->blocks.id_offsets);
+	buf_free(&runs->blocks.ids);
+	buf_free(&runs->block);
+	buf_free(&runs->output);
+	buf_free(&runs->read);
+	buf_free(&runs->found_id);
+	run_free(&runs->run);
+	if (runs->scratch_open)
+		io_file_close(&runs->scratch);
+	free(runs);
+}
+
+size_t stage_runs_count(const struct stage_runs *runs)
+{
+	return runs->count;
+}
+
+uint64_t stage_runs_records(const struct stage_runs *runs)
+{
+	return runs->records;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+int stage_runs_begin(struct stage_runs *runs, uint64_t records)
+{
+	if (runs->writing)
+		return -EINVAL;
+	if (!runs->scratch_open) {
+		int rc = pager_scratch_open(runs->pager, &runs->scratch);
+		if (rc < 0)
+			return rc;
+		runs->scratch_open = true;
+	}
+	if (runs->count == runs->capacity) {
+		size_t capacity = runs->capacity ? runs->capacity * 2 : 8;
+		struct run *grown = realloc(runs->runs, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		runs->runs = grown;
+		runs->capacity = capacity;
+	}
+	struct run *run = &runs->run;
+	run->records = 0;
+	run->first_block = runs->blocks.count;
+	run->block_count = 0;
+	buf_reset(&run->first_id);
+	buf_reset(&run->last_id);
+	run->filter_blocks = (records * RUN_FILTER_BITS_PER_ID + 511) / 512;
+	if (run->filter_blocks == 0)
+		run->filter_blocks = 1;
+	run->filter = calloc(run->filter_blocks * RUN_FILTER_BLOCK_WORDS, sizeof *run->filter);
+	if (!run->filter)
+		return -ENOMEM;
+	runs->announced = records;
+	runs->block_count_before = runs->blocks.count;
+	runs->id_bytes_before = runs->blocks.ids.size;
+	runs->file_size_before = runs->file_size;
+	runs->output_offset = runs->file_size;
+	buf_reset(&runs->block);
+	buf_reset(&runs->output);
+	runs->writing = true;
+	return 0;
+}
+
+/* Makes room for one more block in the index. 0 or -ENOMEM. */
+static int index_reserve(struct block_index *index)
+{
+	if (index->count + 1 < index->capacity)
+		return 0;
+	uint64_t capacity = index->capacity ? index->capacity * 2 : 256;
+	uint64_t *offsets = realloc(index->offsets, capacity * sizeof *offsets);
+	if (offsets)
+		index->offsets = offsets;
+	uint32_t *sizes = realloc(index->sizes, capacity * sizeof *sizes);
+	if (sizes)
+		index->sizes = sizes;
+	uint64_t *checksums = realloc(index->checksums, capacity * sizeof *checksums);
+	if (checksums)
+		index->checksums = checksums;
+	uint64_t *id_offsets = realloc(index->id_offsets, (capacity + 1) * sizeof *id_offsets);
+	if (id_offsets)
+		index->id_offsets = id_offsets;
+	if (!offsets || !sizes || !checksums || !id_offsets)
+		return -ENOMEM;
+	index->capacity = capacity;
+	return 0;
+}
+
+/* Writes the buffered blocks to the scratch file. 0 or -errno. */
+static int output_write(struct stage_runs *runs)
+{
+	if (runs->output.size == 0)
+		return 0;
+	int rc = io_pwrite(&runs->scratch, runs->output.data, runs->output.size, runs->output_offset);
+	if (rc < 0)
+		return rc;
+	runs->output_offset += runs->output.size;
+	buf_reset(&runs->output);
+	return 0;
+}
+
+/* Closes the block being filled: into the index and the output buffer. 0 or -errno. */
+static int block_close(struct stage_runs *runs)
+{
+	if (runs->block.size == 0)
+		return 0;
+	struct block_index *index = &runs->blocks;
+	index->offsets[index->count] = runs->file_size;
+	index->sizes[index->count] = (uint32_t)runs->block.size;
+	index->checksums[index->count] = codec_hash(runs->block.data, runs->block.size);
+	index->count++;
+	index->id_offsets[index->count] = index->ids.size;
+	runs->run.block_count++;
+	int rc = buf_append(&runs->output, runs->block.data, runs->block.size);
+	if (rc < 0)
+		return rc;
+	runs->file_size += runs->block.size;
+	buf_reset(&runs->block);
+	return runs->output.size >= RUN_WRITE_BUFFER ? output_write(runs) : 0;
+}
+
+int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
+{
+	struct run *run = &runs->run;
+	if (!runs->writing || run->records >= runs->announced || record->id_size == 0)
+		return -EINVAL;
+	if (run->records > 0 &&
+	    id_compare(run->last_id.data, run->last_id.size, record->id, record->id_size) >= 0)
+		return -EINVAL;
+	size_t size = RUN_RECORD_FIXED + record->id_size;
+	int rc;
+	if (runs->block.size > 0 && runs->block.size + size > RUN_BLOCK_SIZE &&
+	    (rc = block_close(runs)) < 0)
+		return rc;
+	if (runs->block.size == 0) {
+		struct block_index *index = &runs->blocks;
+		if ((rc = index_reserve(index)) < 0 ||
+		    (rc = buf_append(&index->ids, record->id, record->id_size)) < 0)
+			return rc;
+		if (index->count == 0)
+			index->id_offsets[0] = 0;
+	}
+	if ((rc = buf_reserve(&runs->block, size)) < 0)
+		return rc;
+	record_encode(record, &runs->block);
+	if (run->records == 0 && (rc = buf_append(&run->first_id, record->id, record->id_size)) < 0)
+		return rc;
+	buf_reset(&run->last_id);
+	if ((rc = buf_append(&run->last_id, record->id, record->id_size)) < 0)
+		return rc;
+	filter_add(run, codec_hash(record->id, record->id_size));
+	run->records++;
+	return 0;
+}
+
+int stage_runs_end(struct stage_runs *runs)
+{
+	if (!runs->writing || runs->run.records != runs->announced)
+		return -EINVAL;
+	int rc = block_close(runs);
+	if (rc == 0)
+		rc = output_write(runs);
+	if (rc < 0)
+		return rc;
+	if (runs->run.records == 0) {
+		stage_runs_abandon(runs);
+		return 0;
+	}
+	runs->runs[runs->count++] = runs->run;
+	runs->records += runs->run.records;
+	/* The set owns the run's memory now; the next run starts with fresh buffers. */
+	memset(&runs->run, 0, sizeof runs->run);
+	buf_init(&runs->run.first_id);
+	buf_init(&runs->run.last_id);
+	runs->writing = false;
+	return 0;
+}
+
+void stage_runs_abandon(struct stage_runs *runs)
+{
+	if (!runs->writing)
+		return;
+	runs->blocks.count = runs->block_count_before;
+	runs->blocks.ids.size = runs->id_bytes_before;
+	runs->file_size = runs->file_size_before;
+	free(runs->run.filter);
+	runs->run.filter = NULL;
+	buf_reset(&runs->block);
+	buf_reset(&runs->output);
+	runs->writing = false;
+}
+
+/* ---- reading ----------------------------------------------------------------------- */
+
+static const uint8_t *index_id(const struct block_index *index, uint64_t block, size_t *size)
+{
+	*size = index->id_offsets[block + 1] - index->id_offsets[block];
+	return index->ids.data + index->id_offsets[block];
+}
+
+/* Reads block b of the index into out and checks it. 0, -EIO or -errno. */
+static int block_read(struct stage_runs *runs, uint64_t block, struct buf *out)
+{
+	const struct block_index *index = &runs->blocks;
+	buf_reset(out);
+	int rc = buf_reserve(out, index->sizes[block]);
+	if (rc < 0)
+		return rc;
+	if ((rc = io_pread(&runs->scratch, out->data, index->sizes[block], index->offsets[block])) < 0)
+		return rc;
+	out->size = index->sizes[block];
+	return codec_hash(out->data, out->size) == index->checksums[block] ? 0 : -EIO;
+}
+
+/* Searches one run for id. 1 with *out (id in runs->read), 0, or -errno. */
+static int run_find(struct stage_runs *runs, const struct run *run, const void *id, size_t id_size,
+		    struct stage_record *out)
+{
+	const struct block_index *index = &runs->blocks;
+	/* The last block whose first id is <= id. */
+	uint64_t low = run->first_block, high = run->first_block + run->block_count;
+	while (high - low > 1) {
+		uint64_t middle = low + (high - low) / 2;
+		size_t first_size;
+		const uint8_t *first = index_id(index, middle, &first_size);
+		if (id_compare(first, first_size, id, id_size) <= 0)
+			low = middle;
+		else
+			high = middle;
+	}
+	int rc = block_read(runs, low, &runs->read);
+	if (rc < 0)
+		return rc;
+	size_t position = 0;
+	while (position < runs->read.size) {
+		if ((rc = record_decode(runs->read.data, runs->read.size, &position, out)) < 0)
+			return rc;
+		int order = id_compare(out->id, out->id_size, id, id_size);
+		if (order == 0)
+			return 1;
+		if (order > 0)
+			return 0;
+	}
+	return 0;
+}
+
+int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, struct stage_record *out)
+{
+	if (runs->count == 0)
+		return 0;
+	uint64_t hash = codec_hash(id, id_size);
+	for (size_t i = runs->count; i-- > 0;) {
+		const struct run *run = &runs->runs[i];
+		if (id_compare(id, id_size, run->first_id.data, run->first_id.size) < 0 ||
+		    id_compare(id, id_size, run->last_id.data, run->last_id.size) > 0 ||
+		    !filter_may_hold(run, hash))
+			continue;
+		int found = run_find(runs, run, id, id_size, out);
+		if (found != 0)
+			return found;
+	}
+	return 0;
+}
+
+/* ---- merging ----------------------------------------------------------------------- */
+
+struct cursor_source {
+	size_t run;                  /* its run number: higher is newer */
+	uint64_t next_block, end_block;
+	struct buf block;
+	size_t position;
+	struct stage_record current;
+};
+
+struct stage_runs_cursor {
+	struct stage_runs *runs;
+	struct cursor_source *sources;
+	size_t *heap;                /* source indexes, a min-heap on (id, newest first) */
+	size_t heap_size;
+	struct buf id;               /* the id last returned */
+};
+
+/* Moves a source to its next record. 1, 0 (exhausted) or -errno. */
+static int source_advance(struct stage_runs *runs, struct cursor_source *source)
+{
+	while (source->position >= source->block.size) {
+		if (source->next_block == source->end_block)
+			return 0;
+		int rc = block_read(runs, source->next_block++, &source->block);
+		if (rc < 0)
+			return rc;
+		source->position = 0;
+	}
+	int rc = record_decode(source->block.data, source->block.size, &source->position, &source->current);
+	return rc < 0 ? rc : 1;
+}
+
+/* True if source a comes before source b: a smaller id, or the same id in a newer run. */
+static bool source_before(const struct cursor_source *a, const struct cursor_source *b)
+{
+	int order = id_compare(a->current.id, a->current.id_size, b->current.id, b->current.id_size);
+	return order < 0 || (order == 0 && a->run > b->run);
+}
+
+static void heap_down(struct stage_runs_cursor *cursor, size_t at)
+{
+	for (;;) {
+		size_t smallest = at, left = 2 * at + 1, right = left + 1;
+		if (left < cursor->heap_size &&
+		    source_before(&cursor->sources[cursor->heap[left]], &cursor->sources[cursor->heap[smallest]]))
+			smallest = left;
+		if (right < cursor->heap_size &&
+		    source_before(&cursor->sources[cursor->heap[right]], &cursor->sources[cursor->heap[smallest]]))
+			smallest = right;
+		if (smallest == at)
+			return;
+		size_t swap = cursor->heap[at];
+		cursor->heap[at] = cursor->heap[smallest];
+		cursor->heap[smallest] = swap;
+		at = smallest;
+	}
+}
+
+/* Advances the source at the top of the heap and restores the heap. 0 or -errno. */
+static int heap_advance_top(struct stage_runs_cursor *cursor)
+{
+	int rc = source_advance(cursor->runs, &cursor->sources[cursor->heap[0]]);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		cursor->heap[0] = cursor->heap[--cursor->heap_size];
+	if (cursor->heap_size > 0)
+		heap_down(cursor, 0);
+	return 0;
+}
+
+void stage_runs_cursor_free(struct stage_runs_cursor *cursor)
+{
+	if (!cursor)
+		return;
+	if (cursor->sources)
+		for (size_t i = 0; i < cursor->runs->count; i++)
+			buf_free(&cursor->sources[i].block);
+	free(cursor->sources);
+	free(cursor->heap);
+	buf_free(&cursor->id);
+	free(cursor);
+}
+
+int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out)
+{
+	if (runs->writing)
+		return -EINVAL;
+	struct stage_runs_cursor *cursor = calloc(1, sizeof *cursor);
+	if (!cursor)
+		return -ENOMEM;
+	cursor->runs = runs;
+	buf_init(&cursor->id);
+	size_t count = runs->count ? runs->count : 1;
+	cursor->sources = calloc(count, sizeof *cursor->sources);
+	cursor->heap = calloc(count, sizeof *cursor->heap);
+	int rc = cursor->sources && cursor->heap ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < runs->count; i++) {
+		struct cursor_source *source = &cursor->sources[i];
+		buf_init(&source->block);
+		source->run = i;
+		source->next_block = runs->runs[i].first_block;
+		source->end_block = source->next_block + runs->runs[i].block_count;
+		rc = source_advance(runs, source);
+		if (rc == 1) {
+			cursor->heap[cursor->heap_size++] = i;
+			rc = 0;
+		}
+	}
+	if (rc < 0) {
+		stage_runs_cursor_free(cursor);
+		return rc;
+	}
+	for (size_t i = cursor->heap_size / 2; i-- > 0;)
+		heap_down(cursor, i);
+	*out = cursor;
+	return 0;
+}
+
+int stage_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out)
+{
+	if (cursor->heap_size == 0)
+		return 0;
+	struct cursor_source *top = &cursor->sources[cursor->heap[0]];
+	*out = top->current;
+	buf_reset(&cursor->id);
+	int rc = buf_append(&cursor->id, out->id, out->id_size);
+	if (rc < 0)
+		return rc;
+	out->id = cursor->id.data;
+	/* Older records of the same id are superseded: skip them. */
+	do {
+		if ((rc = heap_advance_top(cursor)) < 0)
+			return rc;
+	} while (cursor->heap_size > 0 &&
+		 id_compare(cursor->sources[cursor->heap[0]].current.id,
+			    cursor->sources[cursor->heap[0]].current.id_size, out->id, out->id_size) == 0);
+	return 1;
+}
