@@ -8,7 +8,8 @@
  *   OPENING   header read and checked (magic, checksum, format version) —
  *             before anything else, including recovery (invariant 1 of
  *             manifest.h);
- *   RECOVERING (read-write only) under the store lock: torn tail truncated,
+ *   RECOVERING (read-write only) under the store lock: torn tail (bytes
+ *             after the latest root that are not zeros) truncated,
  *             dead writers' sidecars rolled forward or back;
  *   OPEN      latest root cached; refresh picks up other processes' publishes;
  *   DAMAGED   the root a meta slot names (so: durable) is unreadable; a
@@ -19,13 +20,19 @@
  *   1. The cached latest root is the last complete, checksummed root of the
  *      manifest as of the last refresh; it only moves forward (sequence).
  *   2. The common refresh (meta slots unchanged, file size unchanged) reads
- *      the two meta slots and nothing else; a fresh open reads the header,
- *      the meta slots and the root: the same I/O at any history depth.
+ *      the two meta slots and nothing else; under the store lock it also
+ *      reads the block header after the latest root (a publish into the
+ *      preallocated zeros leaves the file size unchanged); a fresh open
+ *      reads the header, the meta slots, the root and the block header after
+ *      it: the same I/O at any history depth.
  *   3. Bytes are only ever truncated under the store lock, only after the
  *      latest complete root, and never below the newest valid meta slot's
  *      size (what a meta slot names was durable before the slot was written).
  *   4. Current-state reads touch the branches tree, the names tree and the
  *      heads tree only — never commit records or history.
+ *   5. A read-write handle that finds, under the lock, a durable root no meta
+ *      slot names writes that root's slot, so that other handles' common
+ *      refresh (invariant 2) sees it.
  */
 #include <assert.h>
 #include <errno.h>
@@ -292,27 +299,41 @@ static void damage_record(struct manifest *manifest, const char *format, uint64_
 	fprintf(stderr, "graphfs: %s/manifest: %s\n", manifest->path, manifest->damage_message);
 }
 
+static bool all_zero(const uint8_t *bytes, size_t size)
+{
+	return size == 0 || (bytes[0] == 0 && memcmp(bytes, bytes + 1, size - 1) == 0);
+}
+
 /*
  * Reads blocks forward from start while they are complete and verified; the
  * last root continuing the sequence wins. Stops at the first block that is
- * not (a torn tail). Returns 0 or -errno for a failed read (not damage).
+ * not: preallocated zeros or the end of the file right after the last root
+ * (*torn false), or a torn tail (*torn true: anything else after it,
+ * including complete blocks that no root follows). Returns 0 or -errno for a
+ * failed read (not damage).
  */
 static int scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
-		     struct root_record *candidate, bool *have_candidate, uint64_t *end)
+		     struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
 {
 	uint64_t offset = start;
 	struct buf block, raw;
 	buf_init(&block);
 	buf_init(&raw);
 	int rc = 0;
-	while (offset + BLOCK_HEADER_SIZE <= file_size) {
+	*torn = false;
+	while (offset < file_size) {
 		uint8_t header_bytes[BLOCK_HEADER_SIZE];
-		rc = io_pread(&manifest->file, header_bytes, sizeof header_bytes, offset);
+		size_t length = file_size - offset < sizeof header_bytes ? (size_t)(file_size - offset)
+									 : sizeof header_bytes;
+		rc = io_pread(&manifest->file, header_bytes, length, offset);
 		if (rc < 0)
 			break;
 		struct block_header header;
-		if (codec_decode_header(header_bytes, &header) < 0)
+		if (length < sizeof header_bytes || codec_decode_header(header_bytes, &header) < 0) {
+			*torn = offset != *end || !all_zero(header_bytes, length);
 			break;
+		}
+		*torn = true;
 		uint64_t block_size = BLOCK_HEADER_SIZE + (uint64_t)header.stored_size;
 		if (offset + block_size > file_size)
 			break;
@@ -340,6 +361,7 @@ static int scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_si
 			*end = offset + block_size;
 		}
 		offset += block_size;
+		*torn = offset != *end;
 	}
 	buf_free(&block);
 	buf_free(&raw);
@@ -369,7 +391,9 @@ static int meta_root(struct manifest *manifest, const struct meta_slot *slot, st
 	return rc;
 }
 
-int manifest_state_refresh(struct manifest *manifest, bool *changed)
+/* manifest_state_refresh; scan_always: scan after the latest root even when
+ * neither the meta slots nor the file size changed (under the store lock). */
+static int state_refresh(struct manifest *manifest, bool *changed, bool scan_always)
 {
 	if (changed)
 		*changed = false;
@@ -392,7 +416,9 @@ int manifest_state_refresh(struct manifest *manifest, bool *changed)
 	for (int i = 0; i < 2; i++)
 		if (slots[i].valid && &slots[i] != newest)
 			other = &slots[i];
-	if (manifest->have_latest && (!newest || newest->sequence <= manifest->latest.sequence) &&
+	manifest->meta_sequence = newest ? newest->sequence : 0;
+	if (!scan_always && manifest->have_latest &&
+	    (!newest || newest->sequence <= manifest->latest.sequence) &&
 	    file_size == manifest->observed_size)
 		return 0;
 
@@ -422,7 +448,8 @@ int manifest_state_refresh(struct manifest *manifest, bool *changed)
 			      MANIFEST_FIRST_BLOCK);
 	start = have ? candidate.self.offset + MANIFEST_ROOT_BLOCK_SIZE : MANIFEST_FIRST_BLOCK;
 	end = start;
-	rc = scan_tail(manifest, start, file_size, &candidate, &have, &end);
+	bool torn;
+	rc = scan_tail(manifest, start, file_size, &candidate, &have, &end, &torn);
 	if (rc < 0)
 		return rc;
 	if (!have) {
@@ -437,19 +464,27 @@ int manifest_state_refresh(struct manifest *manifest, bool *changed)
 		manifest->latest = candidate;
 		manifest->committed_size = end;
 		manifest->have_latest = true;
+		manifest->tail_torn = torn;
 	}
 	manifest->observed_size = file_size;
 	return 0;
 }
 
-void manifest_state_publish(struct manifest *manifest, const struct root_record *root, uint64_t size)
+int manifest_state_refresh(struct manifest *manifest, bool *changed)
+{
+	return state_refresh(manifest, changed, false);
+}
+
+void manifest_state_publish(struct manifest *manifest, const struct root_record *root, uint64_t size,
+			    uint64_t file_size)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
 	manifest->latest = *root;
 	manifest->have_latest = true;
 	manifest->committed_size = size;
-	manifest->observed_size = size;
+	manifest->observed_size = file_size;
 	manifest->durable_size = size;
+	manifest->tail_torn = false;
 	pthread_mutex_unlock(&manifest->state_mutex);
 }
 
@@ -480,7 +515,7 @@ int manifest_meta_write(struct manifest *manifest, const struct root_record *roo
 int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
-	int rc = manifest_state_refresh(manifest, NULL);
+	int rc = state_refresh(manifest, NULL, true);
 	if (rc == 0 && manifest->damage)
 		rc = manifest->damage;
 	if (rc < 0) {
@@ -488,8 +523,15 @@ int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
 			       manifest->damage ? manifest->damage_message : strerror(-rc));
 		goto out;
 	}
-	if (!(manifest->flags & MANIFEST_READ_ONLY) &&
-	    manifest->observed_size > manifest->committed_size) {
+	if (manifest->flags & MANIFEST_READ_ONLY)
+		goto out;
+	/* A durable root no meta slot names (its writer died before writing the slot):
+	 * announce it, since the file size need not change when a publish lands in
+	 * preallocated zeros (other handles' cheap refresh looks at the slots). */
+	if (manifest->latest.sequence > manifest->meta_sequence &&
+	    manifest_meta_write(manifest, &manifest->latest, manifest->committed_size) == 0)
+		manifest->meta_sequence = manifest->latest.sequence;
+	if (manifest->tail_torn) {
 		assert(manifest->committed_size >= manifest->durable_size);
 		rc = io_failpoint("recovery.before_truncate");
 		if (rc == 0)

@@ -6,7 +6,8 @@
  * Files of a store directory (created 0700/0600, opened without following
  * symlinks, invariant 10):
  *   manifest            header (format version), meta slots, then an
- *                       append-only sequence of blocks
+ *                       append-only sequence of blocks ending with the latest
+ *                       root, then preallocated zeros (FORMAT.md §4)
  *   segments/<id>       large table data written outside the lock
  *   recovery/<ulid>     sidecars: intent of a commit that writes segments
  *   lock                flock(2) target: the store lock (held only to publish)
@@ -15,10 +16,12 @@
  *   STAGED      rows validated, small fragments in memory, large ones in a
  *               fsynced segment named by a fsynced sidecar
  *   LOCKED      store lock held; latest root re-read; torn tail (bytes after
- *               the last valid root) truncated; every touched table head and
- *               the branch head re-validated (compare-and-swap)
+ *               the last valid root that are not zeros) truncated; every
+ *               touched table head and the branch head re-validated
+ *               (compare-and-swap)
  *   APPENDED    new table versions, tree nodes, commit record and root
- *               record written after the old end with one pwrite
+ *               record written after the old end with one pwrite, over
+ *               preallocated zeros (padded to the next MiB past the file's end)
  *   DURABLE     one fsync: the root record is the commit point
  *   PUBLISHED   meta slot updated (a hint, not fsynced), sidecar removed, lock released
  * A crash before DURABLE leaves a tail that recovery truncates, and sidecar

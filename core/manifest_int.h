@@ -21,6 +21,10 @@
 #define MANIFEST_META_ENCODED_SIZE 48
 #define MANIFEST_ROOT_PAYLOAD_SIZE 96             /* root record payload, fixed */
 #define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
+/* The manifest grows by this many zero bytes at a time (docs/FORMAT.md §4): a publish
+ * overwrites zeros inside the file, so its fsync neither allocates blocks nor changes the
+ * file's size or extent tree (whose depth grows with the file). */
+#define MANIFEST_PREALLOCATE (1u << 20)
 #define MANIFEST_LOCK_WAIT_US (30u * 1000000u)    /* bounded wait for the store lock */
 #define MANIFEST_SIDECAR_MAGIC 0x52534647u        /* "GFSR" read as little-endian u32 */
 #define MANIFEST_SIDECAR_MAX_SEGMENTS 65536
@@ -46,9 +50,12 @@ struct manifest {
 	pthread_mutex_t state_mutex;    /* guards the fields below */
 	bool have_latest;
 	struct root_record latest;      /* newest root known to this handle */
-	uint64_t committed_size;        /* manifest size just after latest */
+	uint64_t committed_size;        /* where latest ends: the blocks end there */
 	uint64_t observed_size;         /* file size when the tail was last scanned */
 	uint64_t durable_size;          /* newest valid meta slot's size: never truncated below */
+	uint64_t meta_sequence;         /* newest valid meta slot's sequence (0: none) */
+	bool tail_torn;                 /* the last scan met something other than zeros or the
+					   end of the file right after latest */
 	int damage;                     /* 0, or -EIO: the newest durable root is unreadable */
 	char damage_message[256];
 };
@@ -74,16 +81,23 @@ int manifest_name_check(const char *what, const char *name, struct error_info *e
  * handle's latest root. Caller holds state_mutex. Returns 0 or -errno.
  */
 int manifest_state_refresh(struct manifest *manifest, bool *changed);
-/* Under the store lock: refresh, then truncate a torn tail (read-write handles). */
+/*
+ * Under the store lock: refresh, always scanning after the latest root (a
+ * durable root whose meta slot was never written is found even when the file
+ * size did not change, and its meta slot is written); then, on read-write
+ * handles, truncates a torn tail (bytes after the latest root that are
+ * neither zeros nor the end of the file).
+ */
 int manifest_refresh_locked(struct manifest *manifest, struct error_info *error);
 /* Store lock: process mutex + flock with a bounded wait (-EAGAIN). */
 int manifest_lock(struct manifest *manifest, struct error_info *error);
 void manifest_unlock(struct manifest *manifest);
 /* Writes the meta slot of root (sequence % 2), not fsynced. */
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size);
-/* Installs a root this process just made durable as the latest. */
+/* Installs a root this process just made durable as the latest; size is where it
+ * ends, file_size the manifest's size after the write (larger when preallocated). */
 void manifest_state_publish(struct manifest *manifest, const struct root_record *root,
-			    uint64_t size);
+			    uint64_t size, uint64_t file_size);
 
 /* Looks branch up in a branches tree. 0, -ENOENT, -EIO. */
 int manifest_branch_find(struct pager *pager, struct block_address branches, const char *name,

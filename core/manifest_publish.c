@@ -4,12 +4,16 @@
  *
  * States of one publish (manifest.h):
  *   LOCKED     process mutex + flock(lock); "publish.after_lock"; latest root
- *              re-read and any torn tail truncated; the branch resolved; every
- *              operation's compare-and-swap checked against the CURRENT heads
+ *              re-read (the bytes after it always scanned) and any torn tail
+ *              truncated; the branch resolved; every operation's
+ *              compare-and-swap checked against the CURRENT heads
  *   APPENDED   table versions, commit record, heads/names nodes, branch
  *              record (branches tree), version and commit indexes and, last,
  *              the root record, all in one pager_append buffer, written with
- *              one pwrite ("publish.before_write", "publish.torn_write")
+ *              one pwrite ("publish.before_write", "publish.torn_write") over
+ *              the zeros preallocated after the latest root; when it reaches
+ *              past the file's end the same pwrite pads it with zeros to the
+ *              next MANIFEST_PREALLOCATE boundary
  *   DURABLE    one fsync ("publish.before_fsync", "publish.after_fsync"): the
  *              root record is the commit point
  *   PUBLISHED  meta slot written (no fsync) — "publish.after_meta"; the
@@ -18,7 +22,8 @@
  *
  * Invariants kept:
  *   1. Nothing is written before every check passed; on any error before
- *      DURABLE the tail is truncated back, so nothing is published and the
+ *      DURABLE the file is truncated back to the end of the latest root
+ *      (preallocated zeros included), so nothing is published and the
  *      caller's stages and intent are untouched (it may retry).
  *   2. A commit's version is the latest root's version + 1 on any branch;
  *      branch create/delete publish a root of the same version.
@@ -57,8 +62,11 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	pthread_mutex_lock(&manifest->state_mutex);
 	publish->base = manifest->latest;
 	publish->base_size = manifest->committed_size;
+	uint64_t file_size = manifest->observed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
+	/* the locked refresh left zeros (or nothing) after the latest root */
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
+	    (rc = pager_append_preallocate(publish->append, file_size, MANIFEST_PREALLOCATE)) < 0 ||
 	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
 		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
 		goto failed;
@@ -124,7 +132,7 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	if (manifest_meta_write(manifest, &root, size) < 0)
 		fprintf(stderr, "graphfs: %s/manifest: cannot update the meta slot (the commit is durable)\n",
 			manifest->path);
-	manifest_state_publish(manifest, &root, size);
+	manifest_state_publish(manifest, &root, size, pager_append_file_size(publish->append));
 	io_failpoint("publish.after_meta");
 	if (root_out)
 		*root_out = root;

@@ -4,8 +4,9 @@
  *
  * What verify walks, in order, reporting one line per finding:
  *   1. the manifest header and both meta slots;
- *   2. every block of the manifest, first to last (sizes and checksums),
- *      stopping at a torn tail;
+ *   2. every block of the manifest, first to the latest root (sizes and
+ *      checksums), then that every byte after it is zero (preallocated
+ *      space, docs/FORMAT.md §4): anything else is a torn tail;
  *   3. the chain of root records from the latest back to the first, the
  *      version index (every version below the latest names the last root of
  *      that version) and the commit index (every commit, its record);
@@ -161,6 +162,44 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 
 /* ---- 2. every block ---------------------------------------------------------------- */
 
+/* Reports bytes after the latest root that are not zero: a torn tail right after it
+ * (recovery truncates it), or torn bytes further on that publishes overwrite. */
+static void verify_tail(struct verify *verify, uint64_t committed_size, uint64_t file_size)
+{
+	enum { PIECE = 64 * 1024 };
+	uint8_t *piece = malloc(PIECE);
+	if (!piece) {
+		finding(verify, "manifest: out of memory reading the tail");
+		return;
+	}
+	uint64_t first = file_size, last = 0;
+	for (uint64_t offset = committed_size; offset < file_size; offset += PIECE) {
+		size_t length = file_size - offset < PIECE ? (size_t)(file_size - offset) : PIECE;
+		if (io_pread(&verify->manifest->file, piece, length, offset) < 0) {
+			finding(verify, "manifest: cannot read the tail at offset %llu", (unsigned long long)offset);
+			break;
+		}
+		for (size_t i = 0; i < length; i++) {
+			if (piece[i] == 0)
+				continue;
+			if (first == file_size)
+				first = offset + i;
+			last = offset + i;
+		}
+	}
+	free(piece);
+	if (first == file_size)
+		return;
+	if (first == committed_size)
+		finding(verify, "manifest: torn tail of %llu bytes at offset %llu (recovery truncates it)",
+			(unsigned long long)(file_size - committed_size), (unsigned long long)committed_size);
+	else
+		finding(verify, "manifest: %llu bytes of the preallocated zeros after offset %llu are torn "
+			"(offsets %llu..%llu; publishes overwrite them)",
+			(unsigned long long)(file_size - committed_size), (unsigned long long)committed_size,
+			(unsigned long long)first, (unsigned long long)last);
+}
+
 static void verify_blocks(struct verify *verify, uint64_t committed_size)
 {
 	struct manifest *manifest = verify->manifest;
@@ -169,24 +208,22 @@ static void verify_blocks(struct verify *verify, uint64_t committed_size)
 		finding(verify, "manifest: cannot stat the file");
 		return;
 	}
+	if (committed_size > file_size)
+		committed_size = file_size;
 	struct buf block, raw;
 	buf_init(&block);
 	buf_init(&raw);
 	uint64_t offset = MANIFEST_FIRST_BLOCK;
-	while (offset < file_size) {
+	while (offset < committed_size) {
 		uint8_t header_bytes[BLOCK_HEADER_SIZE];
 		struct block_header header;
-		bool readable = offset + BLOCK_HEADER_SIZE <= file_size &&
+		bool readable = offset + BLOCK_HEADER_SIZE <= committed_size &&
 				io_pread(&manifest->file, header_bytes, sizeof header_bytes, offset) == 0 &&
 				codec_decode_header(header_bytes, &header) == 0 &&
-				offset + BLOCK_HEADER_SIZE + header.stored_size <= file_size;
+				offset + BLOCK_HEADER_SIZE + header.stored_size <= committed_size;
 		if (!readable) {
-			if (offset >= committed_size)
-				finding(verify, "manifest: torn tail of %llu bytes at offset %llu (recovery truncates it)",
-					(unsigned long long)(file_size - offset), (unsigned long long)offset);
-			else
-				finding(verify, "manifest: damaged block header at offset %llu; the %llu bytes after it cannot be walked",
-					(unsigned long long)offset, (unsigned long long)(file_size - offset));
+			finding(verify, "manifest: damaged block header at offset %llu; the %llu bytes after it cannot be walked",
+				(unsigned long long)offset, (unsigned long long)(file_size - offset));
 			break;
 		}
 		size_t size = BLOCK_HEADER_SIZE + (size_t)header.stored_size;
@@ -204,6 +241,8 @@ static void verify_blocks(struct verify *verify, uint64_t committed_size)
 	}
 	buf_free(&block);
 	buf_free(&raw);
+	if (offset == committed_size)
+		verify_tail(verify, committed_size, file_size);
 }
 
 /* ---- 3. roots and indexes ---------------------------------------------------------- */

@@ -18,6 +18,9 @@
  *      verified (kind, store ULID, segment id).
  *   4. A manifest append writes base .. base + size with one pwrite (or half
  *      of it when "publish.torn_write" is armed) and never writes before base.
+ *      With preallocation, the same pwrite carries zero bytes after the
+ *      blocks up to the next chunk boundary when the blocks reach past the
+ *      file's end; the blocks never overlap bytes other than those zeros.
  *   5. The block cache holds only verified payloads of manifest blocks of
  *      the cacheable types (tree and index nodes, commit, table and schema
  *      records: never roots, fragments or bitmaps, never segment files),
@@ -615,7 +618,10 @@ int pager_block_size(struct pager *pager, struct block_address address, uint64_t
 struct pager_append {
 	struct pager *pager;
 	uint64_t base;
-	struct buf buffer;
+	struct buf buffer;      /* the blocks, then (once written) any zero padding */
+	uint64_t blocks_size;   /* bytes of blocks in buffer */
+	uint64_t file_size;     /* the manifest size the write expects (base unless preallocated) */
+	uint64_t chunk;         /* preallocation granule, 0: none */
 	bool written;
 };
 
@@ -630,8 +636,18 @@ int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append *
 	cache_forget_from(&pager->cache, base);
 	append->pager = pager;
 	append->base = base;
+	append->file_size = base;
 	buf_init(&append->buffer);
 	*out = append;
+	return 0;
+}
+
+int pager_append_preallocate(struct pager_append *append, uint64_t file_size, uint64_t chunk)
+{
+	if (append->written || file_size < append->base || chunk == 0 || (chunk & (chunk - 1)) != 0)
+		return -EINVAL;
+	append->file_size = file_size;
+	append->chunk = chunk;
 	return 0;
 }
 
@@ -644,6 +660,7 @@ int pager_append_block(struct pager_append *append, enum block_type type, enum c
 	int rc = codec_encode(type, codec, raw, raw_size, &append->buffer);
 	if (rc < 0)
 		return rc;
+	append->blocks_size = append->buffer.size;
 	address_out->segment = 0;
 	address_out->offset = offset;
 	return 0;
@@ -651,17 +668,23 @@ int pager_append_block(struct pager_append *append, enum block_type type, enum c
 
 uint64_t pager_append_size(const struct pager_append *append)
 {
-	return append->buffer.size;
+	return append->blocks_size;
+}
+
+uint64_t pager_append_file_size(const struct pager_append *append)
+{
+	uint64_t end = append->base + append->buffer.size;
+	return end > append->file_size ? end : append->file_size;
 }
 
 int pager_append_read(struct pager_append *append, struct block_address address,
 		      enum block_type expected_type, struct buf *raw_out)
 {
 	if (address.segment != 0 || address.offset < append->base ||
-	    address.offset - append->base >= append->buffer.size)
+	    address.offset - append->base >= append->blocks_size)
 		return pager_read(append->pager, address, expected_type, raw_out);
 	size_t start = (size_t)(address.offset - append->base);
-	size_t available = append->buffer.size - start;
+	size_t available = (size_t)append->blocks_size - start;
 	struct block_header header;
 	if (available < BLOCK_HEADER_SIZE || codec_decode_header(append->buffer.data + start, &header) < 0 ||
 	    BLOCK_HEADER_SIZE + (size_t)header.stored_size > available) {
@@ -682,8 +705,17 @@ static int append_write(struct pager_append *append)
 	int rc = io_size(manifest, &size);
 	if (rc < 0)
 		return rc;
-	if (size != append->base)
+	if (size != append->file_size)
 		return -ESTALE;
+	/* Blocks reaching past the preallocated zeros extend them to the next chunk. */
+	uint64_t end = append->base + append->blocks_size;
+	if (append->chunk && end > append->file_size && append->buffer.size == append->blocks_size) {
+		uint64_t padded = (end + append->chunk - 1) & ~(append->chunk - 1);
+		if ((rc = buf_reserve(&append->buffer, (size_t)(padded - end))) < 0)
+			return rc;
+		memset(append->buffer.data + append->blocks_size, 0, (size_t)(padded - end));
+		append->buffer.size = (size_t)(padded - append->base);
+	}
 	rc = io_failpoint("publish.before_write");
 	if (rc < 0)
 		return rc;

@@ -9,8 +9,9 @@
  *
  * Writes go through two objects:
  *   - struct pager_append: the manifest tail of one publish. Created while
- *     the caller holds the store lock, with base = the manifest's current
- *     size. Blocks are assigned addresses sequentially (base, base + size of
+ *     the caller holds the store lock, with base = where the manifest's
+ *     blocks end (its size, unless zero bytes are preallocated after the
+ *     blocks: pager_append_preallocate). Blocks are assigned addresses sequentially (base, base + size of
  *     the first block, ...) and kept in memory; pager_append_write() writes
  *     them all with one pwrite and fsyncs once. Reading an address that is
  *     still only in the append buffer is served from memory.
@@ -123,8 +124,22 @@ int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append *
 /* Encodes one block into the buffer; *address_out is where it will live. Returns 0 or -errno. */
 int pager_append_block(struct pager_append *append, enum block_type type, enum codec_kind codec,
 		       const void *raw, size_t raw_size, struct block_address *address_out);
-/* Bytes buffered so far; base + this is the manifest size after the write. */
+/* Bytes of blocks buffered so far; base + this is where the blocks end. */
 uint64_t pager_append_size(const struct pager_append *append);
+/*
+ * Lets the blocks land in space preallocated with zero bytes (docs/FORMAT.md
+ * §4): file_size is the manifest size the caller observed under the store
+ * lock (at least base; the bytes from base on are zeros). The write then
+ * expects that size instead of base, and when the blocks reach past it, the
+ * same pwrite pads them with zero bytes up to the next multiple of chunk (a
+ * power of two): the file grows a chunk at a time, and most appends
+ * overwrite zeros inside the file (no block allocation, no size change).
+ * Returns 0 or -EINVAL (file_size below base, chunk not a power of two, or
+ * already written).
+ */
+int pager_append_preallocate(struct pager_append *append, uint64_t file_size, uint64_t chunk);
+/* The manifest size after a successful write: the expected size, or the padded end. */
+uint64_t pager_append_file_size(const struct pager_append *append);
 /*
  * Reads a block like pager_read, but a manifest address inside this append
  * (base <= offset < base + size) is served from the buffer (verified, not
@@ -135,10 +150,12 @@ uint64_t pager_append_size(const struct pager_append *append);
 int pager_append_read(struct pager_append *append, struct block_address address,
 		      enum block_type expected_type, struct buf *raw_out);
 /*
- * Writes the buffer at base with one pwrite, then fsyncs the manifest.
+ * Writes the buffer (and any preallocation padding) at base with one pwrite,
+ * then fsyncs the manifest.
  * Failpoints: "publish.before_write", "publish.torn_write" (writes half, then
  * the action), "publish.before_fsync", "publish.after_fsync". Returns 0,
- * -ESTALE if the manifest size is no longer base (nothing written), -EINVAL
+ * -ESTALE if the manifest size is no longer base (or the size given to
+ * pager_append_preallocate; nothing written), -EINVAL
  * if already written, or -errno; on error the manifest may hold a torn tail,
  * which the next recovery truncates (it is beyond the last valid root record).
  */

@@ -301,6 +301,81 @@ TEST(append_refuses_a_stale_or_impossible_base)
 	store_close(&store);
 }
 
+TEST(a_preallocating_append_pads_its_write_with_zeros_to_the_next_chunk)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address address;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "node", 4, &address), 0);
+	CHECK_EQ(pager_append_preallocate(append, MANIFEST_FIRST_BLOCK, 65536), 0);
+	io_counters_reset();
+	CHECK_EQ(pager_append_write(append), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.writes, 1);
+	CHECK_EQ(counters.bytes_written, 65536 - MANIFEST_FIRST_BLOCK);
+	CHECK_EQ(manifest_size(&store), 65536);
+	CHECK_EQ(pager_append_size(append), 24 + 4);
+	CHECK_EQ(pager_append_file_size(append), 65536);
+	pager_append_free(append);
+	unsigned char tail[4096];
+	CHECK_EQ(io_pread(&store.manifest, tail, sizeof tail, MANIFEST_FIRST_BLOCK + 24 + 4), 0);
+	for (size_t i = 0; i < sizeof tail; i++)
+		CHECK_EQ(tail[i], 0);
+	store_close(&store);
+}
+
+TEST(an_append_into_preallocated_zeros_leaves_the_file_size_alone)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address first, second;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "first", 5, &first), 0);
+	CHECK_EQ(pager_append_preallocate(append, MANIFEST_FIRST_BLOCK, 65536), 0);
+	CHECK_EQ(pager_append_write(append), 0);
+	pager_append_free(append);
+	CHECK_EQ(pager_append_begin(store.pager, first.offset + 24 + 5, &append), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "second", 6, &second), 0);
+	CHECK_EQ(pager_append_preallocate(append, 65536, 65536), 0);
+	io_counters_reset();
+	CHECK_EQ(pager_append_write(append), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.bytes_written, 24 + 6);
+	CHECK_EQ(pager_append_file_size(append), 65536);
+	pager_append_free(append);
+	CHECK_EQ(manifest_size(&store), 65536);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_NODE, &raw), 0);
+	CHECK_EQ(pager_read(store.pager, second, BLOCK_NODE, &raw), 0);
+	CHECK(raw.size == 11 && memcmp(raw.data, "firstsecond", 11) == 0);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_preallocating_append_refuses_a_size_other_than_the_one_observed)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address address;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "x", 1, &address), 0);
+	CHECK_EQ(pager_append_preallocate(append, MANIFEST_FIRST_BLOCK - 1, 65536), -EINVAL);
+	CHECK_EQ(pager_append_preallocate(append, MANIFEST_FIRST_BLOCK, 3000), -EINVAL);
+	CHECK_EQ(pager_append_preallocate(append, 65536, 65536), 0);
+	uint64_t before = manifest_size(&store);
+	CHECK_EQ(pager_append_write(append), -ESTALE);
+	CHECK_EQ(manifest_size(&store), before);
+	pager_append_free(append);
+	store_close(&store);
+}
+
 TEST(append_write_is_one_pwrite_and_one_fsync)
 {
 	struct store store;

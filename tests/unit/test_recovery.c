@@ -272,6 +272,86 @@ TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
 /* ---- crashes during recovery ---------------------------------------------------------- */
 
 /* A store needing recovery: a large commit crashed at failpoint. */
+/*
+ * A handle opened before another process crashed at failpoint in a small
+ * commit, then committing itself: returns the version it commits and the
+ * findings of a verify after it (through a fresh read-only handle, so no
+ * recovery runs first).
+ */
+static int commit_after_a_crash_elsewhere(const char *failpoint, uint64_t *before, uint64_t *committed,
+					  int *findings)
+{
+	if (base_store() < 0)
+		return -1;
+	struct manifest *manifest, *reader;
+	if (fixture_open(&manifest) < 0)
+		return -1;
+	struct root_record latest;
+	int rc = manifest_latest(manifest, &latest);
+	*before = latest.version;
+	if (rc == 0 && crash_child(failpoint, small_commit) != IO_FAILPOINT_EXIT_CODE)
+		rc = -1;
+	if (rc == 0)
+		rc = fixture_merge_one(manifest, "main", "Other", "x", 1);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	*committed = latest.version;
+	manifest_close(manifest);
+	if (rc == 0)
+		rc = manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &(struct error_info){ 0 });
+	if (rc == 0) {
+		*findings = manifest_verify(reader, print_finding, NULL);
+		manifest_close(reader);
+	}
+	return rc;
+}
+
+TEST(a_durable_commit_whose_writer_died_before_its_meta_slot_is_kept_by_an_open_handles_next_commit)
+{
+	/* The dead writer's publish landed in preallocated zeros: the file size did not change. */
+	uint64_t before, committed;
+	int findings = -1;
+	CHECK_EQ(commit_after_a_crash_elsewhere("publish.after_fsync", &before, &committed, &findings), 0);
+	CHECK_EQ(committed, before + 2);
+	CHECK_EQ(findings, 0);
+}
+
+TEST(a_torn_write_into_preallocated_zeros_is_cut_by_an_open_handles_next_commit)
+{
+	uint64_t before, committed;
+	int findings = -1;
+	CHECK_EQ(commit_after_a_crash_elsewhere("publish.torn_write", &before, &committed, &findings), 0);
+	CHECK_EQ(committed, before + 1);
+	CHECK_EQ(findings, 0);
+}
+
+TEST(bytes_left_in_the_preallocated_zeros_after_the_latest_root_are_cut_by_the_next_commit)
+{
+	CHECK_EQ(base_store(), 0);
+	struct manifest *manifest, *reader;
+	CHECK_EQ(fixture_open(&manifest), 0);
+	struct root_record latest;
+	CHECK_EQ(manifest_latest(manifest, &latest), 0);
+	/* a torn publish longer than the next one: 64 KiB of garbage after the latest root */
+	char path[4400];
+	snprintf(path, sizeof path, "%s/manifest", fixture_store_path());
+	int descriptor = open(path, O_WRONLY);
+	CHECK(descriptor >= 0);
+	unsigned char garbage[65536];
+	memset(garbage, 0xA5, sizeof garbage);
+	CHECK_EQ(pwrite(descriptor, garbage, sizeof garbage,
+			(off_t)(latest.self.offset + MANIFEST_ROOT_BLOCK_SIZE)), (ssize_t)sizeof garbage);
+	close(descriptor);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Small", "third", 3), 0);
+	manifest_close(manifest);
+	struct error_info error;
+	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &error), 0);
+	CHECK_EQ(manifest_verify(reader, print_finding, NULL), 0);
+	CHECK_EQ(manifest_latest(reader, &latest), 0);
+	CHECK_EQ(latest.version, 2);
+	manifest_close(reader);
+}
+
 static int store_needing_recovery(const char *failpoint)
 {
 	int rc = base_store();
