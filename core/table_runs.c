@@ -83,6 +83,8 @@ struct stage_runs {
 	uint64_t announced;          /* records announced at begin */
 	uint64_t block_count_before, id_bytes_before, file_size_before;
 	struct buf block;            /* the block being filled */
+	size_t last_id_at;           /* where the id of the block's last record starts in it */
+	uint16_t last_id_size;
 	struct buf output;           /* blocks not yet written; they start at output_offset */
 	uint64_t output_offset;
 
@@ -133,30 +135,41 @@ static int id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t 
 	return a_size < b_size ? -1 : a_size > b_size;
 }
 
+/* Appends the record to out, which has room for it (buf_reserve). */
 static void record_encode(const struct stage_record *record, struct buf *out)
 {
-	buf_put_u16(out, record->id_size);
-	buf_append(out, record->id, record->id_size);
-	buf_put_u32(out, record->fragment);
-	buf_put_u16(out, record->row_index);
-	buf_put_u32(out, record->line_size);
-	buf_put_u8(out, record->is_delete ? 1 : 0);
+	uint8_t *at = out->data + out->size;
+	at[0] = (uint8_t)record->id_size;
+	at[1] = (uint8_t)(record->id_size >> 8);
+	memcpy(at + 2, record->id, record->id_size);
+	at += 2 + record->id_size;
+	buf_store_u32(at, record->fragment);
+	at[4] = (uint8_t)record->row_index;
+	at[5] = (uint8_t)(record->row_index >> 8);
+	buf_store_u32(at + 6, record->line_size);
+	at[10] = record->is_delete ? 1 : 0;
+	out->size += RUN_RECORD_FIXED + record->id_size;
 }
 
 /* Decodes the record at *position of a block; advances it. 0 or -EIO. */
 static int record_decode(const uint8_t *block, size_t size, size_t *position, struct stage_record *out)
 {
-	struct buf_reader reader;
-	buf_reader_init(&reader, block + *position, size - *position);
-	out->id_size = (uint16_t)buf_get_str(&reader, &out->id);
-	out->fragment = buf_get_u32(&reader);
-	out->row_index = buf_get_u16(&reader);
-	out->line_size = buf_get_u32(&reader);
-	uint8_t flags = buf_get_u8(&reader);
-	if (reader.failed || out->id_size == 0 || flags > 1)
+	size_t at = *position;
+	if (size - at < RUN_RECORD_FIXED)
 		return -EIO;
-	out->is_delete = flags == 1;
-	*position = size - buf_reader_remaining(&reader);
+	uint16_t id_size = (uint16_t)(block[at] | block[at + 1] << 8);
+	if (id_size == 0 || size - at - RUN_RECORD_FIXED < id_size)
+		return -EIO;
+	const uint8_t *fields = block + at + 2 + id_size;
+	if (fields[10] > 1)
+		return -EIO;
+	out->id = block + at + 2;
+	out->id_size = id_size;
+	out->fragment = buf_load_u32(fields);
+	out->row_index = (uint16_t)(fields[4] | fields[5] << 8);
+	out->line_size = buf_load_u32(fields + 6);
+	out->is_delete = fields[10] == 1;
+	*position = at + RUN_RECORD_FIXED + id_size;
 	return 0;
 }
 
@@ -307,6 +320,11 @@ static int block_close(struct stage_runs *runs)
 {
 	if (runs->block.size == 0)
 		return 0;
+	/* The run's last id so far: what the next record is compared with, and its range. */
+	buf_reset(&runs->run.last_id);
+	int rc = buf_append(&runs->run.last_id, runs->block.data + runs->last_id_at, runs->last_id_size);
+	if (rc < 0)
+		return rc;
 	struct block_index *index = &runs->blocks;
 	index->offsets[index->count] = runs->file_size;
 	index->sizes[index->count] = (uint32_t)runs->block.size;
@@ -314,7 +332,7 @@ static int block_close(struct stage_runs *runs)
 	index->count++;
 	index->id_offsets[index->count] = index->ids.size;
 	runs->run.block_count++;
-	int rc = buf_append(&runs->output, runs->block.data, runs->block.size);
+	rc = buf_append(&runs->output, runs->block.data, runs->block.size);
 	if (rc < 0)
 		return rc;
 	runs->file_size += runs->block.size;
@@ -327,9 +345,13 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 	struct run *run = &runs->run;
 	if (!runs->writing || run->records >= runs->announced || record->id_size == 0)
 		return -EINVAL;
-	if (run->records > 0 &&
-	    id_compare(run->last_id.data, run->last_id.size, record->id, record->id_size) >= 0)
-		return -EINVAL;
+	if (run->records > 0) {
+		bool in_block = runs->block.size > 0;
+		const uint8_t *last = in_block ? runs->block.data + runs->last_id_at : run->last_id.data;
+		size_t last_size = in_block ? runs->last_id_size : run->last_id.size;
+		if (id_compare(last, last_size, record->id, record->id_size) >= 0)
+			return -EINVAL;
+	}
 	size_t size = RUN_RECORD_FIXED + record->id_size;
 	int rc;
 	if (runs->block.size > 0 && runs->block.size + size > RUN_BLOCK_SIZE &&
@@ -345,12 +367,11 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 	}
 	if ((rc = buf_reserve(&runs->block, size)) < 0)
 		return rc;
-	record_encode(record, &runs->block);
 	if (run->records == 0 && (rc = buf_append(&run->first_id, record->id, record->id_size)) < 0)
 		return rc;
-	buf_reset(&run->last_id);
-	if ((rc = buf_append(&run->last_id, record->id, record->id_size)) < 0)
-		return rc;
+	runs->last_id_at = runs->block.size + 2;
+	runs->last_id_size = record->id_size;
+	record_encode(record, &runs->block);
 	filter_add(run, codec_hash(record->id, record->id_size));
 	run->records++;
 	return 0;
