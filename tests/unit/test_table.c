@@ -1575,6 +1575,95 @@ TEST(verify_reports_a_table_version_whose_counts_disagree_with_its_fragments)
 	fixture_close(&fixture);
 }
 
+/*
+ * Rebuilds info's key tree from its entries, with each value changed by
+ * damage (NULL: none), leaving out the entry of skip and adding the entry
+ * extra (NULL: none) with the value of the first entry. Appends the tree.
+ */
+static int rebuild_keys(struct fixture *fixture, struct table_info *info, void (*damage)(uint8_t *value, size_t index),
+			const char *skip, const char *extra)
+{
+	struct btree *keys;
+	struct btree_iterator *iterator;
+	struct pager_append *append;
+	struct btree_builder *builder;
+	int rc = btree_open_layout(fixture->pager, info->keys, BTREE_PACKED, &keys);
+	if (rc < 0)
+		return rc;
+	if ((rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0 ||
+	    (rc = pager_append_begin(fixture->pager, fixture->size, &append)) < 0 ||
+	    (rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0)
+		return rc;
+	const uint8_t *key, *value;
+	size_t key_size, value_size, index = 0;
+	uint8_t first[64];
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		uint8_t changed[64];
+		memcpy(changed, value, value_size);
+		if (index == 0)
+			memcpy(first, value, value_size);
+		if (damage)
+			damage(changed, index);
+		index++;
+		if (skip && key_size == strlen(skip) && memcmp(key, skip, key_size) == 0)
+			continue;
+		if ((rc = btree_builder_add(builder, key, key_size, changed, value_size)) < 0)
+			return rc;
+	}
+	if (extra && (rc = btree_builder_add(builder, extra, strlen(extra), first, value_size)) < 0)
+		return rc;
+	btree_iterator_free(iterator);
+	btree_free(keys);
+	if ((rc = btree_builder_finish(builder, &info->keys)) < 0)
+		return rc;
+	uint64_t size = pager_append_size(append);
+	rc = pager_append_write(append);
+	pager_append_free(append);
+	fixture->size += size;
+	return rc;
+}
+
+/* Swaps the row indexes of the second and third entries (bytes 8..11 of a key value). */
+static void swap_rows_two_and_three(uint8_t *value, size_t index)
+{
+	if (index == 1 || index == 2)
+		value[8] = (uint8_t)(index == 1 ? 2 : 1);
+}
+
+TEST(verify_names_a_live_row_whose_key_entry_points_at_another_row)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 10, &info), 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	CHECK_EQ(rebuild_keys(&fixture, &info, swap_rows_two_and_three, NULL, NULL), 0);
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), -EIO);
+	CHECK(strstr(message, "live row 1 of fragment 0") != NULL && strstr(message, "points elsewhere") != NULL);
+	fixture_close(&fixture);
+}
+
+TEST(verify_reports_a_live_row_missing_from_the_key_tree_and_a_key_entry_of_no_row)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info info, missing, stray;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 10, &info), 0);
+	missing = info;
+	CHECK_EQ(rebuild_keys(&fixture, &missing, NULL, "r0000004", NULL), 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &missing, message, sizeof message), -EIO);
+	CHECK(strstr(message, "live row 4 of fragment 0 has no key tree entry") != NULL);
+	stray = info;
+	CHECK_EQ(rebuild_keys(&fixture, &stray, NULL, NULL, "r9999999"), 0);
+	CHECK_EQ(table_verify(fixture.pager, &stray, message, sizeof message), -EIO);
+	CHECK(strstr(message, "11 entries for 10 live rows") != NULL);
+	fixture_close(&fixture);
+}
+
 int main(void)
 {
 	return harness_run();
