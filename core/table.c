@@ -1810,33 +1810,99 @@ out:
 	return rc;
 }
 
-/* A row of an old fragment that the merge deletes (replaced or deleted). */
-struct old_row {
+/*
+ * The rows of old fragments that a merge deletes (replaced or deleted), per
+ * fragment: a bitmap of row indexes and their bytes. An open-addressing map
+ * on the fragment sequence finds a fragment's entry; memory is per touched
+ * fragment, not per row.
+ */
+struct touched_fragment {
 	uint64_t sequence;
-	uint32_t row_index;
-	uint32_t row_size;
+	roaring_bitmap_t *rows;
+	uint64_t bytes;
 };
 
-static int compare_old_rows(const void *a, const void *b)
+struct touched {
+	struct touched_fragment *items;
+	size_t count, capacity;
+	uint32_t *slots;                /* item index + 1, 0: empty */
+	size_t slot_capacity;           /* power of two */
+	uint64_t rows, bytes;           /* totals */
+};
+
+static void touched_free(struct touched *touched)
 {
-	const struct old_row *left = a, *right = b;
-	if (left->sequence != right->sequence)
-		return left->sequence < right->sequence ? -1 : 1;
-	return left->row_index < right->row_index ? -1 : left->row_index > right->row_index;
+	for (size_t i = 0; i < touched->count; i++)
+		roaring_bitmap_free(touched->items[i].rows);
+	free(touched->items);
+	free(touched->slots);
+	memset(touched, 0, sizeof *touched);
+}
+
+static size_t touched_slot(const struct touched *touched, uint64_t sequence)
+{
+	size_t mask = touched->slot_capacity - 1;
+	size_t slot = (size_t)(sequence * UINT64_C(0x9e3779b97f4a7c15) >> 20) & mask;
+	while (touched->slots[slot] && touched->items[touched->slots[slot] - 1].sequence != sequence)
+		slot = (slot + 1) & mask;
+	return slot;
+}
+
+/* Notes that the merge deletes row `row` (size bytes) of old fragment `sequence`.
+ * 0, -EIO (the key tree named that row twice) or -ENOMEM. */
+static int touched_add(struct touched *touched, uint64_t sequence, uint32_t row, uint32_t size)
+{
+	if ((touched->count + 1) * 4 > touched->slot_capacity * 3) {
+		size_t capacity = touched->slot_capacity ? touched->slot_capacity * 2 : 64;
+		uint32_t *slots = calloc(capacity, sizeof *slots);
+		if (!slots)
+			return -ENOMEM;
+		free(touched->slots);
+		touched->slots = slots;
+		touched->slot_capacity = capacity;
+		for (size_t i = 0; i < touched->count; i++)
+			touched->slots[touched_slot(touched, touched->items[i].sequence)] = (uint32_t)i + 1;
+	}
+	size_t slot = touched_slot(touched, sequence);
+	if (!touched->slots[slot]) {
+		int rc = grow_array((void **)&touched->items, &touched->capacity, touched->count + 1,
+				    sizeof *touched->items);
+		if (rc < 0)
+			return rc;
+		roaring_bitmap_t *rows = roaring_bitmap_create();
+		if (!rows)
+			return -ENOMEM;
+		touched->items[touched->count] = (struct touched_fragment){ sequence, rows, 0 };
+		touched->slots[slot] = (uint32_t)++touched->count;
+	}
+	struct touched_fragment *item = &touched->items[touched->slots[slot] - 1];
+	if (!roaring_bitmap_add_checked(item->rows, row))
+		return -EIO;
+	item->bytes += size;
+	touched->rows++;
+	touched->bytes += size;
+	return 0;
+}
+
+static int compare_touched(const void *a, const void *b)
+{
+	const struct touched_fragment *left = a, *right = b;
+	return left->sequence < right->sequence ? -1 : left->sequence > right->sequence;
 }
 
 /*
- * Marks the rows [first, end) of one old fragment deleted: a new bitmap and
- * descriptor, or the fragment leaves the tree when no live row remains.
+ * Marks the rows of one old fragment deleted: a new bitmap and descriptor,
+ * or the fragment leaves the tree when no live row remains. -EIO if the
+ * rows are not live rows of the fragment.
  */
 static int apply_old_fragment(struct pager *pager, struct pager_append *append, struct btree *fragments,
-			      const struct old_row *first, const struct old_row *end)
+			      const struct touched_fragment *old)
 {
 	struct fragment_descriptor descriptor;
 	roaring_bitmap_t *bitmap = NULL;
 	uint8_t key[SEQUENCE_KEY_SIZE];
-	sequence_key(first->sequence, key);
-	int rc = descriptor_get(fragments, first->sequence, &descriptor);
+	sequence_key(old->sequence, key);
+	int rc = descriptor_get(fragments, old->sequence, &descriptor);
 	if (rc == -ENOENT)
 		rc = -EIO; /* the key tree names a fragment the table does not have */
 	if (rc < 0)
@@ -1847,15 +1913,15 @@ static int apply_old_fragment(struct pager *pager, struct pager_append *append, 
 		return rc;
 	if (!bitmap)
 		return -ENOMEM;
-	for (const struct old_row *row = first; row < end; row++) {
-		if (row->row_index >= descriptor.rows || !roaring_bitmap_add_checked(bitmap, row->row_index) ||
-		    descriptor.live_rows == 0 || descriptor.live_bytes < row->row_size) {
-			rc = -EIO; /* the key tree points at a row that is not live */
-			goto out;
-		}
-		descriptor.live_rows--;
-		descriptor.live_bytes -= row->row_size;
+	uint64_t count = roaring_bitmap_get_cardinality(old->rows);
+	/* The key tree points only at live rows (table.h invariant 2). */
+	if (roaring_bitmap_maximum(old->rows) >= descriptor.rows || roaring_bitmap_intersect(bitmap, old->rows) ||
+	    count > descriptor.live_rows || old->bytes > descriptor.live_bytes) {
+		rc = -EIO;
+		goto out;
 	}
+	descriptor.live_rows -= (uint32_t)count;
+	descriptor.live_bytes -= old->bytes;
 	if (descriptor.live_rows == 0) {
 		if (descriptor.live_bytes != 0) {
 			rc = -EIO;
@@ -1864,6 +1930,7 @@ static int apply_old_fragment(struct pager *pager, struct pager_append *append, 
 		rc = btree_delete(fragments, key, sizeof key);
 		goto out;
 	}
+	roaring_bitmap_or_inplace(bitmap, old->rows);
 	roaring_bitmap_run_optimize(bitmap);
 	if ((rc = bitmap_append(append, bitmap, &descriptor.bitmap)) < 0)
 		goto out;
@@ -1875,25 +1942,61 @@ out:
 	return rc;
 }
 
+/*
+ * The fragment tree of a merge: the old fragments lose the rows in touched,
+ * the stage's fragments are added; counts from the base. 0 or -errno.
+ */
+static int apply_merge_fragments(struct pager *pager, struct pager_append *append, const struct table_info *base,
+				 const struct table_stage *stage, const struct apply_state *state,
+				 struct touched *touched, struct table_info *info)
+{
+	struct btree *fragments = NULL;
+	int rc = btree_open_layout(pager, base->fragments, BTREE_PACKED, &fragments);
+	if (rc < 0)
+		return rc;
+	btree_attach_append(fragments, append);
+	if (touched->count > 0)
+		qsort(touched->items, touched->count, sizeof *touched->items, compare_touched);
+	for (size_t i = 0; i < touched->count; i++)
+		if ((rc = apply_old_fragment(pager, append, fragments, &touched->items[i])) < 0)
+			goto out;
+	for (size_t i = 0; i < stage->fragment_count; i++) {
+		if (state->descriptors[i].live_rows == 0)
+			continue;
+		uint8_t key[SEQUENCE_KEY_SIZE], descriptor[DESCRIPTOR_SIZE];
+		sequence_key(state->first_sequence + i, key);
+		descriptor_encode(&state->descriptors[i], descriptor);
+		if ((rc = btree_put(fragments, key, sizeof key, descriptor, sizeof descriptor)) < 0)
+			goto out;
+	}
+	if (touched->rows > base->row_count || touched->bytes > base->byte_size) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = btree_flush(fragments, append, &info->fragments)) < 0)
+		goto out;
+	info->row_count = base->row_count - touched->rows + stage->live_rows;
+	info->byte_size = base->byte_size - touched->bytes + stage->live_bytes;
+out:
+	btree_free(fragments);
+	return rc;
+}
+
 /* A merge into a table with rows: O(k log n) tree updates, never a walk of the table. */
 static int apply_merge(struct pager *pager, struct pager_append *append, const struct table_info *base,
 		       const struct table_stage *stage, const struct apply_state *state,
 		       struct table_info *info)
 {
-	struct btree *keys = NULL, *fragments = NULL;
+	struct btree *keys = NULL;
 	struct stage_iterator staged = { .cursor = NULL };
-	struct old_row *old_rows = NULL;
-	size_t old_count = 0, old_capacity = 0;
-	uint64_t removed_rows = 0, removed_bytes = 0;
+	struct touched touched = { 0 };
 	struct buf value;
 	buf_init(&value);
 	int rc;
-	if ((rc = btree_open_layout(pager, base->keys, BTREE_PACKED, &keys)) < 0 ||
-	    (rc = btree_open_layout(pager, base->fragments, BTREE_PACKED, &fragments)) < 0)
+	if ((rc = btree_open_layout(pager, base->keys, BTREE_PACKED, &keys)) < 0)
 		goto out;
 	/* The base may have been flushed into this same, still unwritten, publish. */
 	btree_attach_append(keys, append);
-	btree_attach_append(fragments, append);
 	if ((rc = stage_iterator_open(stage, &staged)) < 0)
 		goto out;
 	struct stage_record entry;
@@ -1907,12 +2010,8 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		if (existed) {
 			struct key_value old;
 			if ((rc = key_value_decode(value.data, value.size, &old)) < 0 ||
-			    (rc = grow_array((void **)&old_rows, &old_capacity, old_count + 1,
-					     sizeof *old_rows)) < 0)
+			    (rc = touched_add(&touched, old.sequence, old.row_index, old.row_size)) < 0)
 				goto out;
-			old_rows[old_count++] = (struct old_row){ old.sequence, old.row_index, old.row_size };
-			removed_rows++;
-			removed_bytes += old.row_size;
 		}
 		if (entry.is_delete) {
 			rc = existed ? btree_delete(keys, id, entry.id_size) : 0;
@@ -1924,40 +2023,89 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		if (rc < 0)
 			goto out;
 	}
-	if (rc < 0)
-		goto out;
-	if (old_count > 0)
-		qsort(old_rows, old_count, sizeof *old_rows, compare_old_rows);
-	for (size_t first = 0, end; first < old_count; first = end) {
-		for (end = first + 1; end < old_count && old_rows[end].sequence == old_rows[first].sequence;)
-			end++;
-		if ((rc = apply_old_fragment(pager, append, fragments, old_rows + first, old_rows + end)) < 0)
-			goto out;
-	}
-	for (size_t i = 0; i < stage->fragment_count; i++) {
-		if (state->descriptors[i].live_rows == 0)
-			continue;
-		uint8_t key[SEQUENCE_KEY_SIZE], descriptor[DESCRIPTOR_SIZE];
-		sequence_key(state->first_sequence + i, key);
-		descriptor_encode(&state->descriptors[i], descriptor);
-		if ((rc = btree_put(fragments, key, sizeof key, descriptor, sizeof descriptor)) < 0)
-			goto out;
-	}
-	if (removed_rows > base->row_count || removed_bytes > base->byte_size) {
-		rc = -EIO;
-		goto out;
-	}
-	if ((rc = btree_flush(fragments, append, &info->fragments)) < 0 ||
+	if (rc < 0 ||
+	    (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) < 0 ||
 	    (rc = btree_flush(keys, append, &info->keys)) < 0)
 		goto out;
-	info->row_count = base->row_count - removed_rows + stage->live_rows;
-	info->byte_size = base->byte_size - removed_bytes + stage->live_bytes;
 out:
 	stage_iterator_close(&staged);
 	buf_free(&value);
-	free(old_rows);
+	touched_free(&touched);
 	btree_free(keys);
-	btree_free(fragments);
+	return rc;
+}
+
+/*
+ * A merge of about as many rows as the table has (a large stage, in runs):
+ * one pass over the base's key tree and the stage's sorted ids together,
+ * bulk-building the new key tree — O(n + k) in sequential reads, and memory
+ * for one node per level instead of every touched node. 0 or -errno.
+ */
+static int apply_merge_streaming(struct pager *pager, struct pager_append *append, const struct table_info *base,
+				 const struct table_stage *stage, const struct apply_state *state,
+				 struct table_info *info)
+{
+	struct btree *keys = NULL;
+	struct btree_iterator *iterator = NULL;
+	struct btree_builder *builder = NULL;
+	struct stage_iterator staged = { .cursor = NULL };
+	struct touched touched = { 0 };
+	int rc;
+	if ((rc = btree_open_layout(pager, base->keys, BTREE_PACKED, &keys)) < 0)
+		goto out;
+	btree_attach_append(keys, append);
+	if ((rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0 ||
+	    (rc = stage_iterator_open(stage, &staged)) < 0 ||
+	    (rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0)
+		goto out;
+	const uint8_t *key = NULL, *value = NULL;
+	size_t key_size = 0, value_size = 0;
+	struct stage_record entry;
+	int base_more = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
+	int stage_more = stage_iterator_next(&staged, &entry);
+	while (base_more == 1 || stage_more == 1) {
+		int order = base_more != 1 ? 1 : stage_more != 1 ? -1 : id_compare(key, key_size, entry.id, entry.id_size);
+		if (order <= 0 && value_size != KEY_VALUE_SIZE) {
+			rc = -EIO;
+			goto out;
+		}
+		if (order < 0) {
+			rc = btree_builder_add(builder, key, key_size, value, value_size);
+		} else {
+			if (order == 0) {
+				struct key_value old;
+				if ((rc = key_value_decode(value, value_size, &old)) < 0 ||
+				    (rc = touched_add(&touched, old.sequence, old.row_index, old.row_size)) < 0)
+					goto out;
+			}
+			rc = 0;
+			if (!entry.is_delete) {
+				uint8_t location[KEY_VALUE_SIZE];
+				record_location(state->first_sequence, &entry, location);
+				rc = btree_builder_add(builder, entry.id, entry.id_size, location, sizeof location);
+			}
+		}
+		if (rc < 0)
+			goto out;
+		if (order <= 0)
+			base_more = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
+		if (order >= 0)
+			stage_more = stage_iterator_next(&staged, &entry);
+		if (base_more < 0 || stage_more < 0) {
+			rc = base_more < 0 ? base_more : stage_more;
+			goto out;
+		}
+	}
+	rc = btree_builder_finish(builder, &info->keys);
+	builder = NULL;
+	if (rc < 0 || (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) < 0)
+		goto out;
+out:
+	btree_builder_free(builder);
+	stage_iterator_close(&staged);
+	touched_free(&touched);
+	btree_iterator_free(iterator);
+	btree_free(keys);
 	return rc;
 }
 
@@ -1988,8 +2136,11 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 	if (rc < 0)
 		goto out;
 	bool bulk = !base || stage->mode == TABLE_OVERWRITE || block_address_is_null(base->keys);
+	/* A stage in runs holds at least TABLE_RUN_ENTRIES ids: stream when k log n would exceed n + k. */
+	bool streaming = !bulk && stage->runs && stage_runs_records(stage->runs) * 16 >= base->row_count;
 	rc = bulk ? apply_bulk(append, stage, &state, &info)
-		  : apply_merge(pager, append, base, stage, &state, &info);
+	    : streaming ? apply_merge_streaming(pager, append, base, stage, &state, &info)
+			: apply_merge(pager, append, base, stage, &state, &info);
 	if (rc < 0)
 		goto out;
 	assert(block_address_is_null(info.keys) == (info.row_count == 0));

@@ -986,7 +986,9 @@ static int rendered_values(struct fixture *fixture, const struct table_info *inf
 	const char *line = (const char *)bytes.data, *end = line + bytes.size;
 	while (rc == 0 && line < end) {
 		long number, value;
-		if (sscanf(line, "{\"id\":\"r%7ld\",\"v\":%ld", &number, &value) != 2 || number < 0 ||
+		char head[48] = { 0 };
+		memcpy(head, line, (size_t)(end - line) < sizeof head - 1 ? (size_t)(end - line) : sizeof head - 1);
+		if (sscanf(head, "{\"id\":\"r%7ld\",\"v\":%ld", &number, &value) != 2 || number < 0 ||
 		    number >= rows || values[number] != -1)
 			rc = -1;
 		else
@@ -1142,6 +1144,61 @@ TEST(a_merge_supersedes_and_deletes_rows_held_in_earlier_runs)
 	free(order);
 	free(expected);
 	fixture_close(&fixture);
+}
+
+/* Merges ids 0, 3, 6, ... as wide rows (value + 1000000) and deletes ids 1, 301, 601, ...
+ * into a table of rows 0 .. base_rows - 1; checks every row and verify. */
+static void check_large_merge(long base_rows, uint32_t run_entries)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info base, info;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, base_rows, &base), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	table_stage_set_run_entries(stage, run_entries);
+	long *expected = malloc((size_t)base_rows * sizeof *expected);
+	for (long i = 0; i < base_rows; i++)
+		expected[i] = i;
+	long staged = 0;
+	for (long i = 0; i < base_rows && staged < 2 * (long)TABLE_INLINE_LIMIT / 290; i += 3, staged++) {
+		CHECK_EQ(stage_wide_row(stage, i, i + 1000000), 0);
+		expected[i] = i + 1000000;
+	}
+	for (long i = 1; i < base_rows; i += 300) {
+		char id[32];
+		row_id(id, i);
+		CHECK_EQ(stage_row(stage, id, -1), 0);
+		expected[i] = -1;
+	}
+	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	long *values = malloc((size_t)base_rows * sizeof *values);
+	CHECK_EQ(rendered_values(&fixture, &info, base_rows, values), 0);
+	long live = 0;
+	bool same = true;
+	for (long i = 0; i < base_rows; i++) {
+		live += expected[i] >= 0;
+		same = same && values[i] == expected[i];
+	}
+	CHECK(same);
+	CHECK_EQ(info.row_count, live);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	free(values);
+	free(expected);
+	fixture_close(&fixture);
+}
+
+TEST(a_merge_of_about_as_many_rows_as_the_table_rebuilds_the_key_tree_in_one_pass)
+{
+	check_large_merge(40000, 1000);
+}
+
+TEST(a_merge_in_runs_into_a_much_larger_table_updates_its_key_tree_in_place)
+{
+	check_large_merge(400000, 1000);
 }
 
 TEST(a_spilled_overwrite_has_its_key_tree_in_its_segment_and_fragments_from_sequence_zero)
