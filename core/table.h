@@ -19,7 +19,8 @@
  * Costs kept (invariant 2):
  *   - a merge of k rows into a table of n rows: O(k log n) key-tree work plus
  *     one new fragment and, per touched old fragment, one new bitmap and one
- *     fragment-tree update — never O(n);
+ *     fragment-tree update — never O(n); a merge large enough to be staged in
+ *     runs with k >= n / 16 rebuilds the key tree in one O(n + k) = O(k) pass;
  *   - an overwrite: O(rows written), bulk-built key tree;
  *   - opening a reader: O(fragments) to build the byte-offset map; each read
  *     decodes only the fragments it touches, each once for sequential reads.
