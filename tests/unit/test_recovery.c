@@ -7,6 +7,10 @@
  * abandoned intents, and concurrent writer processes.
  */
 #include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,15 +91,175 @@ static void store_reset(void)
 		abort();
 }
 
-/* Runs work in a child with failpoint armed to crash; returns the child's exit code. */
-static int crash_child(const char *failpoint, int (*work)(struct manifest *manifest))
+/* ---- forked children and their stderr ------------------------------------------------------ */
+
+/*
+ * Every process a test forks writes its descriptor 2 into a memory file of
+ * its own (memfd), not /dev/null: with /dev/null, a child that died of a
+ * sanitizer error or printed why its work failed looked like any other
+ * crash. When the test ends, each child that did not exit with the code the
+ * test expects, or wrote anything at all, is printed: how it ended and every
+ * line of its stderr, headed by what it was doing. A healthy child writes
+ * nothing, so a sanitizer report that did not stop a child is shown too.
+ * When the test failed, its last child is printed as well, and the other
+ * quiet ones are counted. A child exiting with an unexpected code always
+ * fails its test too: the callers CHECK the code child_wait returns.
+ *
+ * Invariants of the list below:
+ *  1. It holds the children forked since the current test began
+ *     (CHILDREN_TEST resets it); every entry's log is open or -1.
+ *  2. An entry with log -1 had no memory file: that child wrote to the
+ *     test's own stderr, so nothing of it is lost.
+ *  3. waited is true once the child was reaped; status is then its waitpid status.
+ */
+struct child {
+	pid_t pid;
+	int log;
+	int expected;
+	int status;
+	bool waited;
+	char what[160];
+};
+
+static struct child *children;
+static size_t child_count, child_capacity;
+
+/*
+ * fork() for a child doing what (a printf format) that should exit with
+ * expected. Returns 0 in the child, whose descriptor 2 is then its log; the
+ * child's pid in the parent; -1 when fork failed (nothing is recorded).
+ */
+__attribute__((format(printf, 2, 3))) static pid_t child_fork(int expected, const char *format, ...)
 {
+	if (child_count == child_capacity) {
+		size_t capacity = child_capacity ? 2 * child_capacity : 16;
+		struct child *grown = realloc(children, capacity * sizeof *grown);
+		if (!grown)
+			return -1;
+		children = grown;
+		child_capacity = capacity;
+	}
+	struct child *child = &children[child_count];
+	*child = (struct child){ .log = -1, .expected = expected };
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(child->what, sizeof child->what, format, arguments);
+	va_end(arguments);
+	child->log = memfd_create("graphfs-test-child-stderr", MFD_CLOEXEC);
 	fflush(NULL);
-	pid_t child = fork();
+	child->pid = fork();
+	if (child->pid == 0) {
+		if (child->log >= 0)
+			dup2(child->log, 2);
+		return 0;
+	}
+	if (child->pid < 0) {
+		if (child->log >= 0)
+			close(child->log);
+		return -1;
+	}
+	child_count++;
+	return child->pid;
+}
+
+/* Reaps child pid: its exit code, or -1 when it was killed by a signal or is not a child of this test. */
+static int child_wait(pid_t pid)
+{
+	for (size_t i = 0; i < child_count; i++) {
+		struct child *child = &children[i];
+		if (child->pid != pid || child->waited)
+			continue;
+		if (waitpid(pid, &child->status, 0) != pid)
+			return -1;
+		child->waited = true;
+		return WIFEXITED(child->status) ? WEXITSTATUS(child->status) : -1;
+	}
+	return -1;
+}
+
+/* Prints how child ended and every line of its stderr, each headed by what it was doing. */
+static void child_print(const struct child *child)
+{
+	if (!child->waited)
+		fprintf(stderr, "    child (%s): could not be waited for\n", child->what);
+	else if (WIFEXITED(child->status) && WEXITSTATUS(child->status) == child->expected)
+		fprintf(stderr, "    child (%s): exited %d as expected\n", child->what, child->expected);
+	else if (WIFEXITED(child->status))
+		fprintf(stderr, "    child (%s): exited %d, expected %d\n", child->what, WEXITSTATUS(child->status),
+			child->expected);
+	else if (WIFSIGNALED(child->status))
+		fprintf(stderr, "    child (%s): killed by signal %d (%s), expected exit %d\n", child->what,
+			WTERMSIG(child->status), strsignal(WTERMSIG(child->status)), child->expected);
+	if (child->log < 0)
+		return;
+	FILE *log = fdopen(dup(child->log), "r");
+	if (!log)
+		return;
+	rewind(log);
+	char *line = NULL;
+	size_t capacity = 0;
+	ssize_t length;
+	while ((length = getline(&line, &capacity, log)) > 0) {
+		if (line[length - 1] == '\n')
+			line[--length] = 0;
+		fprintf(stderr, "    child (%s): %s\n", child->what, line);
+	}
+	free(line);
+	fclose(log);
+}
+
+/*
+ * Ends the current test's children: reaps any not yet waited for, prints
+ * those that ended unexpectedly or wrote anything (and, when test_failed, the
+ * last one and a count of the others), closes their logs and empties the list.
+ */
+static void children_end(bool test_failed)
+{
+	size_t quiet = 0;
+	for (size_t i = 0; i < child_count; i++) {
+		struct child *child = &children[i];
+		if (!child->waited && waitpid(child->pid, &child->status, 0) == child->pid)
+			child->waited = true;
+		bool expected = child->waited && WIFEXITED(child->status) &&
+				WEXITSTATUS(child->status) == child->expected;
+		struct stat log_status;
+		bool wrote = child->log >= 0 && fstat(child->log, &log_status) == 0 && log_status.st_size > 0;
+		if (!expected || wrote || (test_failed && i + 1 == child_count))
+			child_print(child);
+		else if (test_failed)
+			quiet++;
+		if (child->log >= 0)
+			close(child->log);
+	}
+	if (quiet)
+		fprintf(stderr, "    %zu other children of this test exited as expected and wrote nothing\n", quiet);
+	child_count = 0;
+}
+
+/*
+ * A test that forks: TEST(name), whose forked children are ended by
+ * children_end when its body returns (also through a failed CHECK).
+ */
+#define CHILDREN_TEST(name)                                                  \
+	static void children_test_##name(void);                              \
+	TEST(name)                                                           \
+	{                                                                    \
+		child_count = 0;                                             \
+		children_test_##name();                                      \
+		children_end(harness_failed());                              \
+	}                                                                    \
+	static void children_test_##name(void)
+
+/*
+ * Runs work (a commit of the kind named by commit) in a child with failpoint
+ * armed to crash. Returns the child's exit code (IO_FAILPOINT_EXIT_CODE when
+ * the point was reached), or -1 when it could not be forked or did not exit.
+ */
+static int crash_child(const char *failpoint, int (*work)(struct manifest *manifest), const char *commit)
+{
+	pid_t child = child_fork(IO_FAILPOINT_EXIT_CODE, "crash at %s in a %s commit", failpoint, commit);
 	if (child == 0) {
 		struct manifest *manifest;
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 2);
 		if (fixture_open(&manifest) < 0)
 			_exit(1);
 		if (io_failpoint_arm(failpoint, IO_FAILPOINT_CRASH) < 0)
@@ -104,20 +268,15 @@ static int crash_child(const char *failpoint, int (*work)(struct manifest *manif
 		manifest_close(manifest);
 		_exit(rc < 0 ? 3 : 0);
 	}
-	int status;
-	if (waitpid(child, &status, 0) != child || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	return child < 0 ? -1 : child_wait(child);
 }
 
-/* Same, but the crash is expected while opening (recovery). */
-static int crash_open(const char *failpoint)
+/* Same, but the crash is expected while opening (recovery) a store left by a crash at scenario. */
+static int crash_open(const char *failpoint, const char *scenario)
 {
-	fflush(NULL);
-	pid_t child = fork();
+	pid_t child = child_fork(IO_FAILPOINT_EXIT_CODE, "crash at %s while recovering from a crash at %s", failpoint,
+				 scenario);
 	if (child == 0) {
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 2);
 		if (io_failpoint_arm(failpoint, IO_FAILPOINT_CRASH) < 0)
 			_exit(2);
 		struct manifest *manifest;
@@ -126,10 +285,7 @@ static int crash_open(const char *failpoint)
 			manifest_close(manifest);
 		_exit(rc < 0 ? 3 : 0);
 	}
-	int status;
-	if (waitpid(child, &status, 0) != child || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	return child < 0 ? -1 : child_wait(child);
 }
 
 static int small_commit(struct manifest *manifest)
@@ -205,7 +361,7 @@ static void crash_matrix_point(const char *failpoint, int (*work)(struct manifes
 	CHECK_EQ(reference_after(work, &reference), 0);
 	CHECK_EQ(base_store(), 0);
 	CHECK_EQ(observe(&before), 0);
-	int code = crash_child(failpoint, work);
+	int code = crash_child(failpoint, work, what);
 	if (code != IO_FAILPOINT_EXIT_CODE)
 		fprintf(stderr, "    failpoint %s (%s write): child exited %d, expected %d (the point was not reached)\n",
 			failpoint, what, code, IO_FAILPOINT_EXIT_CODE);
@@ -245,7 +401,7 @@ static void crash_matrix_point(const char *failpoint, int (*work)(struct manifes
 	observed_free(&reference);
 }
 
-TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
+CHILDREN_TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
 {
 	const char *const *names = io_failpoint_names();
 	int points = 0;
@@ -289,7 +445,7 @@ static int commit_after_a_crash_elsewhere(const char *failpoint, uint64_t *befor
 	struct root_record latest;
 	int rc = manifest_latest(manifest, &latest);
 	*before = latest.version;
-	if (rc == 0 && crash_child(failpoint, small_commit) != IO_FAILPOINT_EXIT_CODE)
+	if (rc == 0 && crash_child(failpoint, small_commit, "small") != IO_FAILPOINT_EXIT_CODE)
 		rc = -1;
 	if (rc == 0)
 		rc = fixture_merge_one(manifest, "main", "Other", "x", 1);
@@ -306,7 +462,7 @@ static int commit_after_a_crash_elsewhere(const char *failpoint, uint64_t *befor
 	return rc;
 }
 
-TEST(a_durable_commit_whose_writer_died_before_its_meta_slot_is_kept_by_an_open_handles_next_commit)
+CHILDREN_TEST(a_durable_commit_whose_writer_died_before_its_meta_slot_is_kept_by_an_open_handles_next_commit)
 {
 	/* The dead writer's publish landed in preallocated zeros: the file size did not change. */
 	uint64_t before, committed;
@@ -316,7 +472,7 @@ TEST(a_durable_commit_whose_writer_died_before_its_meta_slot_is_kept_by_an_open_
 	CHECK_EQ(findings, 0);
 }
 
-TEST(a_torn_write_into_preallocated_zeros_is_cut_by_an_open_handles_next_commit)
+CHILDREN_TEST(a_torn_write_into_preallocated_zeros_is_cut_by_an_open_handles_next_commit)
 {
 	uint64_t before, committed;
 	int findings = -1;
@@ -357,7 +513,7 @@ static int store_needing_recovery(const char *failpoint)
 	int rc = base_store();
 	if (rc < 0)
 		return rc;
-	return crash_child(failpoint, big_commit) == IO_FAILPOINT_EXIT_CODE ? 0 : -1;
+	return crash_child(failpoint, big_commit, "large") == IO_FAILPOINT_EXIT_CODE ? 0 : -1;
 }
 
 static void recovery_crash_converges(const char *scenario, const char *recovery_point)
@@ -369,7 +525,7 @@ static void recovery_crash_converges(const char *scenario, const char *recovery_
 	CHECK_EQ(expected.findings, 0);
 
 	CHECK_EQ(store_needing_recovery(scenario), 0);
-	int code = crash_open(recovery_point);
+	int code = crash_open(recovery_point, scenario);
 	if (code != IO_FAILPOINT_EXIT_CODE)
 		fprintf(stderr, "    %s after a crash at %s: child exited %d (the point was not reached)\n",
 			recovery_point, scenario, code);
@@ -387,7 +543,7 @@ static void recovery_crash_converges(const char *scenario, const char *recovery_
 	observed_free(&again);
 }
 
-TEST(a_crash_during_recovery_and_a_rerun_converge)
+CHILDREN_TEST(a_crash_during_recovery_and_a_rerun_converge)
 {
 	const char *const *names = io_failpoint_names();
 	int points = 0;
@@ -425,7 +581,7 @@ static int sidecar_path(char *out, size_t size)
 	return found;
 }
 
-TEST(a_sidecar_of_another_version_refuses_a_read_write_open)
+CHILDREN_TEST(a_sidecar_of_another_version_refuses_a_read_write_open)
 {
 	CHECK_EQ(store_needing_recovery("publish.before_write"), 0);
 	char path[4600];
@@ -558,26 +714,22 @@ static int collect_log(const struct commit_record *record, void *context)
 	return 0;
 }
 
-TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_branch)
+CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_branch)
 {
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
 	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
 	manifest_close(manifest);
-	fflush(NULL);
-	pid_t children[WRITERS];
+	pid_t writers[WRITERS];
 	for (int w = 0; w < WRITERS; w++) {
-		children[w] = fork();
-		if (children[w] == 0)
+		writers[w] = child_fork(0, "writer %d, %d commits on %s", w, COMMITS_PER_WRITER, w < 2 ? "main" : "side");
+		if (writers[w] == 0)
 			_exit(writer_process(w));
+		CHECK(writers[w] > 0);
 	}
-	for (int w = 0; w < WRITERS; w++) {
-		int status;
-		CHECK_EQ(waitpid(children[w], &status, 0), children[w]);
-		CHECK(WIFEXITED(status));
-		CHECK_EQ(WEXITSTATUS(status), 0);
-	}
+	for (int w = 0; w < WRITERS; w++)
+		CHECK_EQ(child_wait(writers[w]), 0);
 	CHECK_EQ(fixture_open(&manifest), 0);
 	CHECK_EQ(fixture_version(manifest), WRITERS * COMMITS_PER_WRITER);
 	const char *branches[] = { "main", "side" };
