@@ -21,6 +21,11 @@
  *   8. Before seal the id map is a hash map (5 bytes a slot, load at most
  *      3/4); seal replaces it, in its own memory, by the sorted index of the
  *      entries that are not DEAD (map_is_sorted), which lookups then search.
+ *      While every entry's id is greater than the one before (ids_ascending:
+ *      exports, generated keys), the map stays empty: an id greater than the
+ *      last is new, and lookups binary-search the entries themselves. The
+ *      first id out of order fills the map from the entries and clears
+ *      ids_ascending.
  *   9. Runs (table_int.h): a spilled stage holding run_entries entries
  *      writes those that are not DEAD, sorted and all cut, as its next run
  *      and empties entries, ids and map. An id is then live in at most one
@@ -50,6 +55,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -792,7 +798,7 @@ struct stage_writer {
 	uint64_t completed;             /* jobs written (or skipped after a failure) */
 	uint64_t harvested;             /* completed jobs whose address was copied to its fragment */
 	bool stopping;
-	int failure;                    /* first write error, 0 if none */
+	_Atomic int failure;            /* first write error, 0 if none; written under lock, read without */
 };
 
 struct table_stage {
@@ -818,7 +824,8 @@ struct table_stage {
 	uint32_t *slots;
 	uint8_t *tags;
 	size_t slot_capacity;           /* power of two */
-	size_t distinct;                /* ids in the map */
+	size_t distinct;                /* entries that are not DEAD (the ids the map names) */
+	bool ids_ascending;             /* invariant 8: entries in strictly increasing id order, map empty */
 
 	struct buf pending_lines;       /* lines of rows not yet cut */
 	uint32_t *pending;              /* entry indexes of those rows, in order */
@@ -917,10 +924,35 @@ static uint32_t stage_lookup(const struct table_stage *stage, const void *id, si
 			    : sorted_search(stage, stage->sorted + stage->sorted_count, stage->deleted_count,
 					    id, id_size);
 	}
+	if (stage->ids_ascending) {
+		/* Every entry, in id order (none is DEAD: no id came twice). */
+		size_t low = 0, high = stage->entry_count;
+		while (low < high) {
+			size_t middle = low + (high - low) / 2;
+			const struct stage_entry *entry = &stage->entries[middle];
+			int order = id_compare(entry_id(stage, entry), entry->id_size, id, id_size);
+			if (order == 0)
+				return (uint32_t)middle + 1;
+			if (order < 0)
+				low = middle + 1;
+			else
+				high = middle;
+		}
+		return 0;
+	}
 	if (stage->slot_capacity == 0)
 		return 0;
 	size_t slot = stage_find_slot(stage, id, id_size, codec_hash(id, id_size));
 	return stage->tags[slot] ? stage->slots[slot] : 0;
+}
+
+/* True if id is greater than the last entry's (or there is none). */
+static bool id_after_last(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	if (stage->entry_count == 0)
+		return true;
+	const struct stage_entry *last = &stage->entries[stage->entry_count - 1];
+	return id_compare(entry_id(stage, last), last->id_size, id, id_size) < 0;
 }
 
 /* True if the map must grow before it takes one more id (keeps the load at most 3/4). */
@@ -958,6 +990,29 @@ static int stage_grow_map(struct table_stage *stage)
 	}
 	free(old_slots);
 	free(old_tags);
+	return 0;
+}
+
+/*
+ * Leaves ascending mode (invariant 8): puts every entry (all distinct, none
+ * DEAD) into the map. 0 or -ENOMEM; on error the stage is unchanged.
+ */
+static int stage_build_map(struct table_stage *stage)
+{
+	assert(stage->ids_ascending && stage->distinct == stage->entry_count);
+	while (stage_map_full(stage)) {
+		int rc = stage_grow_map(stage);
+		if (rc < 0)
+			return rc;
+	}
+	for (size_t i = 0; i < stage->entry_count; i++) {
+		const struct stage_entry *entry = &stage->entries[i];
+		uint64_t hash = codec_hash(entry_id(stage, entry), entry->id_size);
+		size_t slot = stage_find_slot(stage, entry_id(stage, entry), entry->id_size, hash);
+		stage->slots[slot] = (uint32_t)i + 1;
+		stage->tags[slot] = slot_tag(hash);
+	}
+	stage->ids_ascending = false;
 	return 0;
 }
 
@@ -1053,13 +1108,8 @@ static void writer_stop(struct table_stage *stage)
 /* The writer's first error (0 if none), as the next add or the seal reports it. */
 static int writer_failure(struct table_stage *stage)
 {
-	struct stage_writer *writer = &stage->writer;
-	if (!writer->running)
-		return writer->failure;
-	pthread_mutex_lock(&writer->lock);
-	int failure = writer->failure;
-	pthread_mutex_unlock(&writer->lock);
-	return failure;
+	/* Every add asks: a lock here would bounce its cache line to the writer's core each row. */
+	return atomic_load_explicit(&stage->writer.failure, memory_order_relaxed);
 }
 
 /*
@@ -1115,6 +1165,7 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	stage->allocate = allocate;
 	stage->allocate_context = allocate_context;
 	stage->run_entries = TABLE_RUN_ENTRIES;
+	stage->ids_ascending = true;
 	buf_init(&stage->ids);
 	buf_init(&stage->pending_lines);
 	buf_init(&stage->scratch);
@@ -1402,9 +1453,10 @@ static int stage_flush_run(struct table_stage *stage)
 	}
 	stage->entry_count = 0;
 	buf_reset(&stage->ids);
-	if (stage->slot_capacity)
+	if (stage->slot_capacity && !stage->ids_ascending)
 		memset(stage->tags, 0, stage->slot_capacity);
 	stage->distinct = 0;
+	stage->ids_ascending = true;
 	return 0;
 }
 
@@ -1419,8 +1471,9 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
 		return -EINVAL;
 	/* The id's map slot is a cache miss in a large stage: start loading it while the line is checked. */
-	uint64_t hash = codec_hash(id, id_size);
-	if (stage->slot_capacity)
+	bool hashed = !stage->ids_ascending;
+	uint64_t hash = hashed ? codec_hash(id, id_size) : 0;
+	if (hashed && stage->slot_capacity)
 		__builtin_prefetch(&stage->tags[(size_t)hash & (stage->slot_capacity - 1)]);
 	/* A row's line is canonical: it ends with "\n" and starts with its id (fragments keep no ids). */
 	if (!row->is_delete && (line_size == 0 || row->canonical.data[line_size - 1] != '\n' ||
@@ -1438,8 +1491,17 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	    (stage->entry_count >= stage->run_entries || stage->ids.size + id_size > STAGE_RUN_ID_BYTES) &&
 	    (rc = stage_flush_run(stage)) < 0)
 		return rc;
-	size_t slot = stage->slot_capacity ? stage_find_slot(stage, id, id_size, hash) : 0;
-	uint32_t held = stage->slot_capacity && stage->tags[slot] ? stage->slots[slot] : 0;
+	/* An id greater than the last is new to memory (invariant 8); one out of order needs the map. */
+	if (stage->ids_ascending && !id_after_last(stage, id, id_size) && (rc = stage_build_map(stage)) < 0)
+		return rc;
+	size_t slot = 0;
+	uint32_t held = 0;
+	if (!stage->ids_ascending) {
+		if (!hashed)
+			hash = codec_hash(id, id_size);
+		slot = stage->slot_capacity ? stage_find_slot(stage, id, id_size, hash) : 0;
+		held = stage->slot_capacity && stage->tags[slot] ? stage->slots[slot] : 0;
+	}
 	if (held && stage->mode == TABLE_OVERWRITE)
 		return -EEXIST;
 	/* Not in memory: an earlier run may hold it. */
@@ -1490,7 +1552,7 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 			     sizeof *stage->entries)) < 0 ||
 	    (rc = buf_reserve(&stage->ids, id_size)) < 0)
 		return rc;
-	if (!held && stage_map_full(stage)) {
+	if (!stage->ids_ascending && !held && stage_map_full(stage)) {
 		if ((rc = stage_grow_map(stage)) < 0)
 			return rc;
 		slot = stage_find_slot(stage, id, id_size, hash);
@@ -1521,8 +1583,10 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 			stage_kill_record(stage, &earlier);
 		stage->distinct++;
 	}
-	stage->slots[slot] = (uint32_t)index + 1;
-	stage->tags[slot] = slot_tag(hash);
+	if (!stage->ids_ascending) {
+		stage->slots[slot] = (uint32_t)index + 1;
+		stage->tags[slot] = slot_tag(hash);
+	}
 	stage->rows_added++;
 	stage->bytes_added += line_size;
 	return 0;
@@ -1549,13 +1613,19 @@ static bool entries_in_order(struct table_stage *stage, const uint32_t *sorted, 
  * Replaces the id map by the sorted entry indexes, in the map's own memory
  * (one u32 a slot, and the map has a slot for every id it names, so the
  * indexes fit): the peak memory of a large stage is its map, not the map
- * plus a sorted copy. Cannot fail.
+ * plus a sorted copy. A stage whose ids came in order has no map (invariant
+ * 8): the indexes get memory of their own. 0 or -ENOMEM (stage unchanged).
  */
-static void stage_sort_map(struct table_stage *stage)
+static int stage_sort_map(struct table_stage *stage)
 {
 	uint32_t *sorted = stage->slots;
 	size_t live = 0, deleted = 0;
-	assert(stage->distinct <= stage->slot_capacity);
+	if (stage->ids_ascending) {
+		if (!(sorted = malloc((stage->distinct ? stage->distinct : 1) * sizeof *sorted)))
+			return -ENOMEM;
+		free(stage->slots);
+	}
+	assert(stage->ids_ascending || stage->distinct <= stage->slot_capacity);
 	free(stage->tags);
 	stage->tags = NULL;
 	/* Live rows from the start; deletes are counted, then placed after them. */
@@ -1590,6 +1660,8 @@ static void stage_sort_map(struct table_stage *stage)
 	stage->sorted_count = live;
 	stage->deleted_count = deleted;
 	stage->map_is_sorted = true;
+	stage->ids_ascending = false;
+	return 0;
 }
 
 /*
@@ -1686,8 +1758,9 @@ int table_stage_seal(struct table_stage *stage)
 		stage->tags = NULL;
 		stage->slot_capacity = 0;
 		stage->map_is_sorted = true;
-	} else if (!stage->map_is_sorted) {
-		stage_sort_map(stage);
+		stage->ids_ascending = false;
+	} else if (!stage->map_is_sorted && (rc = stage_sort_map(stage)) < 0) {
+		return rc;
 	}
 	for (size_t i = 0; i < stage->fragment_count; i++)
 		if (stage->fragments[i].dead)

@@ -445,6 +445,54 @@ TEST(a_row_whose_line_does_not_start_with_its_id_is_einval)
 
 /* ---- staging -------------------------------------------------------------------------- */
 
+TEST(ids_staged_in_order_are_found_and_one_out_of_order_still_sees_every_earlier_id)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	char id[32];
+	for (long i = 0; i < 1000; i += 2) {
+		row_id(id, i);
+		CHECK_EQ(stage_row(stage, id, i), 0);
+	}
+	row_id(id, 500);
+	CHECK_EQ(table_stage_has(stage, id, strlen(id)), 1);
+	row_id(id, 501);
+	CHECK_EQ(table_stage_has(stage, id, strlen(id)), 0);
+	/* Out of order: an update of an earlier id and a new id below the last. */
+	row_id(id, 500);
+	CHECK_EQ(stage_row(stage, id, 5000), 0);
+	row_id(id, 501);
+	CHECK_EQ(stage_row(stage, id, 501), 0);
+	row_id(id, 100);
+	CHECK_EQ(stage_row(stage, id, -1), 0);
+	CHECK_EQ(table_stage_deletes(stage, id, strlen(id)), 1);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(info.row_count, 500);
+	struct buf line;
+	buf_init(&line);
+	row_id(id, 500);
+	CHECK_EQ(table_lookup(fixture.pager, &info, id, strlen(id), &line), 0);
+	CHECK(strstr(buf_cstr(&line), "\"v\":5000") != NULL);
+	buf_free(&line);
+
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	for (long i = 0; i < 100; i++) {
+		row_id(id, i);
+		CHECK_EQ(stage_row(stage, id, i), 0);
+	}
+	row_id(id, 42);
+	CHECK_EQ(stage_row(stage, id, 0), -EEXIST);
+	row_id(id, 99);
+	CHECK_EQ(stage_row(stage, id, 0), -EEXIST);
+	table_stage_free(stage);
+	fixture_close(&fixture);
+}
+
 TEST(a_merge_stage_answers_has_and_deletes_for_the_last_entry_per_id)
 {
 	struct fixture fixture;
