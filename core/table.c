@@ -2227,107 +2227,27 @@ out:
 
 /* ---- verify ------------------------------------------------------------------------------ */
 
-/* What verify adds up for one (id, location) pair: a 64-bit hash of both. */
-static uint64_t pair_hash(const uint8_t *id, size_t id_size, const struct key_value *location,
-			  struct buf *scratch)
-{
-	uint8_t value[KEY_VALUE_SIZE];
-	key_value_encode(location, value);
-	buf_reset(scratch);
-	if (buf_append(scratch, id, id_size) < 0 || buf_append(scratch, value, sizeof value) < 0)
-		return 0;
-	return codec_hash(scratch->data, scratch->size);
-}
+/* Called by walk_live_rows for each live row: 0 to go on, or -EIO with message. */
+typedef int (*live_row_visit)(const uint8_t *id, size_t id_size, const struct key_value *location,
+			      void *context, char *message, size_t message_size);
 
 /*
- * The slow, precise half of invariant 2: looks every live row up in the key
- * tree, for the message that names the row. Run only when the fast check
- * found a difference. Returns 0 (no row points elsewhere) or -EIO with message.
+ * Walks every live row of a table version in row order, each fragment
+ * decoded once, checking the fragment tree's entries, that every fragment
+ * reads back and every live line starts with its id; adds up the live rows
+ * and bytes. Returns 0, or -EIO with message (the first finding, or visit's).
  */
-static int verify_rows_by_lookup(struct pager *pager, const struct table_info *info, char *message,
-				 size_t message_size)
+static int walk_live_rows(struct pager *pager, const struct table_info *info, live_row_visit visit, void *context,
+			  uint64_t *live_rows, uint64_t *live_bytes, char *message, size_t message_size)
 {
-	struct btree *fragments = NULL, *keys = NULL;
+	struct btree *fragments = NULL;
 	struct btree_iterator *iterator = NULL;
 	struct fragment_view view;
 	fragment_view_init(&view);
-	struct buf value, scratch;
-	buf_init(&value);
+	struct buf scratch;
 	buf_init(&scratch);
+	*live_rows = *live_bytes = 0;
 	int rc;
-	if ((rc = btree_open(pager, info->fragments, &fragments)) < 0 ||
-	    (rc = btree_open(pager, info->keys, &keys)) < 0 ||
-	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0)
-		goto out;
-	const uint8_t *key, *encoded;
-	size_t key_size, encoded_size;
-	while ((rc = btree_iterator_next(iterator, &key, &key_size, &encoded, &encoded_size)) == 1) {
-		struct fragment_descriptor descriptor;
-		if (key_size != SEQUENCE_KEY_SIZE || descriptor_decode(encoded, encoded_size, &descriptor) < 0 ||
-		    fragment_view_load(pager, &descriptor, &view) < 0) {
-			rc = -EIO;
-			goto out;
-		}
-		uint64_t sequence = sequence_from_key(key);
-		for (uint32_t row = 0; row < view.rows; row++) {
-			if (!fragment_view_is_live(&view, row))
-				continue;
-			size_t id_size;
-			const uint8_t *id;
-			size_t start = line_start(&view, row), size = line_end(&view, row) - start;
-			struct key_value location;
-			buf_reset(&value);
-			if (line_id(view.lines + start, size, &scratch, &id, &id_size) < 0 ||
-			    (rc = btree_get(keys, id, id_size, &value)) < 0 ||
-			    key_value_decode(value.data, value.size, &location) < 0) {
-				snprintf(message, message_size, "live row %u of fragment %llu has no key tree entry (%d)",
-					 row, (unsigned long long)sequence, rc);
-				rc = -EIO;
-				goto out;
-			}
-			if (location.sequence != sequence || location.row_index != row || location.row_size != size) {
-				snprintf(message, message_size,
-					 "the key tree entry of live row %u of fragment %llu points elsewhere", row,
-					 (unsigned long long)sequence);
-				rc = -EIO;
-				goto out;
-			}
-		}
-	}
-out:
-	btree_iterator_free(iterator);
-	btree_free(fragments);
-	btree_free(keys);
-	fragment_view_clear(&view);
-	buf_free(&value);
-	buf_free(&scratch);
-	return rc < 0 ? -EIO : 0;
-}
-
-/*
- * Invariant 2 is checked in two sequential walks, each block decoded once:
- * the live rows' (id, location) pairs from the fragments and the key tree's
- * (key, value) pairs must be the same set. Keys are distinct (btree_verify
- * checks their order), so equal counts and equal 64-bit sums of a hash of
- * every pair mean equal sets (a difference goes unnoticed with probability
- * about 2^-64). On a difference, verify_rows_by_lookup names the row.
- */
-int table_verify(struct pager *pager, const struct table_info *info, char *message,
-		 size_t message_size)
-{
-	struct btree *fragments = NULL, *keys = NULL;
-	struct btree_iterator *iterator = NULL;
-	struct fragment_view view;
-	fragment_view_init(&view);
-	struct buf scratch, pair;
-	buf_init(&scratch);
-	buf_init(&pair);
-	struct schema schema;
-	schema_init(&schema);
-	uint64_t live_rows = 0, live_bytes = 0, key_entries = 0, row_sum = 0, key_sum = 0;
-	int rc;
-	if (message_size)
-		message[0] = 0;
 #define FAIL(...)                                                       \
 	do {                                                            \
 		if (message_size)                                       \
@@ -2335,19 +2255,9 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 		rc = -EIO;                                              \
 		goto out;                                               \
 	} while (0)
-
-	if (!block_address_is_null(info->schema) && (rc = table_schema_read(pager, info->schema, &schema)) < 0)
-		FAIL("table schema block at %llu:%llu is unreadable (%d)",
-		     (unsigned long long)info->schema.segment, (unsigned long long)info->schema.offset, rc);
-	if (btree_verify(pager, info->fragments, NULL, NULL, message, message_size) < 0 ||
-	    btree_verify(pager, info->keys, NULL, NULL, message, message_size) < 0) {
-		rc = -EIO;
-		goto out;
-	}
 	if ((rc = btree_open(pager, info->fragments, &fragments)) < 0 ||
-	    (rc = btree_open(pager, info->keys, &keys)) < 0 ||
 	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0)
-		goto out;
+		FAIL("the fragment tree cannot be opened (%d)", rc);
 	for (;;) {
 		const uint8_t *key, *encoded;
 		size_t key_size, encoded_size;
@@ -2367,8 +2277,8 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 			FAIL("fragment %llu at %llu:%llu is corrupt or unreadable (%d)",
 			     (unsigned long long)sequence, (unsigned long long)descriptor.block.segment,
 			     (unsigned long long)descriptor.block.offset, rc);
-		live_rows += view.live_rows;
-		live_bytes += view.live_bytes;
+		*live_rows += view.live_rows;
+		*live_bytes += view.live_bytes;
 		for (uint32_t row = 0; row < view.rows; row++) {
 			if (!fragment_view_is_live(&view, row))
 				continue;
@@ -2379,16 +2289,122 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 				FAIL("row %u of fragment %llu is not a canonical line with an id", row,
 				     (unsigned long long)sequence);
 			struct key_value location = { sequence, row, (uint32_t)size };
-			row_sum += pair_hash(id, id_size, &location, &pair);
+			if ((rc = visit(id, id_size, &location, context, message, message_size)) < 0)
+				goto out;
 		}
 	}
+	rc = 0;
+#undef FAIL
+out:
 	btree_iterator_free(iterator);
-	iterator = NULL;
+	btree_free(fragments);
+	fragment_view_clear(&view);
+	buf_free(&scratch);
+	return rc;
+}
+
+/* What verify adds up for one (id, location) pair: a 64-bit hash of both. */
+static uint64_t pair_hash(const uint8_t *id, size_t id_size, const struct key_value *location,
+			  struct buf *scratch)
+{
+	uint8_t value[KEY_VALUE_SIZE];
+	key_value_encode(location, value);
+	buf_reset(scratch);
+	if (buf_append(scratch, id, id_size) < 0 || buf_append(scratch, value, sizeof value) < 0)
+		return 0;
+	return codec_hash(scratch->data, scratch->size);
+}
+
+struct pair_sum {
+	struct buf scratch;
+	uint64_t sum;
+};
+
+static int add_pair(const uint8_t *id, size_t id_size, const struct key_value *location, void *context,
+		    char *message, size_t message_size)
+{
+	(void)message;
+	(void)message_size;
+	struct pair_sum *pairs = context;
+	pairs->sum += pair_hash(id, id_size, location, &pairs->scratch);
+	return 0;
+}
+
+struct row_lookup {
+	struct btree *keys;
+	struct buf value;
+};
+
+/* The slow, precise half of invariant 2: the row's key entry must name it. */
+static int look_row_up(const uint8_t *id, size_t id_size, const struct key_value *location, void *context,
+		       char *message, size_t message_size)
+{
+	struct row_lookup *lookup = context;
+	struct key_value found;
+	buf_reset(&lookup->value);
+	int rc = btree_get(lookup->keys, id, id_size, &lookup->value);
+	if (rc < 0 || key_value_decode(lookup->value.data, lookup->value.size, &found) < 0) {
+		snprintf(message, message_size, "live row %u of fragment %llu has no key tree entry (%d)",
+			 location->row_index, (unsigned long long)location->sequence, rc);
+		return -EIO;
+	}
+	if (found.sequence != location->sequence || found.row_index != location->row_index ||
+	    found.row_size != location->row_size) {
+		snprintf(message, message_size, "the key tree entry of live row %u of fragment %llu points elsewhere",
+			 location->row_index, (unsigned long long)location->sequence);
+		return -EIO;
+	}
+	return 0;
+}
+
+/*
+ * Invariant 2 is checked in two sequential walks, each block decoded once:
+ * the live rows' (id, location) pairs from the fragments and the key tree's
+ * (key, value) pairs must be the same set. Keys are distinct (btree_verify
+ * checks their order), so equal counts and equal 64-bit sums of a hash of
+ * every pair mean equal sets (a difference goes unnoticed with probability
+ * about 2^-64). On a difference, a walk that looks every row up names it.
+ */
+int table_verify(struct pager *pager, const struct table_info *info, char *message,
+		 size_t message_size)
+{
+	struct btree *keys = NULL;
+	struct btree_iterator *iterator = NULL;
+	struct pair_sum rows = { .sum = 0 }, entries = { .sum = 0 };
+	buf_init(&rows.scratch);
+	buf_init(&entries.scratch);
+	struct row_lookup lookup = { .keys = NULL };
+	buf_init(&lookup.value);
+	struct schema schema;
+	schema_init(&schema);
+	uint64_t live_rows = 0, live_bytes = 0, key_entries = 0;
+	int rc;
+	if (message_size)
+		message[0] = 0;
+#define FAIL(...)                                                       \
+	do {                                                            \
+		if (message_size)                                       \
+			snprintf(message, message_size, __VA_ARGS__);   \
+		rc = -EIO;                                              \
+		goto out;                                               \
+	} while (0)
+
+	if (!block_address_is_null(info->schema) && (rc = table_schema_read(pager, info->schema, &schema)) < 0)
+		FAIL("table schema block at %llu:%llu is unreadable (%d)",
+		     (unsigned long long)info->schema.segment, (unsigned long long)info->schema.offset, rc);
+	if (btree_verify(pager, info->fragments, NULL, NULL, message, message_size) < 0 ||
+	    btree_verify(pager, info->keys, NULL, NULL, message, message_size) < 0) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = walk_live_rows(pager, info, add_pair, &rows, &live_rows, &live_bytes, message, message_size)) < 0)
+		goto out;
 	if (live_rows != info->row_count || live_bytes != info->byte_size)
 		FAIL("fragments hold %llu rows and %llu bytes; the table version says %llu and %llu",
 		     (unsigned long long)live_rows, (unsigned long long)live_bytes,
 		     (unsigned long long)info->row_count, (unsigned long long)info->byte_size);
-	if ((rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0)
+	if ((rc = btree_open(pager, info->keys, &keys)) < 0 ||
+	    (rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0)
 		goto out;
 	for (;;) {
 		const uint8_t *key, *encoded;
@@ -2401,18 +2417,18 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 		struct key_value location;
 		if (key_value_decode(encoded, encoded_size, &location) < 0)
 			FAIL("malformed key tree entry");
-		key_sum += pair_hash(key, key_size, &location, &pair);
+		add_pair(key, key_size, &location, &entries, NULL, 0);
 		key_entries++;
 	}
-	if (key_entries == live_rows && key_sum == row_sum) {
+	if (key_entries == live_rows && entries.sum == rows.sum) {
 		rc = 0;
 		goto out;
 	}
 	/* Name the row if one points elsewhere; otherwise the key tree has entries of no live row. */
-	if (verify_rows_by_lookup(pager, info, message, message_size) < 0) {
-		rc = -EIO;
+	lookup.keys = keys;
+	if ((rc = walk_live_rows(pager, info, look_row_up, &lookup, &live_rows, &live_bytes, message,
+				 message_size)) < 0)
 		goto out;
-	}
 	if (key_entries != live_rows)
 		FAIL("the key tree has %llu entries for %llu live rows", (unsigned long long)key_entries,
 		     (unsigned long long)live_rows);
@@ -2420,11 +2436,10 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 #undef FAIL
 out:
 	btree_iterator_free(iterator);
-	btree_free(fragments);
 	btree_free(keys);
-	fragment_view_clear(&view);
-	buf_free(&scratch);
-	buf_free(&pair);
+	buf_free(&rows.scratch);
+	buf_free(&entries.scratch);
+	buf_free(&lookup.value);
 	schema_free(&schema);
 	return rc;
 }

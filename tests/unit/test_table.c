@@ -1048,6 +1048,24 @@ static int rendered_values(struct fixture *fixture, const struct table_info *inf
 	return rc;
 }
 
+/* Every row's "v" is expected[row] (-1: no row), the row count matches, and verify is clean. */
+static void check_values(struct fixture *fixture, const struct table_info *info, const long *expected, long rows)
+{
+	long *values = malloc((size_t)rows * sizeof *values);
+	CHECK_EQ(rendered_values(fixture, info, rows, values), 0);
+	long live = 0;
+	bool same = true;
+	for (long i = 0; i < rows; i++) {
+		live += expected[i] >= 0;
+		same = same && values[i] == expected[i];
+	}
+	CHECK(same);
+	CHECK_EQ(info->row_count, live);
+	char message[256];
+	CHECK_EQ(table_verify(fixture->pager, info, message, sizeof message), 0);
+	free(values);
+}
+
 TEST(a_spilled_stage_in_many_runs_reads_back_every_row_in_staging_order)
 {
 	struct fixture fixture;
@@ -1176,19 +1194,7 @@ TEST(a_merge_supersedes_and_deletes_rows_held_in_earlier_runs)
 	expected[11] = 77;
 	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
 	table_stage_free(stage);
-	long *values = malloc((size_t)rows * sizeof *values);
-	CHECK_EQ(rendered_values(&fixture, &info, rows, values), 0);
-	long live = 0;
-	bool same = true;
-	for (long i = 0; i < rows; i++) {
-		live += expected[i] >= 0;
-		same = same && values[i] == expected[i];
-	}
-	CHECK(same);
-	CHECK_EQ(info.row_count, live);
-	char message[256];
-	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
-	free(values);
+	check_values(&fixture, &info, expected, rows);
 	free(order);
 	free(expected);
 	fixture_close(&fixture);
@@ -1222,19 +1228,7 @@ static void check_large_merge(long base_rows, uint32_t run_entries)
 	}
 	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
 	table_stage_free(stage);
-	long *values = malloc((size_t)base_rows * sizeof *values);
-	CHECK_EQ(rendered_values(&fixture, &info, base_rows, values), 0);
-	long live = 0;
-	bool same = true;
-	for (long i = 0; i < base_rows; i++) {
-		live += expected[i] >= 0;
-		same = same && values[i] == expected[i];
-	}
-	CHECK(same);
-	CHECK_EQ(info.row_count, live);
-	char message[256];
-	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
-	free(values);
+	check_values(&fixture, &info, expected, base_rows);
 	free(expected);
 	fixture_close(&fixture);
 }
