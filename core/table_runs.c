@@ -88,7 +88,8 @@ struct stage_runs {
 	struct buf output;           /* blocks not yet written; they start at output_offset */
 	uint64_t output_offset;
 
-	struct buf read;             /* find: the block read back */
+	struct buf read;             /* find: the block read back last */
+	uint64_t read_block;         /* which block that is (UINT64_MAX: none) */
 	struct buf found_id;
 };
 
@@ -186,6 +187,7 @@ int stage_runs_open(struct pager *pager, struct stage_runs **out)
 	buf_init(&runs->block);
 	buf_init(&runs->output);
 	buf_init(&runs->read);
+	runs->read_block = UINT64_MAX;
 	buf_init(&runs->found_id);
 	buf_init(&runs->run.first_id);
 	buf_init(&runs->run.last_id);
@@ -405,6 +407,8 @@ void stage_runs_abandon(struct stage_runs *runs)
 	if (!runs->writing)
 		return;
 	runs->blocks.count = runs->block_count_before;
+	if (runs->read_block != UINT64_MAX && runs->read_block >= runs->blocks.count)
+		runs->read_block = UINT64_MAX;
 	runs->blocks.ids.size = runs->id_bytes_before;
 	runs->file_size = runs->file_size_before;
 	free(runs->run.filter);
@@ -436,7 +440,8 @@ static int block_read(struct stage_runs *runs, uint64_t block, struct buf *out)
 	return codec_hash(out->data, out->size) == index->checksums[block] ? 0 : -EIO;
 }
 
-/* Searches one run for id. 1 with *out (id in runs->read), 0, or -errno. */
+/* Searches one run for id. 1 with *out (id in runs->read), 0, or -errno. Ids looked up
+ * near each other (edges of one node, ids in order) find their block already read. */
 static int run_find(struct stage_runs *runs, const struct run *run, const void *id, size_t id_size,
 		    struct stage_record *out)
 {
@@ -452,9 +457,13 @@ static int run_find(struct stage_runs *runs, const struct run *run, const void *
 		else
 			high = middle;
 	}
-	int rc = block_read(runs, low, &runs->read);
-	if (rc < 0)
-		return rc;
+	int rc = 0;
+	if (low != runs->read_block) {
+		runs->read_block = UINT64_MAX;
+		if ((rc = block_read(runs, low, &runs->read)) < 0)
+			return rc;
+		runs->read_block = low;
+	}
 	size_t position = 0;
 	while (position < runs->read.size) {
 		if ((rc = record_decode(runs->read.data, runs->read.size, &position, out)) < 0)
