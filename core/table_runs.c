@@ -309,7 +309,9 @@ static int output_write(struct stage_runs *runs)
 {
 	if (runs->output.size == 0)
 		return 0;
-	int rc = io_pwrite(&runs->scratch, runs->output.data, runs->output.size, runs->output_offset);
+	int rc = io_failpoint("stage.before_run_write");
+	if (rc == 0)
+		rc = io_pwrite(&runs->scratch, runs->output.data, runs->output.size, runs->output_offset);
 	if (rc < 0)
 		return rc;
 	runs->output_offset += runs->output.size;

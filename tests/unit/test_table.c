@@ -1125,6 +1125,45 @@ TEST(an_id_repeated_from_an_earlier_run_is_eexist_at_its_add_in_an_overwrite)
 	fixture_close(&fixture);
 }
 
+TEST(a_run_that_cannot_be_written_fails_that_add_and_the_stage_goes_on_unchanged)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	table_stage_set_run_entries(stage, 1000);
+	long count = 2 * TABLE_INLINE_LIMIT / 290, failed = 0;
+	struct buf expected;
+	buf_init(&expected);
+	for (long i = 0; i < count; i++) {
+		/* Every fifth run's write fails once: that add fails, the same row is added again. */
+		if (i % 5000 == 1000)
+			CHECK_EQ(io_failpoint_arm("stage.before_run_write", IO_FAILPOINT_ERROR), 0);
+		int rc = stage_wide_row(stage, i, i);
+		if (rc == -EIO) {
+			failed++;
+			rc = stage_wide_row(stage, i, i);
+		}
+		CHECK_EQ(rc, 0);
+		expect_wide_row(&expected, i, i);
+	}
+	io_failpoint_arm("stage.before_run_write", IO_FAILPOINT_OFF);
+	CHECK(failed >= 3);
+	/* The ids of the failed runs are still found: a duplicate of each is refused. */
+	CHECK_EQ(stage_wide_row(stage, 999, 0), -EEXIST);
+	CHECK_EQ(stage_wide_row(stage, 5999, 0), -EEXIST);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(info.row_count, count);
+	CHECK(render_equals(&fixture, &info, &expected));
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
 TEST(has_and_deletes_see_ids_held_in_runs_before_and_after_the_seal)
 {
 	struct fixture fixture;
