@@ -21,10 +21,23 @@
 #define MANIFEST_META_ENCODED_SIZE 48
 #define MANIFEST_ROOT_PAYLOAD_SIZE 96             /* root record payload, fixed */
 #define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
-/* The manifest grows by this many zero bytes at a time (docs/FORMAT.md §4): a publish
- * overwrites zeros inside the file, so its fsync neither allocates blocks nor changes the
- * file's size or extent tree (whose depth grows with the file). */
-#define MANIFEST_PREALLOCATE (1u << 20)
+/*
+ * The manifest grows by zero bytes preallocated a chunk at a time (docs/FORMAT.md §4): a
+ * publish overwrites zeros inside the file, so its fsync neither allocates blocks nor
+ * changes the file's size or extent tree (whose depth grows with the file). The chunk is
+ * an eighth of the file's size as a power of two, from 64 KiB to 1 MiB: a small store
+ * carries little padding, a large one allocates once per ~75 one-row commits.
+ */
+#define MANIFEST_PREALLOCATE_MIN (64u << 10)
+#define MANIFEST_PREALLOCATE_MAX (1u << 20)
+
+static inline uint64_t manifest_preallocation(uint64_t file_size)
+{
+	uint64_t chunk = MANIFEST_PREALLOCATE_MIN;
+	while (chunk < MANIFEST_PREALLOCATE_MAX && chunk * 2 * 8 <= file_size)
+		chunk *= 2;
+	return chunk;
+}
 #define MANIFEST_LOCK_WAIT_US (30u * 1000000u)    /* bounded wait for the store lock */
 #define MANIFEST_SIDECAR_MAGIC 0x52534647u        /* "GFSR" read as little-endian u32 */
 #define MANIFEST_SIDECAR_MAX_SEGMENTS 65536

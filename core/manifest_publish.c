@@ -13,7 +13,7 @@
  *              one pwrite ("publish.before_write", "publish.torn_write") over
  *              the zeros preallocated after the latest root; when it reaches
  *              past the file's end the same pwrite pads it with zeros to the
- *              next MANIFEST_PREALLOCATE boundary
+ *              next manifest_preallocation(file size) boundary
  *   DURABLE    one fsync ("publish.before_fsync", "publish.after_fsync"): the
  *              root record is the commit point
  *   PUBLISHED  meta slot written (no fsync) — "publish.after_meta"; the
@@ -66,7 +66,7 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	pthread_mutex_unlock(&manifest->state_mutex);
 	/* the locked refresh left zeros (or nothing) after the latest root */
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
-	    (rc = pager_append_preallocate(publish->append, file_size, MANIFEST_PREALLOCATE)) < 0 ||
+	    (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(file_size))) < 0 ||
 	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
 		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
 		goto failed;

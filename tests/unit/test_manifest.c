@@ -593,20 +593,30 @@ static uint64_t manifest_blocks_end(struct manifest *manifest)
 	return manifest_latest(manifest, &latest) == 0 ? latest.self.offset + MANIFEST_ROOT_BLOCK_SIZE : 0;
 }
 
-TEST(commits_overwrite_preallocated_zeros_and_the_file_grows_a_mebibyte_at_a_time)
+TEST(the_preallocation_chunk_is_an_eighth_of_the_file_from_64_kib_to_1_mib)
+{
+	CHECK_EQ(manifest_preallocation(12288), 64u << 10);
+	CHECK_EQ(manifest_preallocation(1u << 20), 128u << 10);
+	CHECK_EQ(manifest_preallocation((2u << 20) - 1), 128u << 10);
+	CHECK_EQ(manifest_preallocation(2u << 20), 256u << 10);
+	CHECK_EQ(manifest_preallocation(8u << 20), 1u << 20);
+	CHECK_EQ(manifest_preallocation(UINT64_C(1) << 40), 1u << 20);
+}
+
+TEST(commits_overwrite_preallocated_zeros_and_the_file_grows_a_chunk_at_a_time)
 {
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "T", "a", 1), 0);
 	uint64_t size = manifest_file_size();
-	CHECK_EQ(size % MANIFEST_PREALLOCATE, 0);
+	CHECK_EQ(size % MANIFEST_PREALLOCATE_MIN, 0);
 	CHECK(manifest_blocks_end(manifest) < size);
 	io_counters_reset();
 	CHECK_EQ(fixture_merge_one(manifest, "main", "T", "b", 2), 0);
 	struct io_counters counters;
 	io_counters_get(IO_MANIFEST, &counters);
 	CHECK_EQ(manifest_file_size(), size);
-	CHECK(counters.bytes_written < MANIFEST_PREALLOCATE / 8);   /* the blocks and a meta slot, no padding */
+	CHECK(counters.bytes_written < MANIFEST_PREALLOCATE_MIN);   /* the blocks and a meta slot, no padding */
 	CHECK_EQ(manifest_verify(manifest, NULL, NULL), 0);
 	manifest_close(manifest);
 }
