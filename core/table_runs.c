@@ -2,9 +2,11 @@
  * table_runs — the sorted id runs of a large stage (see table_int.h).
  *
  * A run is a sequence of blocks of at most RUN_BLOCK_SIZE bytes in the
- * stage's scratch file, each holding whole records in increasing id order:
+ * stage's scratch file, each holding whole records in increasing id order,
+ * then the offset of each record in the block (u16 each) and their count
+ * (u16), so that a lookup binary-searches the block:
  *
- *   u16 id size | id | u32 fragment | u16 row index | u32 line size | u8 flags
+ *   record: u16 id size | id | u32 fragment | u16 row index | u32 line size | u8 flags
  *
  * (little-endian; flags bit 0: a delete). The scratch file is private to the
  * process and never outlives it, so this layout is not part of the store
@@ -37,8 +39,10 @@
 #include "codec.h"
 #include "io.h"
 
-#define RUN_BLOCK_SIZE 8192
+#define RUN_BLOCK_SIZE 2048
 #define RUN_RECORD_FIXED (2 + 4 + 2 + 4 + 1)
+#define RUN_READ_CHUNK (64u << 10)                  /* a cursor reads this much of a run at a time */
+_Static_assert(RUN_BLOCK_SIZE >= RUN_RECORD_FIXED + 1024 + 4, "the longest id's record fits a block");
 #define RUN_WRITE_BUFFER (1u << 20)
 #define RUN_FILTER_BITS_PER_ID 16
 #define RUN_FILTER_BLOCK_WORDS 8                    /* 512 bits: one cache line per probe */
@@ -51,6 +55,8 @@ struct run {
 	struct buf first_id, last_id;
 	uint64_t *filter;            /* filter_blocks × RUN_FILTER_BLOCK_WORDS words */
 	uint64_t filter_blocks;
+	struct buf read;             /* find: the block of this run read last */
+	uint64_t read_block;         /* which block that is (UINT64_MAX: none) */
 };
 
 /*
@@ -82,14 +88,14 @@ struct stage_runs {
 	struct run run;              /* the run being written */
 	uint64_t announced;          /* records announced at begin */
 	uint64_t block_count_before, id_bytes_before, file_size_before;
-	struct buf block;            /* the block being filled */
+	struct buf block;            /* the block being filled (its records) */
+	uint16_t record_offsets[RUN_BLOCK_SIZE / RUN_RECORD_FIXED];
+	uint16_t block_records;      /* records in the block being filled */
 	size_t last_id_at;           /* where the id of the block's last record starts in it */
 	uint16_t last_id_size;
 	struct buf output;           /* blocks not yet written; they start at output_offset */
 	uint64_t output_offset;
 
-	struct buf read;             /* find: the block read back last */
-	uint64_t read_block;         /* which block that is (UINT64_MAX: none) */
 	struct buf found_id;
 };
 
@@ -186,11 +192,10 @@ int stage_runs_open(struct pager *pager, struct stage_runs **out)
 	buf_init(&runs->blocks.ids);
 	buf_init(&runs->block);
 	buf_init(&runs->output);
-	buf_init(&runs->read);
-	runs->read_block = UINT64_MAX;
 	buf_init(&runs->found_id);
 	buf_init(&runs->run.first_id);
 	buf_init(&runs->run.last_id);
+	buf_init(&runs->run.read);
 	*out = runs;
 	return 0;
 }
@@ -199,6 +204,7 @@ static void run_free(struct run *run)
 {
 	buf_free(&run->first_id);
 	buf_free(&run->last_id);
+	buf_free(&run->read);
 	free(run->filter);
 	run->filter = NULL;
 }
@@ -219,7 +225,6 @@ void stage_runs_free(struct stage_runs *runs)
 	buf_free(&runs->blocks.ids);
 	buf_free(&runs->block);
 	buf_free(&runs->output);
-	buf_free(&runs->read);
 	buf_free(&runs->found_id);
 	run_free(&runs->run);
 	if (runs->scratch_open)
@@ -263,6 +268,8 @@ int stage_runs_begin(struct stage_runs *runs, uint64_t records)
 	run->block_count = 0;
 	buf_reset(&run->first_id);
 	buf_reset(&run->last_id);
+	buf_reset(&run->read);
+	run->read_block = UINT64_MAX;
 	run->filter_blocks = (records * RUN_FILTER_BITS_PER_ID + 511) / 512;
 	if (run->filter_blocks == 0)
 		run->filter_blocks = 1;
@@ -275,6 +282,7 @@ int stage_runs_begin(struct stage_runs *runs, uint64_t records)
 	runs->file_size_before = runs->file_size;
 	runs->output_offset = runs->file_size;
 	buf_reset(&runs->block);
+	runs->block_records = 0;
 	buf_reset(&runs->output);
 	runs->writing = true;
 	return 0;
@@ -329,6 +337,13 @@ static int block_close(struct stage_runs *runs)
 	int rc = buf_append(&runs->run.last_id, runs->block.data + runs->last_id_at, runs->last_id_size);
 	if (rc < 0)
 		return rc;
+	/* The directory: every record's offset, then their count. */
+	if ((rc = buf_reserve(&runs->block, 2 * (size_t)runs->block_records + 2)) < 0)
+		return rc;
+	for (uint16_t i = 0; i < runs->block_records; i++)
+		buf_put_u16(&runs->block, runs->record_offsets[i]);
+	buf_put_u16(&runs->block, runs->block_records);
+	runs->block_records = 0;
 	struct block_index *index = &runs->blocks;
 	index->offsets[index->count] = runs->file_size;
 	index->sizes[index->count] = (uint32_t)runs->block.size;
@@ -358,7 +373,9 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 	}
 	size_t size = RUN_RECORD_FIXED + record->id_size;
 	int rc;
-	if (runs->block.size > 0 && runs->block.size + size > RUN_BLOCK_SIZE &&
+	/* The block with this record and its directory entry must fit. */
+	if (runs->block.size > 0 &&
+	    runs->block.size + size + 2 * ((size_t)runs->block_records + 1) + 2 > RUN_BLOCK_SIZE &&
 	    (rc = block_close(runs)) < 0)
 		return rc;
 	if (runs->block.size == 0) {
@@ -373,6 +390,7 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 		return rc;
 	if (run->records == 0 && (rc = buf_append(&run->first_id, record->id, record->id_size)) < 0)
 		return rc;
+	runs->record_offsets[runs->block_records++] = (uint16_t)runs->block.size;
 	runs->last_id_at = runs->block.size + 2;
 	runs->last_id_size = record->id_size;
 	record_encode(record, &runs->block);
@@ -400,6 +418,7 @@ int stage_runs_end(struct stage_runs *runs)
 	memset(&runs->run, 0, sizeof runs->run);
 	buf_init(&runs->run.first_id);
 	buf_init(&runs->run.last_id);
+	buf_init(&runs->run.read);
 	runs->writing = false;
 	return 0;
 }
@@ -409,13 +428,12 @@ void stage_runs_abandon(struct stage_runs *runs)
 	if (!runs->writing)
 		return;
 	runs->blocks.count = runs->block_count_before;
-	if (runs->read_block != UINT64_MAX && runs->read_block >= runs->blocks.count)
-		runs->read_block = UINT64_MAX;
 	runs->blocks.ids.size = runs->id_bytes_before;
 	runs->file_size = runs->file_size_before;
 	free(runs->run.filter);
 	runs->run.filter = NULL;
 	buf_reset(&runs->block);
+	runs->block_records = 0;
 	buf_reset(&runs->output);
 	runs->writing = false;
 }
@@ -428,23 +446,62 @@ static const uint8_t *index_id(const struct block_index *index, uint64_t block, 
 	return index->ids.data + index->id_offsets[block];
 }
 
-/* Reads block b of the index into out and checks it. 0, -EIO or -errno. */
-static int block_read(struct stage_runs *runs, uint64_t block, struct buf *out)
+/* Reads count consecutive blocks from first (one run's) into out and checks each. 0, -EIO or -errno. */
+static int blocks_read(struct stage_runs *runs, uint64_t first, uint64_t count, struct buf *out)
 {
 	const struct block_index *index = &runs->blocks;
+	uint64_t size = index->offsets[first + count - 1] + index->sizes[first + count - 1] - index->offsets[first];
 	buf_reset(out);
-	int rc = buf_reserve(out, index->sizes[block]);
+	int rc = buf_reserve(out, (size_t)size);
 	if (rc < 0)
 		return rc;
-	if ((rc = io_pread(&runs->scratch, out->data, index->sizes[block], index->offsets[block])) < 0)
+	if ((rc = io_pread(&runs->scratch, out->data, (size_t)size, index->offsets[first])) < 0)
 		return rc;
-	out->size = index->sizes[block];
-	return codec_hash(out->data, out->size) == index->checksums[block] ? 0 : -EIO;
+	out->size = (size_t)size;
+	for (uint64_t b = first; b < first + count; b++)
+		if (codec_hash(out->data + (index->offsets[b] - index->offsets[first]), index->sizes[b]) !=
+		    index->checksums[b])
+			return -EIO;
+	return 0;
 }
 
-/* Searches one run for id. 1 with *out (id in runs->read), 0, or -errno. Ids looked up
+/* A block's records, found through its directory. */
+struct block_view {
+	const uint8_t *data;
+	size_t records_end;          /* where the directory starts */
+	uint16_t count;
+};
+
+static int block_view(const uint8_t *data, size_t size, struct block_view *out)
+{
+	if (size < 2)
+		return -EIO;
+	uint16_t count = (uint16_t)(data[size - 2] | data[size - 1] << 8);
+	if (count == 0 || 2 * (size_t)count + 2 > size)
+		return -EIO;
+	out->data = data;
+	out->records_end = size - 2 - 2 * (size_t)count;
+	out->count = count;
+	return 0;
+}
+
+/* Decodes record i of a block. 0 or -EIO (the directory or the record is damaged). */
+static int record_at(const struct block_view *view, uint16_t i, struct stage_record *out)
+{
+	const uint8_t *directory = view->data + view->records_end;
+	size_t start = directory[2 * i] | (size_t)directory[2 * i + 1] << 8;
+	size_t end = i + 1 < view->count ? (directory[2 * i + 2] | (size_t)directory[2 * i + 3] << 8)
+					 : view->records_end;
+	if (start >= end || end > view->records_end)
+		return -EIO;
+	size_t position = start;
+	int rc = record_decode(view->data, end, &position, out);
+	return rc < 0 || position != end ? -EIO : 0;
+}
+
+/* Searches one run for id. 1 with *out (id in run->read), 0, or -errno. Ids looked up
  * near each other (edges of one node, ids in order) find their block already read. */
-static int run_find(struct stage_runs *runs, const struct run *run, const void *id, size_t id_size,
+static int run_find(struct stage_runs *runs, struct run *run, const void *id, size_t id_size,
 		    struct stage_record *out)
 {
 	const struct block_index *index = &runs->blocks;
@@ -460,21 +517,27 @@ static int run_find(struct stage_runs *runs, const struct run *run, const void *
 			high = middle;
 	}
 	int rc = 0;
-	if (low != runs->read_block) {
-		runs->read_block = UINT64_MAX;
-		if ((rc = block_read(runs, low, &runs->read)) < 0)
+	if (low != run->read_block) {
+		run->read_block = UINT64_MAX;
+		if ((rc = blocks_read(runs, low, 1, &run->read)) < 0)
 			return rc;
-		runs->read_block = low;
+		run->read_block = low;
 	}
-	size_t position = 0;
-	while (position < runs->read.size) {
-		if ((rc = record_decode(runs->read.data, runs->read.size, &position, out)) < 0)
+	struct block_view view;
+	if ((rc = block_view(run->read.data, run->read.size, &view)) < 0)
+		return rc;
+	size_t first = 0, after = view.count;
+	while (first < after) {
+		uint16_t middle = (uint16_t)(first + (after - first) / 2);
+		if ((rc = record_at(&view, middle, out)) < 0)
 			return rc;
 		int order = id_compare(out->id, out->id_size, id, id_size);
 		if (order == 0)
 			return 1;
-		if (order > 0)
-			return 0;
+		if (order < 0)
+			first = middle + 1u;
+		else
+			after = middle;
 	}
 	return 0;
 }
@@ -485,7 +548,7 @@ int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, str
 		return 0;
 	uint64_t hash = codec_hash(id, id_size);
 	for (size_t i = runs->count; i-- > 0;) {
-		const struct run *run = &runs->runs[i];
+		struct run *run = &runs->runs[i];
 		if (id_compare(id, id_size, run->first_id.data, run->first_id.size) < 0 ||
 		    id_compare(id, id_size, run->last_id.data, run->last_id.size) > 0 ||
 		    !filter_may_hold(run, hash))
@@ -501,9 +564,12 @@ int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, str
 
 struct cursor_source {
 	size_t run;                  /* its run number: higher is newer */
-	uint64_t next_block, end_block;
-	struct buf block;
-	size_t position;
+	uint64_t next_block, end_block;   /* the run's blocks not read yet */
+	struct buf chunk;            /* blocks chunk_first .. chunk_first + chunk_blocks - 1 */
+	uint64_t chunk_first, chunk_blocks;
+	uint64_t block;              /* the block being walked (an index); chunk_first + chunk_blocks: none */
+	struct block_view view;
+	uint16_t next_record;        /* in view */
 	struct stage_record current;
 };
 
@@ -515,18 +581,35 @@ struct stage_runs_cursor {
 	struct buf id;               /* the id last returned */
 };
 
-/* Moves a source to its next record. 1, 0 (exhausted) or -errno. */
+/* Moves a source to its next record, reading RUN_READ_CHUNK of its run at a time. 1, 0 (exhausted) or -errno. */
 static int source_advance(struct stage_runs *runs, struct cursor_source *source)
 {
-	while (source->position >= source->block.size) {
-		if (source->next_block == source->end_block)
-			return 0;
-		int rc = block_read(runs, source->next_block++, &source->block);
-		if (rc < 0)
+	const struct block_index *index = &runs->blocks;
+	int rc;
+	while (source->block == source->chunk_first + source->chunk_blocks ||
+	       source->next_record == source->view.count) {
+		if (source->block + 1 < source->chunk_first + source->chunk_blocks) {
+			source->block++;
+		} else {
+			if (source->next_block == source->end_block)
+				return 0;
+			uint64_t count = 1, size = index->sizes[source->next_block];
+			while (source->next_block + count < source->end_block &&
+			       size + index->sizes[source->next_block + count] <= RUN_READ_CHUNK)
+				size += index->sizes[source->next_block + count++];
+			if ((rc = blocks_read(runs, source->next_block, count, &source->chunk)) < 0)
+				return rc;
+			source->chunk_first = source->next_block;
+			source->chunk_blocks = count;
+			source->block = source->next_block;
+			source->next_block += count;
+		}
+		size_t start = index->offsets[source->block] - index->offsets[source->chunk_first];
+		if ((rc = block_view(source->chunk.data + start, index->sizes[source->block], &source->view)) < 0)
 			return rc;
-		source->position = 0;
+		source->next_record = 0;
 	}
-	int rc = record_decode(source->block.data, source->block.size, &source->position, &source->current);
+	rc = record_at(&source->view, source->next_record++, &source->current);
 	return rc < 0 ? rc : 1;
 }
 
@@ -575,7 +658,7 @@ void stage_runs_cursor_free(struct stage_runs_cursor *cursor)
 		return;
 	if (cursor->sources)
 		for (size_t i = 0; i < cursor->runs->count; i++)
-			buf_free(&cursor->sources[i].block);
+			buf_free(&cursor->sources[i].chunk);
 	free(cursor->sources);
 	free(cursor->heap);
 	buf_free(&cursor->id);
@@ -597,10 +680,12 @@ int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **o
 	int rc = cursor->sources && cursor->heap ? 0 : -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < runs->count; i++) {
 		struct cursor_source *source = &cursor->sources[i];
-		buf_init(&source->block);
+		buf_init(&source->chunk);
 		source->run = i;
 		source->next_block = runs->runs[i].first_block;
 		source->end_block = source->next_block + runs->runs[i].block_count;
+		source->chunk_first = source->block = source->next_block;
+		source->chunk_blocks = 0;
 		rc = source_advance(runs, source);
 		if (rc == 1) {
 			cursor->heap[cursor->heap_size++] = i;
