@@ -41,6 +41,7 @@
 
 #define ENDPOINT_FROM 0
 #define ENDPOINT_TO 1
+#define PENDING_MEMORY (4u << 20)
 
 struct endpoint_table {
 	char name[JOURNAL_NAME_MAX + 1];
@@ -71,7 +72,17 @@ struct store_writer {
 	struct error_info failure;      /* code != 0: sticky-failed */
 	bool is_edge;
 	struct endpoint_table endpoints[2];
-	struct buf pending;             /* deferred endpoints: u8 end, u64 line, u32 size, id */
+	/*
+	 * Deferred endpoints (u8 end, u64 line, u32 size, id each): the newest in
+	 * pending; once that holds PENDING_MEMORY bytes, it goes as one chunk to
+	 * an unnamed scratch file, so a large staged edge file keeps no more.
+	 */
+	struct buf pending;
+	struct io_file pending_file;
+	bool pending_file_open;
+	uint32_t *pending_chunks;       /* byte size of each chunk in pending_file, in order */
+	size_t pending_chunk_count, pending_chunk_capacity;
+	uint64_t pending_spilled;       /* bytes in pending_file */
 };
 
 struct txn_op {
@@ -246,6 +257,9 @@ static void writer_free(struct store_writer *writer)
 	schema_row_free(&writer->row);
 	buf_free(&writer->partial);
 	buf_free(&writer->pending);
+	if (writer->pending_file_open)
+		io_file_close(&writer->pending_file);
+	free(writer->pending_chunks);
 	pthread_mutex_destroy(&writer->lock);
 	free(writer);
 }
@@ -507,6 +521,33 @@ static int endpoint_check(struct store_writer *writer, int end, const void *id, 
 	return 0;
 }
 
+/* Moves the deferred endpoints in memory to the scratch file as one chunk. 0 or -errno (nothing moved). */
+static int pending_spill(struct store_writer *writer)
+{
+	int rc;
+	if (!writer->pending_file_open) {
+		if ((rc = pager_scratch_open(writer->txn->store->pager, &writer->pending_file)) < 0)
+			return rc;
+		writer->pending_file_open = true;
+	}
+	if (writer->pending_chunk_count == writer->pending_chunk_capacity) {
+		size_t capacity = writer->pending_chunk_capacity ? writer->pending_chunk_capacity * 2 : 16;
+		uint32_t *grown = realloc(writer->pending_chunks, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		writer->pending_chunks = grown;
+		writer->pending_chunk_capacity = capacity;
+	}
+	if ((rc = io_pwrite(&writer->pending_file, writer->pending.data, writer->pending.size,
+			    writer->pending_spilled)) < 0)
+		return rc;
+	writer->pending_chunks[writer->pending_chunk_count++] = (uint32_t)writer->pending.size;
+	writer->pending_spilled += writer->pending.size;
+	buf_reset(&writer->pending);
+	return 0;
+}
+
+/* Defers the check of one endpoint to the commit. 0 or -errno (nothing deferred). */
 static int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id)
 {
 	size_t before = writer->pending.size;
@@ -515,18 +556,24 @@ static int pending_add(struct store_writer *writer, int end, uint64_t line, cons
 		rc = buf_put_u64(&writer->pending, line);
 	if (rc == 0)
 		rc = buf_put_bytes(&writer->pending, id->data, (uint32_t)id->size);
-	if (rc < 0)
+	if (rc < 0) {
 		writer->pending.size = before;
-	return rc;
+		return rc;
+	}
+	/* A failed spill keeps the endpoints in memory: the next add tries again. */
+	if (writer->pending.size >= PENDING_MEMORY)
+		pending_spill(writer);
+	return 0;
 }
 
 /* Checks the endpoints deferred at write time. Called with txn.lock held. The
  * error is reported but does not make the writer fail: the caller may still
  * stage the missing nodes and commit again. */
-static int pending_check(struct store_writer *writer, struct error_info *error)
+static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes, size_t size_in_bytes,
+			       struct error_info *error)
 {
 	struct buf_reader reader;
-	buf_reader_init(&reader, writer->pending.data, writer->pending.size);
+	buf_reader_init(&reader, bytes, size_in_bytes);
 	while (buf_reader_remaining(&reader) > 0) {
 		int end = buf_get_u8(&reader);
 		uint64_t line = buf_get_u64(&reader);
@@ -548,6 +595,30 @@ static int pending_check(struct store_writer *writer, struct error_info *error)
 				      writer->endpoints[end].name);
 	}
 	return 0;
+}
+
+/* Checks every deferred endpoint: the spilled chunks in order, then those in memory. Same contract. */
+static int pending_check(struct store_writer *writer, struct error_info *error)
+{
+	struct buf chunk;
+	buf_init(&chunk);
+	uint64_t offset = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < writer->pending_chunk_count; i++) {
+		uint32_t size = writer->pending_chunks[i];
+		buf_reset(&chunk);
+		if ((rc = buf_reserve(&chunk, size)) < 0 ||
+		    (rc = io_pread(&writer->pending_file, chunk.data, size, offset)) < 0) {
+			error_info_set(error, rc, "cannot read back the deferred endpoint checks of %s: %s",
+				       writer->path, strerror(-rc));
+			break;
+		}
+		chunk.size = size;
+		offset += size;
+		rc = pending_check_bytes(writer, chunk.data, chunk.size, error);
+	}
+	buf_free(&chunk);
+	return rc < 0 ? rc : pending_check_bytes(writer, writer->pending.data, writer->pending.size, error);
 }
 
 /* Parses, validates and stages one complete line (without "\n"). Writer lock and txn.lock held. */

@@ -930,6 +930,46 @@ TEST(deferred_endpoints_refuse_the_commit_when_the_node_never_arrives)
 	store_close(store);
 }
 
+TEST(deferred_endpoints_beyond_what_memory_keeps_are_all_checked_and_name_their_line)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *edges = NULL, *nodes = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	store_txn_defer_endpoint_checks(txn, true);
+	/* 200,000 edges: about 8 MiB of deferred endpoints, so most of them go to a scratch file. */
+	const long edge_count = 200000, ghost_line = 1234;
+	CHECK_EQ(store_txn_writer(txn, "Knows", STORE_OVERWRITE, 0, "staging/Knows.jsonl", &edges,
+				  &error), 0);
+	struct buf rows;
+	buf_init(&rows);
+	for (long i = 1; i <= edge_count; i++)
+		buf_printf(&rows, "{\"id\":\"k%ld\",\"from\":\"n%ld\",\"to\":\"%s%ld\"}\n", i, i % 1000,
+			   i == ghost_line ? "ghost" : "n", (i * 7) % 1000);
+	CHECK_EQ(store_writer_write(edges, rows.data, rows.size, &error), 0);
+	CHECK_EQ(store_writer_finish(edges, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "staging/Person.jsonl", &nodes,
+				  &error), 0);
+	buf_reset(&rows);
+	for (long i = 0; i < 1000; i++)
+		buf_printf(&rows, "{\"id\":\"n%ld\"}\n", i);
+	CHECK_EQ(store_writer_write(nodes, rows.data, rows.size, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -EINVAL);
+	CHECK(strcmp(error.path, "staging/Knows.jsonl") == 0);
+	CHECK_EQ(error.line, ghost_line);
+	CHECK(strstr(error.message, "to \"ghost") != NULL);
+	/* Once the missing node is staged, every deferred endpoint holds. */
+	char ghost[64];
+	int length = snprintf(ghost, sizeof ghost, "{\"id\":\"ghost%ld\"}\n", (ghost_line * 7) % 1000);
+	CHECK_EQ(store_writer_write(nodes, ghost, (size_t)length, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	buf_free(&rows);
+	store_close(store);
+}
+
 TEST(a_refused_deferred_commit_leaves_the_store_unchanged)
 {
 	struct store *store = store_with_people();
