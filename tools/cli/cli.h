@@ -70,29 +70,86 @@ struct cli_option {
 	bool *flag;              /* flags without a value: set to true when given */
 };
 
+/* What a command accepts: parsed by cli_parse. */
+struct cli_syntax {
+	const char *usage;                 /* the help text, printed on stdout by -h/--help */
+	const struct cli_option *options;  /* option_count of them (NULL and 0: none) */
+	size_t option_count;
+	int minimum;                       /* how many positional arguments it takes */
+	int maximum;
+};
+
 /*
  * Parses argv (argv[0] is the command) with getopt_long: options may appear
- * anywhere, "--" ends them. "-h"/"--help" prints usage on stdout. On return
- * *positional points at the arguments that are not options and
- * *positional_count says how many there are.
- * Returns -1 to continue, or an exit status the command must return now
- * (CLI_EXIT_OK after --help, CLI_EXIT_USAGE after a usage error).
+ * anywhere, "--" ends them. "-h"/"--help" prints the usage on stdout. Then
+ * checks the count of positional arguments is within [minimum, maximum].
+ * On return *positional points at the positional arguments and, when
+ * positional_count is not NULL, *positional_count says how many there are.
+ * Returns -1 to continue, or an exit status the command must return now:
+ * CLI_EXIT_OK after --help, CLI_EXIT_USAGE after printing one usage error
+ * line (an unknown option, a missing value, too few or too many arguments).
  */
-int cli_parse(int argc, char **argv, const char *usage, const struct cli_option *options,
-	      size_t option_count, char ***positional, int *positional_count);
+int cli_parse(int argc, char **argv, const struct cli_syntax *syntax, char ***positional,
+	      int *positional_count);
 
-/* Checks the positional count is within [minimum, maximum]; 0 or CLI_EXIT_USAGE. */
+/* Checks the positional count is within [minimum, maximum]; 0 or CLI_EXIT_USAGE
+ * after printing "missing argument(s)" or "too many arguments". */
 int cli_expect_arguments(const char *command, int count, int minimum, int maximum);
 
-/* Parses a version ("12" or "@12"); 0 or CLI_EXIT_USAGE after printing the error. */
+/* Parses the value of --at, a version ("12" or "@12"); text NULL (no --at)
+ * gives STORE_LATEST. Returns 0, or CLI_EXIT_USAGE after printing the error. */
 int cli_parse_version(const char *command, const char *text, uint64_t *out);
 
 /* ---- the store ---------------------------------------------------------------------- */
 
-/* Opens the store at path; on failure prints one line and returns CLI_EXIT_FAILURE. */
+/* Opens the store at path; on failure prints one line ("graphfs: <path> is
+ * not a graphfs store …" or "graphfs: cannot open the store <path>: …"),
+ * sets *out to NULL and returns CLI_EXIT_FAILURE; else 0. */
 int cli_store_open(const char *path, bool read_only, struct store **out);
 
-/* Pins branch at version (STORE_LATEST: newest); prints one line on failure. */
+/*
+ * cli_parse, then cli_store_open of the first positional argument (STORE;
+ * the syntax's minimum must be at least 1). Returns -1 with *positional set
+ * as by cli_parse and *store open (the caller closes it), or the exit status
+ * the command must return now, with nothing open: that of cli_parse, or
+ * CLI_EXIT_FAILURE after the store's one-line error.
+ */
+int cli_parse_and_open(int argc, char **argv, const struct cli_syntax *syntax, bool read_only,
+		       char ***positional, struct store **store);
+
+/*
+ * Runs a "<command> STORE" command (no options, the one argument STORE):
+ * parses argv, opens STORE (read-only or not), calls run with the store and
+ * STORE as given, then closes the store. Returns run's exit status, or,
+ * without calling run, CLI_EXIT_OK after --help, CLI_EXIT_USAGE after one
+ * usage error line, CLI_EXIT_FAILURE after the store's one-line error.
+ */
+int cli_run_on_store(int argc, char **argv, const char *usage, bool read_only,
+		     int (*run)(struct store *store, const char *path));
+
+/* A reading command's "STORE ARGUMENT… [--branch B] [--at V]", parsed, with the store open. */
+struct cli_reading {
+	char **arguments;        /* the positional arguments; arguments[0] is STORE */
+	const char *branch;      /* --branch B; "main" when not given */
+	uint64_t version;        /* --at V; STORE_LATEST when not given */
+	struct store *store;     /* open read-only; the caller closes it */
+};
+
+/*
+ * Parses argv as "<command> STORE ARGUMENT… [--branch B] [--at V]" with
+ * exactly argument_count positional arguments (STORE included), then opens
+ * STORE read-only. Returns -1 with *out filled, or the exit status the
+ * command must return now, with nothing open: CLI_EXIT_OK after --help,
+ * CLI_EXIT_USAGE after one usage error line (an option, the argument count,
+ * a version that is not a number), CLI_EXIT_FAILURE after the store's
+ * one-line error.
+ */
+int cli_reading_open(int argc, char **argv, const char *usage, int argument_count,
+		     struct cli_reading *out);
+
+/* Pins branch at version (STORE_LATEST: newest). Returns 0, or CLI_EXIT_FAILURE
+ * with *out NULL after one line ("there is no branch …", "branch … has no
+ * version …" or "cannot read branch …: …"). */
 int cli_snapshot_open(struct store *store, const char *branch, uint64_t version,
 		      struct store_snapshot **out);
 
@@ -103,6 +160,26 @@ int cli_write_all(int fd, const void *bytes, size_t size);
 
 /* Flushes stdout; on a write error prints it and returns CLI_EXIT_FAILURE, else status. */
 int cli_finish_stdout(int status);
+
+/*
+ * Lines written to stdout from a store walk's visit callback (heads, log):
+ * the callback renders one record into line and returns cli_lines_write.
+ */
+struct cli_lines {
+	struct buf line;   /* the line being rendered; emptied after each write */
+	int rc;            /* the first error rendering or writing a line, or 0 */
+};
+
+void cli_lines_init(struct cli_lines *lines);
+
+/* Writes line to stdout when rendered (what rendering it returned) is 0.
+ * Returns 0, or rendered / -EIO (a short write), which it also keeps in rc;
+ * prints nothing on error. */
+int cli_lines_write(struct cli_lines *lines, int rendered);
+
+/* Ends the walk, whose result was walked: frees line and returns walked, or
+ * the kept line error when the walk returned 0 (0 or -errno). */
+int cli_lines_finish(struct cli_lines *lines, int walked);
 
 /* ---- progress bar ----------------------------------------------------------------------- */
 

@@ -41,12 +41,11 @@ int cmd_branch(int argc, char **argv)
 	const struct cli_option options[] = {
 		{ "from", 0, &from, NULL },
 	};
+	const struct cli_syntax syntax = { usage, options, 1, 2, 3 };
 	char **arguments;
 	int count;
-	int status = cli_parse(argc, argv, usage, options, 1, &arguments, &count);
+	int status = cli_parse(argc, argv, &syntax, &arguments, &count);
 	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 2, 3)) != 0)
 		return status;
 	const char *path = arguments[0];
 	const char *action = arguments[1];

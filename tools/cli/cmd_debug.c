@@ -5,6 +5,7 @@
  *                                         (to test that other formats are refused)
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +47,10 @@ static int stamp_format(const char *command, const char *path, const char *numbe
 
 int cmd_debug(int argc, char **argv)
 {
+	static const struct cli_syntax syntax = { usage, NULL, 0, 0, INT_MAX };
 	char **arguments;
 	int count;
-	int status = cli_parse(argc, argv, usage, NULL, 0, &arguments, &count);
+	int status = cli_parse(argc, argv, &syntax, &arguments, &count);
 	if (status >= 0)
 		return status;
 	if (count == 0)

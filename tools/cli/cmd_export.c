@@ -19,28 +19,15 @@ static const char usage[] =
 
 int cmd_export(int argc, char **argv)
 {
-	const char *branch = "main";
-	const char *at = NULL;
-	const struct cli_option options[] = {
-		{ "branch", 0, &branch, NULL },
-		{ "at", 0, &at, NULL },
-	};
-	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, options, 2, &arguments, &count);
+	struct cli_reading reading;
+	int status = cli_reading_open(argc, argv, usage, 2, &reading);
 	if (status >= 0)
 		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 2, 2)) != 0)
-		return status;
-	uint64_t version = STORE_LATEST;
-	if (at && (status = cli_parse_version(argv[0], at, &version)) != 0)
-		return status;
-
-	const char *path = arguments[0];
-	const char *table = arguments[1];
-	struct store *store;
-	if ((status = cli_store_open(path, true, &store)) != 0)
-		return status;
+	status = CLI_EXIT_OK;
+	struct store *store = reading.store;
+	const char *table = reading.arguments[1];
+	const char *branch = reading.branch;
+	uint64_t version = reading.version;
 
 	struct error_info error;
 	error_info_clear(&error);

@@ -4,8 +4,6 @@
  * name order, one JSON object per line — each line the same JSON as the
  * mounted heads/<Name>.json.
  */
-#include <errno.h>
-#include <stdio.h>
 
 #include "cli.h"
 
@@ -20,56 +18,29 @@ static const char usage[] =
 	"  --branch B   the branch (default main)\n"
 	"  --at V       as of version V\n";
 
-struct heads_context {
-	struct buf line;
-	int rc;
-};
-
-static int print_head(const struct head_row *head, void *context_pointer)
+static int print_head(const struct head_row *head, void *context)
 {
-	struct heads_context *context = context_pointer;
-	buf_reset(&context->line);
-	int rc = head_row_render_json(head, &context->line);
-	if (rc == 0 && fwrite(context->line.data, 1, context->line.size, stdout) != context->line.size)
-		rc = -EIO;
-	context->rc = rc;
-	return rc;
+	struct cli_lines *lines = context;
+	return cli_lines_write(lines, head_row_render_json(head, &lines->line));
 }
 
 int cmd_heads(int argc, char **argv)
 {
-	const char *branch = "main";
-	const char *at = NULL;
-	const struct cli_option options[] = {
-		{ "branch", 0, &branch, NULL },
-		{ "at", 0, &at, NULL },
-	};
-	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, options, 2, &arguments, &count);
+	struct cli_reading reading;
+	int status = cli_reading_open(argc, argv, usage, 1, &reading);
 	if (status >= 0)
 		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
-		return status;
-	uint64_t version = STORE_LATEST;
-	if (at && (status = cli_parse_version(argv[0], at, &version)) != 0)
-		return status;
-
-	struct store *store;
-	if ((status = cli_store_open(arguments[0], true, &store)) != 0)
-		return status;
 	struct store_snapshot *snapshot;
-	if ((status = cli_snapshot_open(store, branch, version, &snapshot)) == 0) {
-		struct heads_context context = { .rc = 0 };
-		buf_init(&context.line);
-		int rc = store_snapshot_heads(snapshot, false, print_head, &context);
-		if (rc == 0 && context.rc < 0)
-			rc = context.rc;
-		if (rc < 0)
-			status = cli_fail_error(rc, NULL, "cannot read the heads of branch '%s'", branch);
-		buf_free(&context.line);
+	status = cli_snapshot_open(reading.store, reading.branch, reading.version, &snapshot);
+	if (status == 0) {
+		struct cli_lines lines;
+		cli_lines_init(&lines);
+		int rc = store_snapshot_heads(snapshot, false, print_head, &lines);
+		if ((rc = cli_lines_finish(&lines, rc)) < 0)
+			status = cli_fail_error(rc, NULL, "cannot read the heads of branch '%s'",
+						reading.branch);
 		store_snapshot_release(snapshot);
 	}
-	store_close(store);
+	store_close(reading.store);
 	return status;
 }

@@ -38,12 +38,10 @@ int cmd_import(int argc, char **argv)
 		{ "branch", 0, &branch, NULL },
 		{ "message", 'm', &message, NULL },
 	};
+	const struct cli_syntax syntax = { usage, options, 3, 3, 3 };
 	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, options, 3, &arguments, &count);
+	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 3, 3)) != 0)
 		return status;
 	enum store_write_mode mode;
 	if (strcmp(mode_text, "overwrite") == 0)

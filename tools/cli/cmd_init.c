@@ -16,12 +16,10 @@ static const char usage[] =
 
 int cmd_init(int argc, char **argv)
 {
+	static const struct cli_syntax syntax = { usage, NULL, 0, 1, 1 };
 	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, NULL, 0, &arguments, &count);
+	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
 		return status;
 
 	const char *path = arguments[0];

@@ -30,20 +30,10 @@ static const char usage[] =
 
 /* ---- JSON lines -------------------------------------------------------------------- */
 
-struct json_context {
-	struct buf line;
-	int rc;
-};
-
-static int print_json_line(const struct commit_record *record, void *context_pointer)
+static int print_json_line(const struct commit_record *record, void *context)
 {
-	struct json_context *context = context_pointer;
-	buf_reset(&context->line);
-	int rc = commit_record_render_json(record, &context->line);
-	if (rc == 0 && fwrite(context->line.data, 1, context->line.size, stdout) != context->line.size)
-		rc = -EIO;
-	context->rc = rc;
-	return rc;
+	struct cli_lines *lines = context;
+	return cli_lines_write(lines, commit_record_render_json(record, &lines->line));
 }
 
 /* ---- the graph --------------------------------------------------------------------- */
@@ -308,31 +298,24 @@ int cmd_log(int argc, char **argv)
 		{ "branch", 0, &branch, NULL },
 		{ "graph", 0, NULL, &draw_graph },
 	};
+	const struct cli_syntax syntax = { usage, options, 2, 1, 1 };
 	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, options, 2, &arguments, &count);
+	struct store *store;
+	int status = cli_parse_and_open(argc, argv, &syntax, true, &arguments, &store);
 	if (status >= 0)
 		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
-		return status;
-
-	struct store *store;
-	if ((status = cli_store_open(arguments[0], true, &store)) != 0)
-		return status;
+	status = CLI_EXIT_OK;
 
 	if (!draw_graph) {
 		struct store_snapshot *snapshot;
 		status = cli_snapshot_open(store, branch ? branch : "main", STORE_LATEST, &snapshot);
 		if (status == 0) {
-			struct json_context context = { .rc = 0 };
-			buf_init(&context.line);
-			int rc = store_snapshot_log(snapshot, print_json_line, &context);
-			if (rc == 0 && context.rc < 0)
-				rc = context.rc;
-			if (rc < 0)
+			struct cli_lines lines;
+			cli_lines_init(&lines);
+			int rc = store_snapshot_log(snapshot, print_json_line, &lines);
+			if ((rc = cli_lines_finish(&lines, rc)) < 0)
 				status = cli_fail_error(rc, NULL, "cannot read the log of branch '%s'",
 							branch ? branch : "main");
-			buf_free(&context.line);
 			store_snapshot_release(snapshot);
 		}
 		store_close(store);

@@ -14,31 +14,24 @@ static const char usage[] =
 	"each branch that differed as one audited commit (actor graphfs:repair).\n"
 	"Run 'graphfs verify STORE' first to see what is wrong.\n";
 
-int cmd_repair(int argc, char **argv)
+/* Repairs the store at path; the exit status. */
+static int repair(struct store *store, const char *path)
 {
-	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, NULL, 0, &arguments, &count);
-	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
-		return status;
-
-	const char *path = arguments[0];
-	struct store *store;
-	if ((status = cli_store_open(path, false, &store)) != 0)
-		return status;
 	int repaired = 0;
 	struct error_info error;
 	error_info_clear(&error);
 	int rc = store_repair(store, &repaired, &error);
 	if (rc < 0)
-		status = cli_fail_error(rc, &error, "cannot repair %s", path);
-	else if (repaired == 0)
+		return cli_fail_error(rc, &error, "cannot repair %s", path);
+	if (repaired == 0)
 		printf("%s: every branch's heads already agree with its journal; nothing to repair\n", path);
 	else
 		printf("%s: repaired %d branch%s (see 'graphfs log')\n", path, repaired,
 		       repaired == 1 ? "" : "es");
-	store_close(store);
-	return status;
+	return CLI_EXIT_OK;
+}
+
+int cmd_repair(int argc, char **argv)
+{
+	return cli_run_on_store(argc, argv, usage, false, repair);
 }

@@ -126,19 +126,17 @@ int cmd_schema(int argc, char **argv)
 		{ "set", 0, &file, NULL },
 		{ "message", 'm', &message, NULL },
 	};
+	const struct cli_syntax syntax = { usage, options, 4, 2, 2 };
 	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, options, 4, &arguments, &count);
+	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 2, 2)) != 0)
 		return status;
 	if (file && at)
 		return cli_usage_error(argv[0], "--at reads history; it cannot be combined with --set");
 	if (message && !file)
 		return cli_usage_error(argv[0], "-m is the message of --set");
-	uint64_t version = STORE_LATEST;
-	if (at && (status = cli_parse_version(argv[0], at, &version)) != 0)
+	uint64_t version;
+	if ((status = cli_parse_version(argv[0], at, &version)) != 0)
 		return status;
 
 	struct store *store;

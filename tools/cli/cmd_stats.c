@@ -13,20 +13,10 @@ static const char usage[] =
 	"Prints one JSON object: the store's figures (store.version, ...) and the I/O\n"
 	"counters of opening it (manifest.{reads,bytes,pages,rows_decoded}, data.{...}).\n";
 
-int cmd_stats(int argc, char **argv)
+/* Prints the statistics of the store at path; the exit status. */
+static int print_stats(struct store *store, const char *path)
 {
-	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, NULL, 0, &arguments, &count);
-	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
-		return status;
-
-	const char *path = arguments[0];
-	struct store *store;
-	if ((status = cli_store_open(path, true, &store)) != 0)
-		return status;
+	int status = CLI_EXIT_OK;
 	struct buf json;
 	buf_init(&json);
 	int rc = store_stats_json(store, &json);
@@ -38,6 +28,10 @@ int cmd_stats(int argc, char **argv)
 			putchar('\n');
 	}
 	buf_free(&json);
-	store_close(store);
 	return status;
+}
+
+int cmd_stats(int argc, char **argv)
+{
+	return cli_run_on_store(argc, argv, usage, true, print_stats);
 }

@@ -26,31 +26,23 @@ static void print_finding(const char *finding, void *context)
 	putchar('\n');
 }
 
-int cmd_verify(int argc, char **argv)
+/* Verifies the store at path, printing each finding; the exit status. */
+static int verify(struct store *store, const char *path)
 {
-	char **arguments;
-	int count;
-	int status = cli_parse(argc, argv, usage, NULL, 0, &arguments, &count);
-	if (status >= 0)
-		return status;
-	if ((status = cli_expect_arguments(argv[0], count, 1, 1)) != 0)
-		return status;
-
-	const char *path = arguments[0];
-	struct store *store;
-	if ((status = cli_store_open(path, true, &store)) != 0)
-		return status;
 	unsigned long printed = 0;
 	int findings = store_verify(store, print_finding, &printed);
 	if (findings < 0)
-		status = cli_fail_error(findings, NULL, "cannot verify %s", path);
-	else if (findings > 0 || printed > 0)
-		status = cli_fail("%s: %d finding%s (if heads disagree with the journal, "
-				  "'graphfs repair %s' rebuilds them)",
-				  path, findings > 0 ? findings : (int)printed,
-				  findings == 1 ? "" : "s", path);
-	else
-		printf("%s: clean (version %llu)\n", path, (unsigned long long)store_version(store));
-	store_close(store);
-	return status;
+		return cli_fail_error(findings, NULL, "cannot verify %s", path);
+	if (findings > 0 || printed > 0)
+		return cli_fail("%s: %d finding%s (if heads disagree with the journal, "
+				"'graphfs repair %s' rebuilds them)",
+				path, findings > 0 ? findings : (int)printed,
+				findings == 1 ? "" : "s", path);
+	printf("%s: clean (version %llu)\n", path, (unsigned long long)store_version(store));
+	return CLI_EXIT_OK;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	return cli_run_on_store(argc, argv, usage, true, verify);
 }

@@ -82,10 +82,12 @@ int cli_fail_error(int rc, const struct error_info *error, const char *context, 
 
 /* ---- options -------------------------------------------------------------------- */
 
-int cli_parse(int argc, char **argv, const char *usage, const struct cli_option *options,
-	      size_t option_count, char ***positional, int *positional_count)
+int cli_parse(int argc, char **argv, const struct cli_syntax *syntax, char ***positional,
+	      int *positional_count)
 {
 	const char *command = argv[0];
+	const struct cli_option *options = syntax->options;
+	size_t option_count = syntax->option_count;
 	struct option long_options[option_count + 2];
 	char short_options[2 * option_count + 4];
 	size_t short_length = 0;
@@ -117,7 +119,7 @@ int cli_parse(int argc, char **argv, const char *usage, const struct cli_option 
 		if (found == -1)
 			break;
 		if (found == 'h') {
-			fputs(usage, stdout);
+			fputs(syntax->usage, stdout);
 			return CLI_EXIT_OK;
 		}
 		if (found == '?' || found == ':') {
@@ -141,8 +143,13 @@ int cli_parse(int argc, char **argv, const char *usage, const struct cli_option 
 		else if (options[which].flag)
 			*options[which].flag = true;
 	}
+	int count = argc - optind;
+	int status = cli_expect_arguments(command, count, syntax->minimum, syntax->maximum);
+	if (status != 0)
+		return status;
 	*positional = argv + optind;
-	*positional_count = argc - optind;
+	if (positional_count)
+		*positional_count = count;
 	return -1;
 }
 
@@ -157,6 +164,10 @@ int cli_expect_arguments(const char *command, int count, int minimum, int maximu
 
 int cli_parse_version(const char *command, const char *text, uint64_t *out)
 {
+	if (!text) {
+		*out = STORE_LATEST;
+		return 0;
+	}
 	const char *digits = text[0] == '@' ? text + 1 : text;
 	if (digits[0] < '0' || digits[0] > '9')
 		return cli_usage_error(command, "'%s' is not a version (expected a number such as 12)",
@@ -186,6 +197,49 @@ int cli_store_open(const char *path, bool read_only, struct store **out)
 		return cli_fail("%s is not a graphfs store (create one with 'graphfs init %s')", path,
 				path);
 	return cli_fail_error(rc, &error, "cannot open the store %s", path);
+}
+
+int cli_parse_and_open(int argc, char **argv, const struct cli_syntax *syntax, bool read_only,
+		       char ***positional, struct store **store)
+{
+	int status = cli_parse(argc, argv, syntax, positional, NULL);
+	if (status >= 0)
+		return status;
+	status = cli_store_open((*positional)[0], read_only, store);
+	return status != 0 ? status : -1;
+}
+
+int cli_run_on_store(int argc, char **argv, const char *usage, bool read_only,
+		     int (*run)(struct store *store, const char *path))
+{
+	const struct cli_syntax syntax = { usage, NULL, 0, 1, 1 };
+	char **positional;
+	struct store *store;
+	int status = cli_parse_and_open(argc, argv, &syntax, read_only, &positional, &store);
+	if (status >= 0)
+		return status;
+	status = run(store, positional[0]);
+	store_close(store);
+	return status;
+}
+
+int cli_reading_open(int argc, char **argv, const char *usage, int argument_count,
+		     struct cli_reading *out)
+{
+	const char *at = NULL;
+	out->branch = "main";
+	const struct cli_option options[] = {
+		{ "branch", 0, &out->branch, NULL },
+		{ "at", 0, &at, NULL },
+	};
+	const struct cli_syntax syntax = { usage, options, 2, argument_count, argument_count };
+	int status = cli_parse(argc, argv, &syntax, &out->arguments, NULL);
+	if (status >= 0)
+		return status;
+	if ((status = cli_parse_version(argv[0], at, &out->version)) != 0)
+		return status;
+	status = cli_store_open(out->arguments[0], true, &out->store);
+	return status != 0 ? status : -1;
 }
 
 int cli_snapshot_open(struct store *store, const char *branch, uint64_t version,
@@ -235,6 +289,31 @@ int cli_finish_stdout(int status)
 	if (fflush(stdout) != 0 || ferror(stdout))
 		return cli_fail("cannot write to standard output: %s", strerror(errno));
 	return status;
+}
+
+void cli_lines_init(struct cli_lines *lines)
+{
+	buf_init(&lines->line);
+	lines->rc = 0;
+}
+
+int cli_lines_write(struct cli_lines *lines, int rendered)
+{
+	int rc = rendered;
+	if (rc == 0 && fwrite(lines->line.data, 1, lines->line.size, stdout) != lines->line.size)
+		rc = -EIO;
+	buf_reset(&lines->line);
+	if (rc < 0 && lines->rc == 0)
+		lines->rc = rc;
+	return rc;
+}
+
+int cli_lines_finish(struct cli_lines *lines, int walked)
+{
+	buf_free(&lines->line);
+	if (walked == 0 && lines->rc < 0)
+		return lines->rc;
+	return walked;
 }
 
 /* ---- progress bar ----------------------------------------------------------------------- */
