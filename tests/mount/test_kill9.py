@@ -155,3 +155,53 @@ def kill_and_check_cycles(store, tmp_path, directory):
         failed = False
     finally:
         unmount(final, failed)
+
+
+def test_a_daemon_killed_during_a_write_too_large_to_stage_in_memory_leaves_the_store_as_before(store, tmp_path):
+    """The stage of a 1,300,000-row overwrite has spilled its rows to a segment and its ids
+    to sorted runs in a scratch file when the daemon dies: the next open rolls the segment
+    back, nothing of the write is published, and verify finds no debris."""
+    import_rows(store, "Big", [{"id": "seed", "n": 0}])
+    before = graphfs("export", store, "Big").stdout.decode()
+    ready, killed = threading.Event(), threading.Event()
+    outcome = {}
+
+    def write(path):
+        try:
+            with open(path, "w") as handle:
+                for start in range(0, 1_300_000, 100_000):
+                    handle.write("".join(f'{{"id":"r{i:07d}","n":{i}}}\n' for i in range(start, start + 100_000)))
+                    handle.flush()
+                    if start == 1_100_000:
+                        ready.set()
+                        killed.wait(timeout=60)
+            outcome["closed"] = True
+        except OSError as error:
+            outcome["error"] = error
+        finally:
+            ready.set()
+
+    with mountpoint_directory("graphfs-kill9-large-") as directory:
+        m = mount(store, directory / "mnt", tmp_path / "daemon.stderr")
+        writer = threading.Thread(target=write, args=(m.path("tables", "Big.jsonl"),))
+        writer.start()
+        assert ready.wait(timeout=120)
+        # Spilled: a segment announced by a recovery sidecar (and, past 1,048,576 ids, a run).
+        assert list((store / "recovery").iterdir()) and list((store / "segments").iterdir())
+        kill_daemon(m)
+        detach_killed(m)
+        killed.set()
+        writer.join(timeout=60)
+        assert not writer.is_alive(), "the writer hangs on the dead mount"
+        assert "closed" not in outcome and outcome["error"].errno in DEAD_MOUNT_ERRNOS, outcome
+        again = mount(store, directory / "again", tmp_path / "again.stderr")
+        failed = True
+        try:
+            result = graphfs("verify", store, check=False)
+            assert result.returncode == 0, f"{result.stdout!r} {result.stderr!r}"
+            assert graphfs("export", store, "Big").stdout.decode() == before
+            assert again.read("tables", "Big.jsonl") == before
+            assert not list((store / "recovery").iterdir()) and not list((store / "segments").iterdir())
+            failed = False
+        finally:
+            unmount(again, failed)
