@@ -84,7 +84,8 @@ def is_mountpoint(path):
 
 
 def _listed_in_mounts(path):
-    target = str(Path(path).resolve()) if Path(path).exists() else str(path)
+    # Resolve the parent only: a stat of a dead FUSE mountpoint itself fails with ENOTCONN.
+    target = str(Path(path).parent.resolve() / Path(path).name)
     with open("/proc/self/mounts") as mounts:
         return any(line.split()[1] == target for line in mounts)
 
