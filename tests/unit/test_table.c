@@ -1282,6 +1282,76 @@ TEST(a_merge_in_runs_into_a_much_larger_table_updates_its_key_tree_in_place)
 	check_large_merge(400000, 1000);
 }
 
+/*
+ * Random merges in runs against a model: ids drawn from a small pool (so most
+ * come back, in and out of order, in memory and in earlier runs), one row in
+ * eight a delete, into a base table; then has/deletes for every id, the rows
+ * and verify. Three seeds, both merge paths (streaming and in place).
+ */
+static void check_random_merge(uint64_t seed, long base_rows, uint32_t run_entries)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	const long pool = 3000, adds = 2 * TABLE_INLINE_LIMIT / 290;
+	long rows = pool > base_rows ? pool : base_rows;
+	struct table_info base, info;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, base_rows, &base), 0);
+	long *expected = malloc((size_t)rows * sizeof *expected);
+	int8_t *staged = calloc((size_t)rows, 1); /* 0: not staged, 1: row, 2: delete */
+	for (long i = 0; i < rows; i++)
+		expected[i] = i < base_rows ? i : -1;
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	table_stage_set_run_entries(stage, run_entries);
+	uint64_t state = seed;
+	for (long k = 0; k < adds; k++) {
+		state = state * 6364136223846793005u + 1442695040888963407u;
+		/* Half the time the next id in order, else any id of the pool. */
+		long id_number = (state >> 40) % 2 ? k % pool : (long)((state >> 20) % (uint64_t)pool);
+		if ((state >> 60) == 0) {
+			char id[32];
+			row_id(id, id_number);
+			CHECK_EQ(stage_row(stage, id, -1), 0);
+			expected[id_number] = -1;
+			staged[id_number] = 2;
+		} else {
+			CHECK_EQ(stage_wide_row(stage, id_number, k + 1000000), 0);
+			expected[id_number] = k + 1000000;
+			staged[id_number] = 1;
+		}
+	}
+	bool answers = true;
+	for (long i = 0; i < rows; i++) {
+		char id[32];
+		row_id(id, i);
+		answers = answers && table_stage_has(stage, id, strlen(id)) == (staged[i] == 1) &&
+			  table_stage_deletes(stage, id, strlen(id)) == (staged[i] == 2);
+	}
+	CHECK(answers);
+	CHECK_EQ(publish(&fixture, &base, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	check_values(&fixture, &info, expected, rows);
+	free(staged);
+	free(expected);
+	fixture_close(&fixture);
+}
+
+TEST(random_merges_in_runs_into_a_small_table_equal_a_model)
+{
+	check_random_merge(1, 100, 700);
+}
+
+TEST(random_merges_in_runs_over_every_id_of_the_table_equal_a_model)
+{
+	check_random_merge(2, 3000, 1500);
+}
+
+TEST(random_merges_in_runs_into_a_large_table_update_in_place_and_equal_a_model)
+{
+	check_random_merge(3, 600000, 1000); /* about 29,000 records in runs: under 1/16 of it */
+}
+
 TEST(a_spilled_overwrite_has_its_key_tree_in_its_segment_and_fragments_from_sequence_zero)
 {
 	struct fixture fixture;
