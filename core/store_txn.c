@@ -566,35 +566,100 @@ static int pending_add(struct store_writer *writer, int end, uint64_t line, cons
 	return 0;
 }
 
-/* Checks the endpoints deferred at write time. Called with txn.lock held. The
- * error is reported but does not make the writer fail: the caller may still
- * stage the missing nodes and commit again. */
+/* One deferred endpoint, as pending_check_bytes sorts them. */
+struct pending_endpoint {
+	const uint8_t *id;
+	uint32_t size;
+	uint8_t end;
+	uint64_t line;
+};
+
+static int compare_pending_endpoints(const void *a, const void *b)
+{
+	const struct pending_endpoint *left = a, *right = b;
+	if (left->end != right->end)
+		return left->end < right->end ? -1 : 1;
+	int order = memcmp(left->id, right->id, left->size < right->size ? left->size : right->size);
+	if (order != 0)
+		return order;
+	return left->size < right->size ? -1 : left->size > right->size;
+}
+
+/* True if a comes before b in the input: an earlier line, or the same line's "from". */
+static bool pending_endpoint_earlier(const struct pending_endpoint *a, const struct pending_endpoint *b)
+{
+	return a->line < b->line || (a->line == b->line && a->end < b->end);
+}
+
+/*
+ * Checks the endpoints deferred at write time, of one chunk (bytes). Each
+ * distinct id is looked up once, in id order, so that a large node stage
+ * in runs reads each of its blocks about once rather than once an endpoint.
+ * Reports the dangling endpoint that comes first in the input. Called with
+ * txn.lock held. The error is reported but does not make the writer fail:
+ * the caller may still stage the missing nodes and commit again.
+ */
 static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes, size_t size_in_bytes,
 			       struct error_info *error)
 {
+	size_t count = 0, capacity = 0;
+	struct pending_endpoint *endpoints = NULL;
 	struct buf_reader reader;
 	buf_reader_init(&reader, bytes, size_in_bytes);
+	int rc = 0;
 	while (buf_reader_remaining(&reader) > 0) {
-		int end = buf_get_u8(&reader);
-		uint64_t line = buf_get_u64(&reader);
-		const uint8_t *id;
-		size_t size = buf_get_bytes(&reader, &id);
-		if (reader.failed)
-			return -EIO;
-		int found = endpoint_exists(writer->txn, &writer->endpoints[end], id, size);
-		if (found == 1)
-			continue;
-		error_info_locate(error, writer->path, line);
-		if (found < 0)
-			return error_info_set(error, found, "cannot look up %s in %s: %s",
-					      end == ENDPOINT_FROM ? "from" : "to",
-					      writer->endpoints[end].name, strerror(-found));
-		return error_info_set(error, -EINVAL, "dangling edge: %s \"%.*s\" is not a row of %s",
-				      end == ENDPOINT_FROM ? "from" : "to",
-				      (int)(size > 200 ? 200 : size), (const char *)id,
-				      writer->endpoints[end].name);
+		struct pending_endpoint endpoint;
+		endpoint.end = buf_get_u8(&reader);
+		endpoint.line = buf_get_u64(&reader);
+		endpoint.size = (uint32_t)buf_get_bytes(&reader, &endpoint.id);
+		if (reader.failed || endpoint.end > ENDPOINT_TO) {
+			rc = -EIO;
+			goto out;
+		}
+		if (count == capacity) {
+			size_t grown_capacity = capacity ? capacity * 2 : 1024;
+			struct pending_endpoint *grown = realloc(endpoints, grown_capacity * sizeof *grown);
+			if (!grown) {
+				rc = error_info_set(error, -ENOMEM, "out of memory checking the edges of %s", writer->path);
+				goto out;
+			}
+			endpoints = grown;
+			capacity = grown_capacity;
+		}
+		endpoints[count++] = endpoint;
 	}
-	return 0;
+	if (count > 1)
+		qsort(endpoints, count, sizeof *endpoints, compare_pending_endpoints);
+	const struct pending_endpoint *dangling = NULL;
+	for (size_t first = 0, after; first < count; first = after) {
+		const struct pending_endpoint *earliest = &endpoints[first];
+		for (after = first + 1; after < count && compare_pending_endpoints(&endpoints[first], &endpoints[after]) == 0;
+		     after++)
+			if (pending_endpoint_earlier(&endpoints[after], earliest))
+				earliest = &endpoints[after];
+		if (dangling && !pending_endpoint_earlier(earliest, dangling))
+			continue;
+		int found = endpoint_exists(writer->txn, &writer->endpoints[earliest->end], earliest->id, earliest->size);
+		if (found < 0) {
+			error_info_locate(error, writer->path, earliest->line);
+			rc = error_info_set(error, found, "cannot look up %s in %s: %s",
+					    earliest->end == ENDPOINT_FROM ? "from" : "to",
+					    writer->endpoints[earliest->end].name, strerror(-found));
+			goto out;
+		}
+		if (!found)
+			dangling = earliest;
+	}
+	if (dangling) {
+		error_info_locate(error, writer->path, dangling->line);
+		rc = error_info_set(error, -EINVAL, "dangling edge: %s \"%.*s\" is not a row of %s",
+				    dangling->end == ENDPOINT_FROM ? "from" : "to",
+				    (int)(dangling->size > 200 ? 200 : dangling->size), (const char *)dangling->id,
+				    writer->endpoints[dangling->end].name);
+	}
+out:
+	free(endpoints);
+	return rc;
 }
 
 /* Checks every deferred endpoint: the spilled chunks in order, then those in memory. Same contract. */

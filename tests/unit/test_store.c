@@ -930,6 +930,30 @@ TEST(deferred_endpoints_refuse_the_commit_when_the_node_never_arrives)
 	store_close(store);
 }
 
+TEST(of_several_dangling_deferred_endpoints_the_first_in_the_input_is_named)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *edges = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	store_txn_defer_endpoint_checks(txn, true);
+	CHECK_EQ(store_txn_writer(txn, "Knows", STORE_OVERWRITE, 0, "staging/Knows.jsonl", &edges,
+				  &error), 0);
+	/* Sorted by id, "aaa" (line 4) and the "to" of line 3 come before "zzz" (line 3's "from"). */
+	const char *edge_rows = "{\"id\":\"k1\",\"from\":\"a\",\"to\":\"b\"}\n"
+				"{\"id\":\"k2\",\"from\":\"a\",\"to\":\"b\"}\n"
+				"{\"id\":\"k3\",\"from\":\"zzz\",\"to\":\"aab\"}\n"
+				"{\"id\":\"k4\",\"from\":\"aaa\",\"to\":\"b\"}\n";
+	CHECK_EQ(store_writer_write(edges, edge_rows, strlen(edge_rows), &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -EINVAL);
+	CHECK_EQ(error.line, 3);
+	CHECK(strstr(error.message, "from \"zzz\"") != NULL);
+	store_txn_free(txn);
+	store_close(store);
+}
+
 TEST(deferred_endpoints_beyond_what_memory_keeps_are_all_checked_and_name_their_line)
 {
 	struct store *store = store_with_people();
