@@ -894,7 +894,7 @@ static size_t stage_find_slot(const struct table_stage *stage, const void *id, s
 }
 
 static int compare_entries_by_id(const void *a, const void *b, void *context);
-static bool entries_in_order(struct table_stage *stage, const uint32_t *sorted, size_t count);
+static void sort_entries(struct table_stage *stage, uint32_t *sorted, size_t count);
 
 /* The index + 1 of the entry of id among count sorted entry indexes, or 0. */
 static uint32_t sorted_search(const struct table_stage *stage, const uint32_t *sorted, size_t count,
@@ -1435,8 +1435,7 @@ static int stage_flush_run(struct table_stage *stage)
 		if (!(stage->entries[i].flags & ENTRY_DEAD))
 			sorted[count++] = (uint32_t)i;
 	assert(count == stage->distinct);
-	if (!entries_in_order(stage, sorted, count))
-		qsort_r(sorted, count, sizeof *sorted, compare_entries_by_id, stage);
+	sort_entries(stage, sorted, count);
 	rc = stage_runs_begin(stage->runs, count);
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		const struct stage_entry *entry = &stage->entries[sorted[i]];
@@ -1609,6 +1608,122 @@ static bool entries_in_order(struct table_stage *stage, const uint32_t *sorted, 
 	return true;
 }
 
+#define SORT_SMALL 24   /* ranges this short are insertion-sorted */
+
+/* Orders two entries by key, then (equal keys) by their whole ids. */
+static int compare_keyed(const struct table_stage *stage, uint64_t key_a, uint32_t a, uint64_t key_b, uint32_t b)
+{
+	if (key_a != key_b)
+		return key_a < key_b ? -1 : 1;
+	return compare_entries_by_id(&a, &b, (void *)stage);
+}
+
+/*
+ * Sorts keys[0..count) with the entry indexes beside them, in place: an
+ * American flag sort (a most-significant-digit radix sort that permutes by
+ * cycles, needing no second buffer) on byte `digit` of the keys, then each
+ * bucket on the next byte; short ranges by insertion; ranges whose keys are
+ * all equal by their whole ids.
+ */
+static void sort_keyed(struct table_stage *stage, uint64_t *keys, uint32_t *entries, size_t count, int digit)
+{
+	if (count < SORT_SMALL) {
+		for (size_t i = 1; i < count; i++) {
+			uint64_t key = keys[i];
+			uint32_t entry = entries[i];
+			size_t j = i;
+			for (; j > 0 && compare_keyed(stage, keys[j - 1], entries[j - 1], key, entry) > 0; j--) {
+				keys[j] = keys[j - 1];
+				entries[j] = entries[j - 1];
+			}
+			keys[j] = key;
+			entries[j] = entry;
+		}
+		return;
+	}
+	if (digit == 8) {
+		/* Equal keys: only the whole ids tell them apart. */
+		qsort_r(entries, count, sizeof *entries, compare_entries_by_id, stage);
+		return;
+	}
+	int shift = 56 - 8 * digit;
+	size_t counts[256] = { 0 }, starts[256], ends[256];
+	for (size_t i = 0; i < count; i++)
+		counts[(keys[i] >> shift) & 0xff]++;
+	size_t position = 0;
+	for (int b = 0; b < 256; b++) {
+		starts[b] = position;
+		position += counts[b];
+		ends[b] = position;
+	}
+	size_t next[256];
+	memcpy(next, starts, sizeof next);
+	for (int b = 0; b < 256; b++) {
+		while (next[b] < ends[b]) {
+			uint64_t key = keys[next[b]];
+			uint32_t entry = entries[next[b]];
+			int home = (int)((key >> shift) & 0xff);
+			/* Carry the element to its bucket, taking the one there along, until one belongs in b. */
+			while (home != b) {
+				uint64_t swap_key = keys[next[home]];
+				uint32_t swap_entry = entries[next[home]];
+				keys[next[home]] = key;
+				entries[next[home]] = entry;
+				next[home]++;
+				key = swap_key;
+				entry = swap_entry;
+				home = (int)((key >> shift) & 0xff);
+			}
+			keys[next[b]] = key;
+			entries[next[b]] = entry;
+			next[b]++;
+		}
+	}
+	for (int b = 0; b < 256; b++)
+		if (counts[b] > 1)
+			sort_keyed(stage, keys + starts[b], entries + starts[b], counts[b], digit + 1);
+}
+
+/*
+ * Sorts count entry indexes by id. Ids often arrive in order (exports,
+ * generated keys): then nothing moves. Otherwise each entry gets a key, the 8
+ * bytes of its id after the common prefix of all of them (big-endian,
+ * zero-padded: zero sorts first, as a shorter id does, so key order never
+ * contradicts id order), and sort_keyed orders keys and indexes together: no
+ * id is read but to break a tie. Cannot fail (without memory for the keys it
+ * sorts the indexes by their ids).
+ */
+static void sort_entries(struct table_stage *stage, uint32_t *sorted, size_t count)
+{
+	if (count < 2 || entries_in_order(stage, sorted, count))
+		return;
+	uint64_t *keys = malloc(count * sizeof *keys);
+	if (!keys) {
+		qsort_r(sorted, count, sizeof *sorted, compare_entries_by_id, stage);
+		return;
+	}
+	const struct stage_entry *first = &stage->entries[sorted[0]];
+	size_t common = first->id_size;
+	for (size_t i = 1; i < count && common > 0; i++) {
+		const struct stage_entry *entry = &stage->entries[sorted[i]];
+		const uint8_t *a = entry_id(stage, first), *b = entry_id(stage, entry);
+		size_t limit = common < entry->id_size ? common : entry->id_size, same = 0;
+		while (same < limit && a[same] == b[same])
+			same++;
+		common = same;
+	}
+	for (size_t i = 0; i < count; i++) {
+		const struct stage_entry *entry = &stage->entries[sorted[i]];
+		const uint8_t *id = entry_id(stage, entry);
+		uint64_t key = 0;
+		for (size_t byte = 0; byte < 8; byte++)
+			key = key << 8 | (common + byte < entry->id_size ? id[common + byte] : 0);
+		keys[i] = key;
+	}
+	sort_keyed(stage, keys, sorted, count, 0);
+	free(keys);
+}
+
 /*
  * Replaces the id map by the sorted entry indexes, in the map's own memory
  * (one u32 a slot, and the map has a slot for every id it names, so the
@@ -1643,11 +1758,8 @@ static int stage_sort_map(struct table_stage *stage)
 	for (size_t i = 0; i < stage->entry_count && next < live + deleted; i++)
 		if ((stage->entries[i].flags & (ENTRY_DEAD | ENTRY_DELETE)) == ENTRY_DELETE)
 			sorted[next++] = (uint32_t)i;
-	/* Ids often arrive in order (exports, generated keys): sort only when they did not. */
-	if (!entries_in_order(stage, sorted, live))
-		qsort_r(sorted, live, sizeof *sorted, compare_entries_by_id, stage);
-	if (!entries_in_order(stage, sorted + live, deleted))
-		qsort_r(sorted + live, deleted, sizeof *sorted, compare_entries_by_id, stage);
+	sort_entries(stage, sorted, live);
+	sort_entries(stage, sorted + live, deleted);
 	/* Give back the rest of the map (a shrinking realloc that fails leaves it as it was). */
 	if (live + deleted > 0) {
 		uint32_t *smaller = realloc(sorted, (live + deleted) * sizeof *sorted);

@@ -1006,6 +1006,70 @@ TEST(a_spilled_merge_carries_superseded_rows_as_deleted_rows)
 
 /* ---- large stages: sorted id runs in a scratch file ---------------------------- */
 
+/* Stages count distinct ids of 1 to 20 letters a-c (some with a common prefix) in a scrambled order. */
+static int stage_tricky_ids(struct table_stage *stage, long count, char (*ids)[32])
+{
+	uint64_t state = 7;
+	long made = 0;
+	while (made < count) {
+		state = state * 6364136223846793005u + 1442695040888963407u;
+		char id[32];
+		int length = 1 + (int)((state >> 33) % 20), at = 0;
+		if ((state >> 20) % 2)
+			at = snprintf(id, sizeof id, "prefix-");
+		for (int i = 0; i < length && at < 30; i++) {
+			state = state * 6364136223846793005u + 1442695040888963407u;
+			id[at++] = (char)('a' + (state >> 40) % 3);
+		}
+		id[at] = 0;
+		bool seen = false;
+		for (long i = 0; i < made && !seen; i++)
+			seen = strcmp(ids[i], id) == 0;
+		if (seen)
+			continue;
+		int rc = stage_row(stage, id, made);
+		if (rc < 0)
+			return rc;
+		memcpy(ids[made++], id, sizeof id);
+	}
+	return 0;
+}
+
+TEST(ids_of_any_length_and_common_prefixes_are_sorted_into_a_valid_key_tree)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	const long count = 3000;
+	char (*ids)[32] = calloc((size_t)count, sizeof *ids);
+	for (int spilled = 0; spilled < 2; spilled++) {
+		struct table_stage *stage;
+		CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+		if (spilled) {
+			/* Wide rows first so the stage spills, then the tricky ids go to runs of 500. */
+			table_stage_set_run_entries(stage, 500);
+			for (long i = 0; i < 2 * (long)TABLE_INLINE_LIMIT / 290; i++)
+				CHECK_EQ(stage_wide_row(stage, i, i), 0);
+		}
+		CHECK_EQ(stage_tricky_ids(stage, count, ids), 0);
+		struct table_info info;
+		memset(&info, 0, sizeof info);
+		CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+		table_stage_free(stage);
+		char message[256];
+		CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+		bool found = true;
+		for (long i = 0; i < count; i++) {
+			struct buf line;
+			buf_init(&line);
+			found = found && table_lookup(fixture.pager, &info, ids[i], strlen(ids[i]), &line) == 0;
+			buf_free(&line);
+		}
+		CHECK(found);
+	}
+	free(ids);
+	fixture_close(&fixture);
+}
+
 /* A permutation of 0 .. count - 1 (a fixed linear congruential shuffle). */
 static long *shuffled(long count)
 {
