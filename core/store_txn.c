@@ -80,8 +80,7 @@ struct store_writer {
 	struct buf pending;
 	struct io_file pending_file;
 	bool pending_file_open;
-	uint32_t *pending_chunks;       /* byte size of each chunk in pending_file, in order */
-	size_t pending_chunk_count, pending_chunk_capacity;
+	struct buf pending_chunks;      /* the byte size of each chunk in pending_file, u32 each, in order */
 	uint64_t pending_spilled;       /* bytes in pending_file */
 };
 
@@ -259,7 +258,7 @@ static void writer_free(struct store_writer *writer)
 	buf_free(&writer->pending);
 	if (writer->pending_file_open)
 		io_file_close(&writer->pending_file);
-	free(writer->pending_chunks);
+	buf_free(&writer->pending_chunks);
 	pthread_mutex_destroy(&writer->lock);
 	free(writer);
 }
@@ -373,6 +372,7 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 	schema_row_init(&writer->row);
 	buf_init(&writer->partial);
 	buf_init(&writer->pending);
+	buf_init(&writer->pending_chunks);
 	atomic_init(&writer->lines, 0);
 
 	pthread_mutex_lock(&txn->lock);
@@ -530,18 +530,11 @@ static int pending_spill(struct store_writer *writer)
 			return rc;
 		writer->pending_file_open = true;
 	}
-	if (writer->pending_chunk_count == writer->pending_chunk_capacity) {
-		size_t capacity = writer->pending_chunk_capacity ? writer->pending_chunk_capacity * 2 : 16;
-		uint32_t *grown = realloc(writer->pending_chunks, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		writer->pending_chunks = grown;
-		writer->pending_chunk_capacity = capacity;
-	}
-	if ((rc = io_pwrite(&writer->pending_file, writer->pending.data, writer->pending.size,
+	if ((rc = buf_reserve(&writer->pending_chunks, 4)) < 0 ||
+	    (rc = io_pwrite(&writer->pending_file, writer->pending.data, writer->pending.size,
 			    writer->pending_spilled)) < 0)
 		return rc;
-	writer->pending_chunks[writer->pending_chunk_count++] = (uint32_t)writer->pending.size;
+	buf_put_u32(&writer->pending_chunks, (uint32_t)writer->pending.size);
 	writer->pending_spilled += writer->pending.size;
 	buf_reset(&writer->pending);
 	return 0;
@@ -602,8 +595,8 @@ static bool pending_endpoint_earlier(const struct pending_endpoint *a, const str
 static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes, size_t size_in_bytes,
 			       struct error_info *error)
 {
-	size_t count = 0, capacity = 0;
-	struct pending_endpoint *endpoints = NULL;
+	struct buf list;                /* struct pending_endpoint each */
+	buf_init(&list);
 	struct buf_reader reader;
 	buf_reader_init(&reader, bytes, size_in_bytes);
 	int rc = 0;
@@ -616,18 +609,13 @@ static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes
 			rc = -EIO;
 			goto out;
 		}
-		if (count == capacity) {
-			size_t grown_capacity = capacity ? capacity * 2 : 1024;
-			struct pending_endpoint *grown = realloc(endpoints, grown_capacity * sizeof *grown);
-			if (!grown) {
-				rc = error_info_set(error, -ENOMEM, "out of memory checking the edges of %s", writer->path);
-				goto out;
-			}
-			endpoints = grown;
-			capacity = grown_capacity;
+		if (buf_append(&list, &endpoint, sizeof endpoint) < 0) {
+			rc = error_info_set(error, -ENOMEM, "out of memory checking the edges of %s", writer->path);
+			goto out;
 		}
-		endpoints[count++] = endpoint;
 	}
+	struct pending_endpoint *endpoints = (struct pending_endpoint *)list.data;
+	size_t count = list.size / sizeof *endpoints;
 	if (count > 1)
 		qsort(endpoints, count, sizeof *endpoints, compare_pending_endpoints);
 	const struct pending_endpoint *dangling = NULL;
@@ -658,7 +646,7 @@ static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes
 				    writer->endpoints[dangling->end].name);
 	}
 out:
-	free(endpoints);
+	buf_free(&list);
 	return rc;
 }
 
@@ -669,8 +657,8 @@ static int pending_check(struct store_writer *writer, struct error_info *error)
 	buf_init(&chunk);
 	uint64_t offset = 0;
 	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < writer->pending_chunk_count; i++) {
-		uint32_t size = writer->pending_chunks[i];
+	for (size_t i = 0; rc == 0 && i < writer->pending_chunks.size / 4; i++) {
+		uint32_t size = buf_load_u32(writer->pending_chunks.data + 4 * i);
 		buf_reset(&chunk);
 		if ((rc = buf_reserve(&chunk, size)) < 0 ||
 		    (rc = io_pread(&writer->pending_file, chunk.data, size, offset)) < 0) {

@@ -2208,10 +2208,8 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		if (rc < 0)
 			goto out;
 	}
-	if (rc < 0 ||
-	    (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) < 0 ||
-	    (rc = btree_flush(keys, append, &info->keys)) < 0)
-		goto out;
+	if (rc == 0 && (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) == 0)
+		rc = btree_flush(keys, append, &info->keys);
 out:
 	stage_iterator_close(&staged);
 	buf_free(&value);
@@ -2283,8 +2281,8 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 	}
 	rc = btree_builder_finish(builder, &info->keys);
 	builder = NULL;
-	if (rc < 0 || (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) < 0)
-		goto out;
+	if (rc == 0)
+		rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info);
 out:
 	btree_builder_free(builder);
 	stage_iterator_close(&staged);

@@ -20,7 +20,7 @@
  *   2. Within a run ids strictly increase; block b's first id is index id b,
  *      and every id of block b is below block b+1's first id.
  *   3. A run's filter has every id of the run (no false negatives), and
- *      first_id / last_id bound all of them.
+ *      its first block's first id and last_id bound all of them.
  *   4. Only a completed run (stage_runs_end) is searched or merged; the run
  *      being written lives in `writing` and, until end, in no list.
  *
@@ -52,26 +52,33 @@ struct run {
 	uint64_t records;
 	uint64_t first_block;        /* index into the set's block arrays */
 	uint64_t block_count;
-	struct buf first_id, last_id;
+	struct buf last_id;
 	uint64_t *filter;            /* filter_blocks × RUN_FILTER_BLOCK_WORDS words */
 	uint64_t filter_blocks;
 	struct buf read;             /* find: the block of this run read last */
 	uint64_t read_block;         /* which block that is (UINT64_MAX: none) */
 };
 
-/*
- * Every block of every run, in file order: where it is, its size, its
- * checksum and its first id (index_ids[index_id_offsets[b] ..
- * index_id_offsets[b + 1])).
- */
-struct block_index {
-	uint64_t *offsets;
-	uint32_t *sizes;
-	uint64_t *checksums;
-	uint64_t *id_offsets;        /* count + 1 */
-	struct buf ids;
-	uint64_t count, capacity;
+/* One block of a run, as the index keeps it. */
+struct block_entry {
+	uint64_t offset;             /* in the scratch file */
+	uint64_t checksum;
+	uint64_t id_offset;          /* its first id: ids[id_offset .. id_offset + id_size) */
+	uint32_t size;
+	uint16_t id_size;
 };
+
+/* Every block of every run, in file order. */
+struct block_index {
+	struct buf entries;          /* struct block_entry each */
+	struct buf ids;              /* the first id of every block */
+	uint64_t count;
+};
+
+static const struct block_entry *block_at(const struct block_index *index, uint64_t block)
+{
+	return (const struct block_entry *)index->entries.data + block;
+}
 
 struct stage_runs {
 	struct pager *pager;
@@ -79,8 +86,8 @@ struct stage_runs {
 	bool scratch_open;
 	uint64_t file_size;          /* bytes written or buffered in `output` */
 
-	struct run *runs;
-	size_t count, capacity;
+	struct buf list;             /* the runs written (struct run each), oldest first */
+	size_t count;
 	uint64_t records;
 	struct block_index blocks;
 
@@ -95,9 +102,12 @@ struct stage_runs {
 	uint16_t last_id_size;
 	struct buf output;           /* blocks not yet written; they start at output_offset */
 	uint64_t output_offset;
-
-	struct buf found_id;
 };
+
+static struct run *run_at(const struct stage_runs *runs, size_t i)
+{
+	return (struct run *)runs->list.data + i;
+}
 
 /* ---- filter ------------------------------------------------------------------------ */
 
@@ -189,11 +199,11 @@ int stage_runs_open(struct pager *pager, struct stage_runs **out)
 		return -ENOMEM;
 	runs->pager = pager;
 	runs->scratch.descriptor = -1;
+	buf_init(&runs->list);
+	buf_init(&runs->blocks.entries);
 	buf_init(&runs->blocks.ids);
 	buf_init(&runs->block);
 	buf_init(&runs->output);
-	buf_init(&runs->found_id);
-	buf_init(&runs->run.first_id);
 	buf_init(&runs->run.last_id);
 	buf_init(&runs->run.read);
 	*out = runs;
@@ -202,7 +212,6 @@ int stage_runs_open(struct pager *pager, struct stage_runs **out)
 
 static void run_free(struct run *run)
 {
-	buf_free(&run->first_id);
 	buf_free(&run->last_id);
 	buf_free(&run->read);
 	free(run->filter);
@@ -216,16 +225,12 @@ void stage_runs_free(struct stage_runs *runs)
 	if (runs->writing)
 		stage_runs_abandon(runs);
 	for (size_t i = 0; i < runs->count; i++)
-		run_free(&runs->runs[i]);
-	free(runs->runs);
-	free(runs->blocks.offsets);
-	free(runs->blocks.sizes);
-	free(runs->blocks.checksums);
-	free(runs->blocks.id_offsets);
+		run_free(run_at(runs, i));
+	buf_free(&runs->list);
+	buf_free(&runs->blocks.entries);
 	buf_free(&runs->blocks.ids);
 	buf_free(&runs->block);
 	buf_free(&runs->output);
-	buf_free(&runs->found_id);
 	run_free(&runs->run);
 	if (runs->scratch_open)
 		io_file_close(&runs->scratch);
@@ -254,19 +259,13 @@ int stage_runs_begin(struct stage_runs *runs, uint64_t records)
 			return rc;
 		runs->scratch_open = true;
 	}
-	if (runs->count == runs->capacity) {
-		size_t capacity = runs->capacity ? runs->capacity * 2 : 8;
-		struct run *grown = realloc(runs->runs, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		runs->runs = grown;
-		runs->capacity = capacity;
-	}
+	int rc = buf_reserve(&runs->list, sizeof(struct run));
+	if (rc < 0)
+		return rc;
 	struct run *run = &runs->run;
 	run->records = 0;
 	run->first_block = runs->blocks.count;
 	run->block_count = 0;
-	buf_reset(&run->first_id);
 	buf_reset(&run->last_id);
 	buf_reset(&run->read);
 	run->read_block = UINT64_MAX;
@@ -285,30 +284,6 @@ int stage_runs_begin(struct stage_runs *runs, uint64_t records)
 	runs->block_records = 0;
 	buf_reset(&runs->output);
 	runs->writing = true;
-	return 0;
-}
-
-/* Makes room for one more block in the index. 0 or -ENOMEM. */
-static int index_reserve(struct block_index *index)
-{
-	if (index->count + 1 < index->capacity)
-		return 0;
-	uint64_t capacity = index->capacity ? index->capacity * 2 : 256;
-	uint64_t *offsets = realloc(index->offsets, capacity * sizeof *offsets);
-	if (offsets)
-		index->offsets = offsets;
-	uint32_t *sizes = realloc(index->sizes, capacity * sizeof *sizes);
-	if (sizes)
-		index->sizes = sizes;
-	uint64_t *checksums = realloc(index->checksums, capacity * sizeof *checksums);
-	if (checksums)
-		index->checksums = checksums;
-	uint64_t *id_offsets = realloc(index->id_offsets, (capacity + 1) * sizeof *id_offsets);
-	if (id_offsets)
-		index->id_offsets = id_offsets;
-	if (!offsets || !sizes || !checksums || !id_offsets)
-		return -ENOMEM;
-	index->capacity = capacity;
 	return 0;
 }
 
@@ -344,12 +319,20 @@ static int block_close(struct stage_runs *runs)
 		buf_put_u16(&runs->block, runs->record_offsets[i]);
 	buf_put_u16(&runs->block, runs->block_records);
 	runs->block_records = 0;
+	/* Into the index, with its first id (the block's first record: offset 0, after the id size). */
 	struct block_index *index = &runs->blocks;
-	index->offsets[index->count] = runs->file_size;
-	index->sizes[index->count] = (uint32_t)runs->block.size;
-	index->checksums[index->count] = codec_hash(runs->block.data, runs->block.size);
+	struct block_entry entry = {
+		.offset = runs->file_size,
+		.checksum = codec_hash(runs->block.data, runs->block.size),
+		.id_offset = index->ids.size,
+		.size = (uint32_t)runs->block.size,
+		.id_size = (uint16_t)(runs->block.data[0] | runs->block.data[1] << 8),
+	};
+	if ((rc = buf_reserve(&index->entries, sizeof entry)) < 0 ||
+	    (rc = buf_append(&index->ids, runs->block.data + 2, entry.id_size)) < 0)
+		return rc;
+	buf_append(&index->entries, &entry, sizeof entry);
 	index->count++;
-	index->id_offsets[index->count] = index->ids.size;
 	runs->run.block_count++;
 	rc = buf_append(&runs->output, runs->block.data, runs->block.size);
 	if (rc < 0)
@@ -378,17 +361,7 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 	    runs->block.size + size + 2 * ((size_t)runs->block_records + 1) + 2 > RUN_BLOCK_SIZE &&
 	    (rc = block_close(runs)) < 0)
 		return rc;
-	if (runs->block.size == 0) {
-		struct block_index *index = &runs->blocks;
-		if ((rc = index_reserve(index)) < 0 ||
-		    (rc = buf_append(&index->ids, record->id, record->id_size)) < 0)
-			return rc;
-		if (index->count == 0)
-			index->id_offsets[0] = 0;
-	}
 	if ((rc = buf_reserve(&runs->block, size)) < 0)
-		return rc;
-	if (run->records == 0 && (rc = buf_append(&run->first_id, record->id, record->id_size)) < 0)
 		return rc;
 	runs->record_offsets[runs->block_records++] = (uint16_t)runs->block.size;
 	runs->last_id_at = runs->block.size + 2;
@@ -412,11 +385,11 @@ int stage_runs_end(struct stage_runs *runs)
 		stage_runs_abandon(runs);
 		return 0;
 	}
-	runs->runs[runs->count++] = runs->run;
+	buf_append(&runs->list, &runs->run, sizeof runs->run); /* room reserved by begin */
+	runs->count++;
 	runs->records += runs->run.records;
 	/* The set owns the run's memory now; the next run starts with fresh buffers. */
 	memset(&runs->run, 0, sizeof runs->run);
-	buf_init(&runs->run.first_id);
 	buf_init(&runs->run.last_id);
 	buf_init(&runs->run.read);
 	runs->writing = false;
@@ -428,6 +401,7 @@ void stage_runs_abandon(struct stage_runs *runs)
 	if (!runs->writing)
 		return;
 	runs->blocks.count = runs->block_count_before;
+	runs->blocks.entries.size = runs->block_count_before * sizeof(struct block_entry);
 	runs->blocks.ids.size = runs->id_bytes_before;
 	runs->file_size = runs->file_size_before;
 	free(runs->run.filter);
@@ -442,25 +416,26 @@ void stage_runs_abandon(struct stage_runs *runs)
 
 static const uint8_t *index_id(const struct block_index *index, uint64_t block, size_t *size)
 {
-	*size = index->id_offsets[block + 1] - index->id_offsets[block];
-	return index->ids.data + index->id_offsets[block];
+	const struct block_entry *entry = block_at(index, block);
+	*size = entry->id_size;
+	return index->ids.data + entry->id_offset;
 }
 
 /* Reads count consecutive blocks from first (one run's) into out and checks each. 0, -EIO or -errno. */
 static int blocks_read(struct stage_runs *runs, uint64_t first, uint64_t count, struct buf *out)
 {
 	const struct block_index *index = &runs->blocks;
-	uint64_t size = index->offsets[first + count - 1] + index->sizes[first + count - 1] - index->offsets[first];
+	const struct block_entry *head = block_at(index, first), *tail = block_at(index, first + count - 1);
+	uint64_t size = tail->offset + tail->size - head->offset;
 	buf_reset(out);
 	int rc = buf_reserve(out, (size_t)size);
 	if (rc < 0)
 		return rc;
-	if ((rc = io_pread(&runs->scratch, out->data, (size_t)size, index->offsets[first])) < 0)
+	if ((rc = io_pread(&runs->scratch, out->data, (size_t)size, head->offset)) < 0)
 		return rc;
 	out->size = (size_t)size;
-	for (uint64_t b = first; b < first + count; b++)
-		if (codec_hash(out->data + (index->offsets[b] - index->offsets[first]), index->sizes[b]) !=
-		    index->checksums[b])
+	for (const struct block_entry *entry = head; entry <= tail; entry++)
+		if (codec_hash(out->data + (entry->offset - head->offset), entry->size) != entry->checksum)
 			return -EIO;
 	return 0;
 }
@@ -548,8 +523,10 @@ int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, str
 		return 0;
 	uint64_t hash = codec_hash(id, id_size);
 	for (size_t i = runs->count; i-- > 0;) {
-		struct run *run = &runs->runs[i];
-		if (id_compare(id, id_size, run->first_id.data, run->first_id.size) < 0 ||
+		struct run *run = run_at(runs, i);
+		size_t first_size;
+		const uint8_t *first = index_id(&runs->blocks, run->first_block, &first_size);
+		if (id_compare(id, id_size, first, first_size) < 0 ||
 		    id_compare(id, id_size, run->last_id.data, run->last_id.size) > 0 ||
 		    !filter_may_hold(run, hash))
 			continue;
@@ -593,10 +570,10 @@ static int source_advance(struct stage_runs *runs, struct cursor_source *source)
 		} else {
 			if (source->next_block == source->end_block)
 				return 0;
-			uint64_t count = 1, size = index->sizes[source->next_block];
+			uint64_t count = 1, size = block_at(index, source->next_block)->size;
 			while (source->next_block + count < source->end_block &&
-			       size + index->sizes[source->next_block + count] <= RUN_READ_CHUNK)
-				size += index->sizes[source->next_block + count++];
+			       size + block_at(index, source->next_block + count)->size <= RUN_READ_CHUNK)
+				size += block_at(index, source->next_block + count++)->size;
 			if ((rc = blocks_read(runs, source->next_block, count, &source->chunk)) < 0)
 				return rc;
 			source->chunk_first = source->next_block;
@@ -604,8 +581,9 @@ static int source_advance(struct stage_runs *runs, struct cursor_source *source)
 			source->block = source->next_block;
 			source->next_block += count;
 		}
-		size_t start = index->offsets[source->block] - index->offsets[source->chunk_first];
-		if ((rc = block_view(source->chunk.data + start, index->sizes[source->block], &source->view)) < 0)
+		const struct block_entry *entry = block_at(index, source->block);
+		size_t start = entry->offset - block_at(index, source->chunk_first)->offset;
+		if ((rc = block_view(source->chunk.data + start, entry->size, &source->view)) < 0)
 			return rc;
 		source->next_record = 0;
 	}
@@ -682,8 +660,8 @@ int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **o
 		struct cursor_source *source = &cursor->sources[i];
 		buf_init(&source->chunk);
 		source->run = i;
-		source->next_block = runs->runs[i].first_block;
-		source->end_block = source->next_block + runs->runs[i].block_count;
+		source->next_block = run_at(runs, i)->first_block;
+		source->end_block = source->next_block + run_at(runs, i)->block_count;
 		source->chunk_first = source->block = source->next_block;
 		source->chunk_blocks = 0;
 		rc = source_advance(runs, source);
