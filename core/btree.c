@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "io.h"
 
@@ -487,7 +488,7 @@ static int node_read(struct pager *pager, struct pager_append *append,
 			rc = -EIO;
 	}
 	if (rc == -EIO)
-		fprintf(stderr, "graphfs: malformed B+tree node in segment %llu at offset %llu\n",
+		io_log(LOG_ERR, "malformed B+tree node in segment %llu at offset %llu",
 			(unsigned long long)address.segment, (unsigned long long)address.offset);
 	if (rc) {
 		view->count = 0;

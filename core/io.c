@@ -24,10 +24,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -145,7 +147,7 @@ static void failpoint_read_environment(void)
 	enum io_failpoint_action action = IO_FAILPOINT_CRASH;
 	if (equals && strcmp(equals + 1, "crash") != 0) {
 		if (strcmp(equals + 1, "error") != 0) {
-			fprintf(stderr, "graphfs: GRAPHFS_FAILPOINT=%s: action must be crash or error\n",
+			io_log(LOG_ERR, "GRAPHFS_FAILPOINT=%s: action must be crash or error",
 				setting);
 			abort();
 		}
@@ -158,7 +160,7 @@ static void failpoint_read_environment(void)
 		index = failpoint_index(name);
 	}
 	if (index < 0) {
-		fprintf(stderr, "graphfs: GRAPHFS_FAILPOINT=%s: no such failpoint (see core/io_failpoints.def)\n",
+		io_log(LOG_ERR, "GRAPHFS_FAILPOINT=%s: no such failpoint (see core/io_failpoints.def)",
 			setting);
 		abort();
 	}
@@ -194,7 +196,7 @@ int io_failpoint(const char *name)
 	failpoint_initialize();
 	int index = failpoint_index(name);
 	if (index < 0) {
-		fprintf(stderr, "graphfs: failpoint \"%s\" is not in core/io_failpoints.def\n",
+		io_log(LOG_ERR, "failpoint \"%s\" is not in core/io_failpoints.def",
 			name ? name : "(null)");
 		abort();
 	}
@@ -214,7 +216,7 @@ bool io_failpoint_armed(const char *name)
 	failpoint_initialize();
 	int index = failpoint_index(name);
 	if (index < 0) {
-		fprintf(stderr, "graphfs: failpoint \"%s\" is not in core/io_failpoints.def\n",
+		io_log(LOG_ERR, "failpoint \"%s\" is not in core/io_failpoints.def",
 			name ? name : "(null)");
 		abort();
 	}
@@ -270,6 +272,37 @@ static int resolve_name(int directory, const char *name, int *parent_out, const 
 	*leaf_out = leaf;
 	*opened_out = descriptor;
 	return 0;
+}
+
+/* ---- diagnostics ---------------------------------------------------------------- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static io_log_fn log_hook;
+static void *log_context;
+
+void io_log_set(io_log_fn log, void *context)
+{
+	pthread_mutex_lock(&log_lock);
+	log_hook = log;
+	log_context = context;
+	pthread_mutex_unlock(&log_lock);
+}
+
+void io_log(int priority, const char *format, ...)
+{
+	char line[2048];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(line, sizeof line, format, arguments);
+	va_end(arguments);
+	pthread_mutex_lock(&log_lock);
+	io_log_fn hook = log_hook;
+	void *context = log_context;
+	pthread_mutex_unlock(&log_lock);
+	if (hook)
+		hook(context, priority, line);
+	else
+		fprintf(stderr, "graphfs: %s\n", line);
 }
 
 int io_directory_open(const char *path)

@@ -96,6 +96,16 @@ struct io_file {
 	enum io_class class;       /* which counters its reads and writes feed */
 };
 
+/* ---- diagnostics ------------------------------------------------------------- */
+
+/* Where the library's diagnostics go (damaged blocks, recovery notes): one
+ * process-wide hook, priority as syslog(3). NULL (the default): one line
+ * "graphfs: <message>" on stderr. */
+typedef void (*io_log_fn)(void *context, int priority, const char *message);
+void io_log_set(io_log_fn log, void *context);
+/* Reports one diagnostic line through the hook. */
+void io_log(int priority, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
 /* Opens a directory (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC); returns fd >= 0 or -errno. */
 int io_directory_open(const char *path);
 /* Opens directory/name (one component) the same way; returns fd >= 0 or -errno. */

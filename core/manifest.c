@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -296,7 +297,7 @@ static void damage_record(struct manifest *manifest, const char *format, uint64_
 	manifest->damage = -EIO;
 	snprintf(manifest->damage_message, sizeof manifest->damage_message, format,
 		 (unsigned long long)offset);
-	fprintf(stderr, "graphfs: %s/manifest: %s\n", manifest->path, manifest->damage_message);
+	io_log(LOG_ERR, "%s/manifest: %s", manifest->path, manifest->damage_message);
 }
 
 static bool all_zero(const uint8_t *bytes, size_t size)
@@ -854,7 +855,7 @@ int manifest_branch_find(struct pager *pager, struct block_address branches, con
 		if (rc == 0 && strcmp(out->name, name) != 0)
 			rc = -EIO;
 		if (rc < 0)
-			fprintf(stderr, "graphfs: manifest: branch record of \"%s\" is damaged\n", name);
+			io_log(LOG_ERR, "manifest: branch record of \"%s\" is damaged", name);
 	}
 	buf_free(&value);
 	btree_free(tree);
@@ -873,14 +874,14 @@ int manifest_root_at(struct manifest *manifest, const struct root_record *latest
 	struct block_address address;
 	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &address);
 	if (rc == -ENOENT) {
-		fprintf(stderr, "graphfs: %s/manifest: version %llu is missing from the version index\n",
+		io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
 			manifest->path, (unsigned long long)version);
 		return -EIO;
 	}
 	if (rc == 0)
 		rc = manifest_root_read(manifest->pager, address, out);
 	if (rc == 0 && out->version != version) {
-		fprintf(stderr, "graphfs: %s/manifest: version index entry %llu names a root of version %llu\n",
+		io_log(LOG_ERR, "%s/manifest: version index entry %llu names a root of version %llu",
 			manifest->path, (unsigned long long)version, (unsigned long long)out->version);
 		rc = -EIO;
 	}
@@ -925,7 +926,7 @@ int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t
 
 static int head_damaged(const struct manifest_snapshot *snapshot, const char *name, const char *what)
 {
-	fprintf(stderr, "graphfs: manifest: branch %s at version %llu: table %s: %s\n",
+	io_log(LOG_ERR, "manifest: branch %s at version %llu: table %s: %s",
 		snapshot->branch.name, (unsigned long long)snapshot->version, name, what);
 	return -EIO;
 }
@@ -1057,7 +1058,7 @@ int manifest_branches_each(struct manifest *manifest, const struct root_record *
 		struct branch_record branch;
 		if (manifest_branch_decode(value, value_size, &branch) < 0 ||
 		    strlen(branch.name) != key_size || memcmp(branch.name, key, key_size) != 0) {
-			fprintf(stderr, "graphfs: %s/manifest: a branch record is damaged\n", manifest->path);
+			io_log(LOG_ERR, "%s/manifest: a branch record is damaged", manifest->path);
 			rc = -EIO;
 			goto out;
 		}
@@ -1079,7 +1080,7 @@ int manifest_commit_read(struct manifest *manifest, struct block_address address
 	if (rc == 0) {
 		rc = commit_record_decode(raw.data, raw.size, out);
 		if (rc == -EIO)
-			fprintf(stderr, "graphfs: %s/manifest: commit record at offset %llu is damaged\n",
+			io_log(LOG_ERR, "%s/manifest: commit record at offset %llu is damaged",
 				manifest->path, (unsigned long long)address.offset);
 	} else {
 		commit_record_init(out);
@@ -1101,7 +1102,7 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		if (rc < 0)
 			return rc;
 		if (record.version >= previous_version) {
-			fprintf(stderr, "graphfs: %s/manifest: commit at offset %llu does not precede its child\n",
+			io_log(LOG_ERR, "%s/manifest: commit at offset %llu does not precede its child",
 				manifest->path, (unsigned long long)address.offset);
 			commit_record_free(&record);
 			return -EIO;

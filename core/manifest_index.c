@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "manifest_int.h"
 
@@ -93,7 +94,7 @@ static int node_read(struct pager *pager, struct pager_append *append, struct bl
 	io_count_rows(IO_MANIFEST, 1);
 out:
 	if (rc == -EIO)
-		fprintf(stderr, "graphfs: manifest: damaged version index node at offset %llu\n",
+		io_log(LOG_ERR, "manifest: damaged version index node at offset %llu",
 			(unsigned long long)address.offset);
 	buf_free(&raw);
 	return rc;

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "manifest_int.h"
 
@@ -130,7 +131,7 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	}
 	/* DURABLE. The meta slot is a hint: a failure to write it is not an error. */
 	if (manifest_meta_write(manifest, &root, size) < 0)
-		fprintf(stderr, "graphfs: %s/manifest: cannot update the meta slot (the commit is durable)\n",
+		io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)",
 			manifest->path);
 	manifest_state_publish(manifest, &root, size, pager_append_file_size(publish->append));
 	io_failpoint("publish.after_meta");
@@ -263,7 +264,7 @@ static int live_head(struct commit_state *state, const char *name, struct head_r
 	if (rc == 0)
 		rc = head_row_decode(state->scratch.data, state->scratch.size, out);
 	if (rc == -ENOENT || (rc == 0 && (out->state != HEAD_LIVE || strcmp(out->name, name) != 0))) {
-		fprintf(stderr, "graphfs: %s/manifest: table %s: the names entry and the heads disagree\n",
+		io_log(LOG_ERR, "%s/manifest: table %s: the names entry and the heads disagree",
 			state->manifest->path, name);
 		rc = -EIO;
 	}

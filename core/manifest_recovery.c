@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -385,7 +386,7 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 	}
 	if (rc == -EIO) {
 		/* left in place for verify to report: its segments cannot be known */
-		fprintf(stderr, "graphfs: %s/%s: damaged recovery sidecar left in place\n", manifest->path, path);
+		io_log(LOG_ERR, "%s/%s: damaged recovery sidecar left in place", manifest->path, path);
 		rc = 0;
 		goto out;
 	}

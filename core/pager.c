@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,7 +114,7 @@ static void segment_name(uint64_t segment_id, char out[FILE_NAME_SIZE])
 
 static void log_bad_block(const char *file, uint64_t offset, const char *what)
 {
-	fprintf(stderr, "graphfs: %s: %s at offset %llu\n", file, what, (unsigned long long)offset);
+	io_log(LOG_ERR, "%s: %s at offset %llu", file, what, (unsigned long long)offset);
 }
 
 static uint64_t now_us(void)

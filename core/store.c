@@ -66,6 +66,7 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	struct store *store = calloc(1, sizeof *store);
 	if (!store)
 		return error_info_set(error, -ENOMEM, "out of memory");
+	store->serving.descriptor = -1;
 	store->path = strdup(path);
 	if (!store->path) {
 		rc = error_info_set(error, -ENOMEM, "out of memory");
@@ -78,6 +79,8 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	store->codec = options->codec == CODEC_LZ4 ? CODEC_LZ4 : CODEC_ZSTD;
 	store->row_max = options->row_max ? options->row_max : SCHEMA_DEFAULT_ROW_MAX;
 	store->staged_max = options->staged_max;
+	if (options->log)
+		io_log_set(options->log, options->log_context);
 	store->read_only = options->read_only;
 	if (options->actor && *options->actor)
 		snprintf(store->actor, sizeof store->actor, "%s", options->actor);
@@ -105,6 +108,7 @@ void store_close(struct store *store)
 	if (!store)
 		return;
 	assert(atomic_load(&store->open_snapshots) == 0);
+	store_unserve(store);
 	manifest_close(store->manifest);
 	free(store->path);
 	free(store);
@@ -454,6 +458,18 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+	char where[4200];
+	rc = store_branch_served(store, name, where, sizeof where);
+	if (rc > 0) {
+		const char *space = strchr(where, ' ');
+		return error_info_set(error, -EBUSY,
+				      "branch %s is mounted at %s (graphfs process %.*s); unmount it first",
+				      name, space && space[1] ? space + 1 : "?", space ? (int)(space - where) : 0,
+				      where);
+	}
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot tell whether branch %s is mounted: %s", name,
+				      strerror(-rc));
 	return manifest_branch_delete(store->manifest, name, mounted_branch, error);
 }
 

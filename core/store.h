@@ -55,6 +55,10 @@ struct store_options {
 	const char *actor;          /* recorded in commits; NULL: "$USER@host" */
 	size_t block_cache;         /* bytes of verified manifest blocks kept in memory after the
 				     * open (pager.h: hits are not counted as reads); 0: none */
+	/* Where diagnostics go (damaged blocks, recovery notes; priority as syslog(3)).
+	 * Process-wide: the last store_open that sets it wins. NULL: stderr. */
+	void (*log)(void *context, int priority, const char *message);
+	void *log_context;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -130,8 +134,19 @@ int store_branches(struct store *store,
 		   int (*visit)(const struct store_branch_info *branch, void *context), void *context);
 int store_branch_create(struct store *store, const char *name, const char *from,
 			struct error_info *error);
+/* Deletes branch name. -EBUSY if it is mounted_branch, main, or served by a running
+ * mount in any process (the message says where it is mounted); -ENOTEMPTY if a
+ * branch forked from it still exists; -ENOENT. */
 int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
 			struct error_info *error);
+/* Records, until store_close, that this process serves branch (a mount at where),
+ * so that no other process deletes it; the record goes when the process dies.
+ * 0, -ENOENT (no such branch), -EBUSY (this handle serves one already), -errno. */
+int store_serve_branch(struct store *store, const char *branch, const char *where,
+		       struct error_info *error);
+/* 1 if a running mount serves branch (where: "PID MOUNTPOINT" of one of them), 0 if
+ * none does, or -errno. Stale records of dead processes are removed. */
+int store_branch_served(struct store *store, const char *branch, char *where, size_t where_size);
 
 /* ---- writing ---------------------------------------------------------------- */
 
@@ -141,6 +156,9 @@ enum store_write_mode { STORE_OVERWRITE = 0, STORE_MERGE = 1 };
  * branch), -EROFS (read-only store), -ENOMEM. */
 int store_txn_begin(struct store *store, const char *branch, struct store_txn **out,
 		    struct error_info *error);
+/* The actor recorded in this transaction's commits instead of the store's
+ * (a mount's writing user, "name@host"). 0, or -EINVAL (NULL or too long). */
+int store_txn_set_actor(struct store_txn *txn, const char *actor);
 /* Staging mode: edge endpoints missing from the snapshot are checked at commit
  * against the snapshot plus every staged table, instead of at write. */
 void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer);

@@ -35,7 +35,12 @@ struct store {
 	uint64_t staged_max;
 	char actor[STORE_ACTOR_MAX];
 	atomic_long open_snapshots;       /* snapshots not yet released (checked at close) */
+	struct io_file serving;           /* store_serving.c: the locked serving/ file, or closed */
+	char serving_name[JOURNAL_NAME_MAX + 32];
 };
+
+/* Releases the branch this handle serves (store_serving.c). */
+void store_unserve(struct store *store);
 
 struct store_snapshot {
 	atomic_long references;

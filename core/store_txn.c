@@ -103,6 +103,7 @@ struct store_txn {
 	size_t op_capacity;
 	struct manifest_intent *intent;
 	uint64_t staged_bytes;
+	char actor[STORE_ACTOR_MAX];   /* "": the store's actor */
 };
 
 /* ---- operations list ---------------------------------------------------------- */
@@ -227,6 +228,16 @@ int store_txn_begin(struct store *store, const char *branch, struct store_txn **
 		return error_info_set(error, -ENOMEM, "out of memory");
 	}
 	*out = txn;
+	return 0;
+}
+
+int store_txn_set_actor(struct store_txn *txn, const char *actor)
+{
+	if (!actor || strlen(actor) >= STORE_ACTOR_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&txn->lock);
+	snprintf(txn->actor, sizeof txn->actor, "%s", actor);
+	pthread_mutex_unlock(&txn->lock);
 	return 0;
 }
 
@@ -1146,7 +1157,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	/* 6. Publish. */
 	struct manifest_commit_request request = {
 		.branch = txn->branch,
-		.actor = store->actor,
+		.actor = txn->actor[0] ? txn->actor : store->actor,
 		.message = message,
 		.op_count = included_count,
 		.ops = manifest_ops,

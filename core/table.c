@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include <jansson.h>
 #include <roaring/roaring.h>
@@ -245,7 +246,7 @@ int table_schema_read(struct pager *pager, struct block_address schema_block, st
 		goto out;
 	rc = schema_parse(raw.size ? (const char *)raw.data : "", raw.size, out, &error);
 	if (rc < 0) {
-		fprintf(stderr, "graphfs: schema block at %llu:%llu does not parse: %s\n",
+		io_log(LOG_ERR, "schema block at %llu:%llu does not parse: %s",
 			(unsigned long long)schema_block.segment, (unsigned long long)schema_block.offset,
 			error.message);
 		rc = -EIO;
@@ -389,7 +390,7 @@ static int bitmap_read(struct pager *pager, struct pager_append *append, struct 
 	    roaring_bitmap_portable_deserialize_size((const char *)raw.data, raw.size) != raw.size ||
 	    !(bitmap = roaring_bitmap_portable_deserialize_safe((const char *)raw.data, raw.size)) ||
 	    (!roaring_bitmap_is_empty(bitmap) && roaring_bitmap_maximum(bitmap) >= rows)) {
-		fprintf(stderr, "graphfs: deletion bitmap at %llu:%llu is malformed\n",
+		io_log(LOG_ERR, "deletion bitmap at %llu:%llu is malformed",
 			(unsigned long long)address.segment, (unsigned long long)address.offset);
 		if (bitmap)
 			roaring_bitmap_free(bitmap);
@@ -465,7 +466,7 @@ static int fragment_view_load(struct pager *pager, const struct fragment_descrip
 out:
 	if (rc < 0) {
 		if (inconsistent)
-			fprintf(stderr, "graphfs: fragment at %llu:%llu is inconsistent with its descriptor\n",
+			io_log(LOG_ERR, "fragment at %llu:%llu is inconsistent with its descriptor",
 				(unsigned long long)descriptor->block.segment,
 				(unsigned long long)descriptor->block.offset);
 		fragment_view_reset(view);
@@ -560,7 +561,7 @@ int table_reader_open(struct pager *pager, const struct table_info *info, struct
 	if (rc < 0)
 		goto out;
 	if (reader->size != info->byte_size) {
-		fprintf(stderr, "graphfs: table fragments hold %llu bytes, the table version says %llu\n",
+		io_log(LOG_ERR, "table fragments hold %llu bytes, the table version says %llu",
 			(unsigned long long)reader->size, (unsigned long long)info->byte_size);
 		rc = -EIO;
 		goto out;

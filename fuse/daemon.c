@@ -10,13 +10,10 @@
  *
  * Invariants:
  *   1. Nothing is mounted unless the store opened and the branch exists.
- *   2. Commits by other processes become visible within refresh_ms +
- *      GRAPHFS_LIVE_TIMEOUT (default 1 s + 1 s): live requests refresh the
- *      store at most once per refresh_ms, and cached live attributes and
- *      entries expire after the live timeout.
- *   3. After a commit this mount made, the kernel is told (inval_inode /
- *      inval_entry) before or right after the reply, never while the
- *      request holds a lock the notification needs.
+ *   2. While mounted, the store records that this process serves the branch
+ *      (store_serve_branch), so that no other process deletes it.
+ *   3. Diagnostics of the store and of mountfs reach the log: stderr with -f,
+ *      syslog otherwise.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -30,219 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
-#include "fuse_int.h"
-
-struct mount *graphfs_mount;
-static bool log_to_stderr = true;
-
-void mount_log(int priority, const char *format, ...)
-{
-	va_list arguments;
-	va_start(arguments, format);
-	if (log_to_stderr) {
-		char line[2048];
-		vsnprintf(line, sizeof line, format, arguments);
-		fprintf(stderr, "graphfs: %s\n", line);
-	} else {
-		vsyslog(priority, format, arguments);
-	}
-	va_end(arguments);
-}
-
-uint64_t mount_now_ms(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-}
-
-/* ---- .graphfs/errors ------------------------------------------------------------ */
-
-void mount_error_record(struct mount *mount, const char *path, const struct error_info *error,
-			int code)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	char time_text[32];
-	journal_format_time((uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000, time_text);
-	const char *reason = error && error->message[0] ? error->message : strerror(code < 0 ? -code : code);
-	json_t *line = json_object();
-	json_object_set_new(line, "time", json_string(time_text));
-	json_object_set_new(line, "path", json_string(path));
-	json_object_set_new(line, "line", json_integer(error ? (json_int_t)error->line : 0));
-	json_object_set_new(line, "errno", json_integer(code < 0 ? -code : code));
-	json_object_set_new(line, "reason", json_string(reason));
-	char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-	json_decref(line);
-	atomic_fetch_add(&mount->rejected, 1);
-	if (!text)
-		return;
-	pthread_mutex_lock(&mount->errors_lock);
-	struct error_line *slot = &mount->errors[mount->errors_next];
-	snprintf(slot->text, sizeof slot->text, "%s", text);
-	mount->errors_next = (mount->errors_next + 1) % GRAPHFS_ERRORS_KEPT;
-	if (mount->errors_count < GRAPHFS_ERRORS_KEPT)
-		mount->errors_count++;
-	pthread_mutex_unlock(&mount->errors_lock);
-	if (mount->debug)
-		mount_log(LOG_INFO, "rejected: %s", text);
-	free(text);
-}
-
-int mount_errors_render(struct mount *mount, struct buf *out)
-{
-	int rc = 0;
-	pthread_mutex_lock(&mount->errors_lock);
-	size_t first = (mount->errors_next + GRAPHFS_ERRORS_KEPT - mount->errors_count) % GRAPHFS_ERRORS_KEPT;
-	for (size_t i = 0; i < mount->errors_count && rc >= 0; i++) {
-		const struct error_line *line = &mount->errors[(first + i) % GRAPHFS_ERRORS_KEPT];
-		rc = buf_printf(out, "%s\n", line->text);
-	}
-	pthread_mutex_unlock(&mount->errors_lock);
-	return rc < 0 ? rc : 0;
-}
-
-/* ---- cache invalidation ---------------------------------------------------------- */
-
-struct invalidation {
-	fuse_ino_t *inodes;
-	size_t inode_count;
-	size_t inode_capacity;
-	struct {
-		fuse_ino_t parent;
-		char name[GRAPHFS_NAME_MAX + 1];
-	} *entries;
-	size_t entry_count;
-	size_t entry_capacity;
-	const char *branch;           /* NULL: every live view */
-	const char *const *names;     /* NULL: every file; else only these tables' files and logs */
-	size_t name_count;
-	bool removed;                 /* the names went away: invalidate their entries too */
-	struct mount *mount;
-};
-
-static bool names_match(const struct invalidation *work, const struct node *node)
-{
-	if (!work->names || node->kind == NODE_LOG_FILE)
-		return true;
-	for (size_t i = 0; i < work->name_count; i++)
-		if (strcmp(node->table, work->names[i]) == 0)
-			return true;
-	return false;
-}
-
-static void add_inode(struct invalidation *work, fuse_ino_t id)
-{
-	if (work->inode_count == work->inode_capacity) {
-		size_t capacity = work->inode_capacity ? work->inode_capacity * 2 : 64;
-		fuse_ino_t *grown = realloc(work->inodes, capacity * sizeof *grown);
-		if (!grown)
-			return;
-		work->inodes = grown;
-		work->inode_capacity = capacity;
-	}
-	work->inodes[work->inode_count++] = id;
-}
-
-static void add_entry(struct invalidation *work, fuse_ino_t parent, const char *name)
-{
-	if (work->entry_count == work->entry_capacity) {
-		size_t capacity = work->entry_capacity ? work->entry_capacity * 2 : 16;
-		void *grown = realloc(work->entries, capacity * sizeof *work->entries);
-		if (!grown)
-			return;
-		work->entries = grown;
-		work->entry_capacity = capacity;
-	}
-	work->entries[work->entry_count].parent = parent;
-	snprintf(work->entries[work->entry_count].name, sizeof work->entries[0].name, "%s", name);
-	work->entry_count++;
-}
-
-static void collect_live(struct node *node, void *context)
-{
-	struct invalidation *work = context;
-	if (node->view.version != 0)
-		return;
-	if (work->branch && strcmp(node->view.branch, work->branch) != 0)
-		return;
-	fuse_ino_t id = inode_id(work->mount, node);
-	if (!node_is_directory(node->kind)) {
-		if (names_match(work, node))
-			add_inode(work, id);
-		return;
-	}
-	if (!work->removed)
-		return;
-	const char *suffix = NULL;
-	if (node->kind == NODE_TABLES_DIR)
-		suffix = ".jsonl";
-	else if (node->kind == NODE_HEADS_DIR || node->kind == NODE_SCHEMA_DIR)
-		suffix = ".json";
-	else if (node->kind == NODE_STAGING_DIR)
-		suffix = ".jsonl";
-	if (!suffix)
-		return;
-	for (size_t i = 0; i < work->name_count; i++) {
-		char name[GRAPHFS_NAME_MAX + 1];
-		snprintf(name, sizeof name, "%s%s", work->names[i], suffix);
-		add_entry(work, id, name);
-	}
-}
-
-static void invalidate(struct mount *mount, const char *branch, const char *const *names,
-		       size_t name_count, bool removed)
-{
-	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
-				     .removed = removed, .mount = mount };
-	inode_visit(mount, collect_live, &work);
-	if (mount->session) {
-		for (size_t i = 0; i < work.inode_count; i++)
-			fuse_lowlevel_notify_inval_inode(mount->session, work.inodes[i], -1, 0);
-		for (size_t i = 0; i < work.entry_count; i++)
-			fuse_lowlevel_notify_inval_entry(mount->session, work.entries[i].parent,
-							 work.entries[i].name,
-							 strlen(work.entries[i].name));
-	}
-	free(work.inodes);
-	free(work.entries);
-}
-
-void mount_invalidate_branch(struct mount *mount, const char *branch, const char *const *names,
-			     size_t name_count, bool removed)
-{
-	view_cache_drop_live(mount);
-	invalidate(mount, branch, names, name_count, removed);
-}
-
-void mount_refresh(struct mount *mount)
-{
-	uint64_t now = mount_now_ms();
-	pthread_mutex_lock(&mount->refresh_lock);
-	if (now - mount->last_refresh_ms < mount->refresh_interval_ms) {
-		pthread_mutex_unlock(&mount->refresh_lock);
-		return;
-	}
-	mount->last_refresh_ms = now;
-	pthread_mutex_unlock(&mount->refresh_lock);
-	bool changed = false;
-	int rc = store_refresh(mount->store, &changed);
-	atomic_fetch_add(&mount->refreshes, 1);
-	if (rc < 0) {
-		mount_log(LOG_ERR, "refreshing the store failed: %s", strerror(-rc));
-		return;
-	}
-	if (changed) {
-		view_cache_drop_live(mount);
-		/* Attributes only: entries of a directory whose lookup is in flight
-		 * cannot be invalidated from here; they expire after the live timeout. */
-		invalidate(mount, NULL, NULL, 0, false);
-	}
-}
+#include "fuse_ops.h"
+#include "mount.h"
 
 /* ---- options ------------------------------------------------------------------------ */
+
+#define DEFAULT_REFRESH_INTERVAL_MS 1000     /* at most one store_refresh per second */
+#define DEFAULT_BLOCK_CACHE (32u << 20)      /* bytes of the store's block cache */
 
 static const char usage[] =
 	"usage: graphfs mount STORE MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
@@ -405,8 +196,8 @@ static int parse_arguments(int argc, char **argv, struct mount_options *options)
 {
 	memset(options, 0, sizeof *options);
 	snprintf(options->branch, sizeof options->branch, "main");
-	options->refresh_ms = GRAPHFS_REFRESH_INTERVAL_MS;
-	options->block_cache = GRAPHFS_BLOCK_CACHE;
+	options->refresh_ms = DEFAULT_REFRESH_INTERVAL_MS;
+	options->block_cache = DEFAULT_BLOCK_CACHE;
 	const char *positional[2];
 	int count = 0;
 	for (int i = 1; i < argc; i++) {
@@ -461,22 +252,42 @@ static int check_temporary_directory(const char *path)
 	return 0;
 }
 
-static void mount_free(struct mount *mount)
+/* ---- logging and the kernel's caches ------------------------------------------------- */
+
+static bool log_to_stderr = true;
+
+/* The log hook of mountfs and of the store: stderr in the foreground, syslog otherwise. */
+static void daemon_log(void *context, int priority, const char *message)
 {
-	files_close_all(mount);
-	workspaces_free(mount);
-	view_cache_free(mount);
-	buf_free(&mount->log_bytes);
-	if (mount->inodes.buckets)
-		inode_table_free(&mount->inodes);
-	if (mount->store)
-		store_close(mount->store);
-	pthread_mutex_destroy(&mount->refresh_lock);
-	pthread_mutex_destroy(&mount->workspaces_lock);
-	pthread_mutex_destroy(&mount->errors_lock);
-	pthread_mutex_destroy(&mount->log_lock);
-	free(mount);
+	(void)context;
+	if (log_to_stderr)
+		fprintf(stderr, "graphfs: %s\n", message);
+	else
+		syslog(priority, "%s", message);
 }
+
+static void daemon_logf(int priority, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void daemon_logf(int priority, const char *format, ...)
+{
+	char line[2048];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(line, sizeof line, format, arguments);
+	va_end(arguments);
+	daemon_log(NULL, priority, line);
+}
+
+static void invalidate_inode(void *context, uint64_t id)
+{
+	fuse_lowlevel_notify_inval_inode(context, id, -1, 0);
+}
+
+static void invalidate_entry(void *context, uint64_t parent, const char *name)
+{
+	fuse_lowlevel_notify_inval_entry(context, parent, name, strlen(name));
+}
+
+/* ---- lifetime ------------------------------------------------------------------------- */
 
 int graphfs_mount_main(int argc, char **argv)
 {
@@ -486,7 +297,7 @@ int graphfs_mount_main(int argc, char **argv)
 	 * threshold after the first large free, so that later stage buffers come
 	 * from (and stay in) the heap: each import would leave its memory behind.
 	 * Two arenas and a fixed threshold give a finished commit's buffers back
-	 * to the system (DESIGN §8: daemon peak RSS).
+	 * to the system (docs/PERFORMANCE.md: daemon peak RSS).
 	 */
 	mallopt(M_ARENA_MAX, 2);
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
@@ -500,53 +311,34 @@ int graphfs_mount_main(int argc, char **argv)
 	if (rc < 0)
 		return 2;
 
-	struct mount *mount = calloc(1, sizeof *mount);
-	if (!mount) {
-		fprintf(stderr, "graphfs: mount: out of memory\n");
-		return 1;
-	}
-	pthread_mutex_init(&mount->refresh_lock, NULL);
-	pthread_mutex_init(&mount->workspaces_lock, NULL);
-	pthread_mutex_init(&mount->errors_lock, NULL);
-	pthread_mutex_init(&mount->log_lock, NULL);
-	buf_init(&mount->log_bytes);
-	view_cache_init(mount);
-	mount->uid = getuid();
-	mount->gid = getgid();
-	mount->read_only = options.read_only;
-	mount->foreground = options.foreground;
-	mount->debug = options.debug;
-	clock_gettime(CLOCK_REALTIME, &mount->mount_time);
-	mount->last_refresh_ms = mount_now_ms();
-	mount->refresh_interval_ms = options.refresh_ms;
-	snprintf(mount->branch, sizeof mount->branch, "%s", options.branch);
-	graphfs_mount = mount;
-
 	int status = 1;
+	struct store *store = NULL;
+	struct mountfs *mount = NULL;
 	struct fuse_session *session = NULL;
 	bool mounted = false, handlers = false;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	char store_path[PATH_MAX], mountpoint[PATH_MAX], temporary_directory[PATH_MAX];
 
-	if (!realpath(options.store, mount->store_path)) {
+	if (!realpath(options.store, store_path)) {
 		fprintf(stderr, "graphfs: mount: %s: %s\n", options.store, strerror(errno));
-		goto cleanup;
+		goto out;
 	}
-	if (!realpath(options.mountpoint, mount->mountpoint)) {
+	if (!realpath(options.mountpoint, mountpoint)) {
 		fprintf(stderr, "graphfs: mount: %s: %s\n", options.mountpoint, strerror(errno));
-		goto cleanup;
+		goto out;
 	}
 	const char *tmpdir = options.tmpdir[0] ? options.tmpdir : getenv("TMPDIR");
 	if (!tmpdir || !*tmpdir)
 		tmpdir = "/tmp";
-	if (!realpath(tmpdir, mount->temporary_directory)) {
+	if (!realpath(tmpdir, temporary_directory)) {
 		fprintf(stderr, "graphfs: mount: temporary directory %s: %s\n", tmpdir, strerror(errno));
-		goto cleanup;
+		goto out;
 	}
-	rc = check_temporary_directory(mount->temporary_directory);
+	rc = check_temporary_directory(temporary_directory);
 	if (rc < 0) {
 		fprintf(stderr, "graphfs: mount: temporary directory %s cannot hold unnamed files: %s\n",
-			mount->temporary_directory, strerror(-rc));
-		goto cleanup;
+			temporary_directory, strerror(-rc));
+		goto out;
 	}
 
 	struct store_options store_options = {
@@ -554,37 +346,50 @@ int graphfs_mount_main(int argc, char **argv)
 		.row_max = options.row_max,
 		.staged_max = options.staged_max,
 		.block_cache = (size_t)options.block_cache,
+		.log = daemon_log,
 	};
 	struct error_info error;
 	error_info_clear(&error);
-	rc = store_open(mount->store_path, &store_options, &mount->store, &error);
+	rc = store_open(store_path, &store_options, &store, &error);
 	if (rc < 0) {
 		char line[1024];
 		if (error.message[0])
 			fprintf(stderr, "graphfs: mount: %s\n", error_info_format(&error, line, sizeof line));
 		else
-			fprintf(stderr, "graphfs: mount: %s: %s\n", mount->store_path, strerror(-rc));
-		goto cleanup;
+			fprintf(stderr, "graphfs: mount: %s: %s\n", store_path, strerror(-rc));
+		goto out;
 	}
-	struct store_snapshot *check = NULL;
-	error_info_clear(&error);
-	rc = store_snapshot_open(mount->store, mount->branch, STORE_LATEST, &check, &error);
+	struct mountfs_config config = {
+		.store = store,
+		.branch = options.branch,
+		.temporary_directory = temporary_directory,
+		.read_only = options.read_only,
+		.refresh_interval_ms = options.refresh_ms,
+		.uid = getuid(),
+		.gid = getgid(),
+		.log_rejections = options.debug,
+		.log = daemon_log,
+	};
+	rc = mountfs_new(&config, &mount);
+	if (rc == -ENOENT) {
+		fprintf(stderr, "graphfs: mount: no branch named \"%s\" in %s\n", options.branch, store_path);
+		goto out;
+	}
 	if (rc < 0) {
-		fprintf(stderr, "graphfs: mount: no branch named \"%s\" in %s\n", mount->branch,
-			mount->store_path);
-		goto cleanup;
+		fprintf(stderr, "graphfs: mount: %s\n", strerror(-rc));
+		goto out;
 	}
-	store_snapshot_release(check);
-
-	struct view root_view = { .version = 0 };
-	snprintf(root_view.branch, sizeof root_view.branch, "%s", mount->branch);
-	if (inode_table_init(&mount->inodes, &root_view) < 0) {
-		fprintf(stderr, "graphfs: mount: out of memory\n");
-		goto cleanup;
+	store = NULL;   /* the mount's now */
+	error_info_clear(&error);
+	rc = store_serve_branch(mountfs_store(mount), options.branch, mountpoint, &error);
+	if (rc < 0) {
+		fprintf(stderr, "graphfs: mount: cannot record that branch %s is served: %s\n", options.branch,
+			error.message[0] ? error.message : strerror(-rc));
+		goto out;
 	}
 
-	char fsname[4200];
-	snprintf(fsname, sizeof fsname, "fsname=graphfs:%s", mount->store_path);
+	char fsname[PATH_MAX + 16];
+	snprintf(fsname, sizeof fsname, "fsname=graphfs:%s", store_path);
 	/* fsname must not contain commas for the kernel's option string. */
 	for (char *c = fsname; *c; c++)
 		if (*c == ',')
@@ -597,63 +402,65 @@ int graphfs_mount_main(int argc, char **argv)
 	     (fuse_opt_add_arg(&args, "-o") != 0 || fuse_opt_add_arg(&args, options.fuse_options) != 0)) ||
 	    (options.debug && fuse_opt_add_arg(&args, "-d") != 0)) {
 		fprintf(stderr, "graphfs: mount: out of memory\n");
-		goto cleanup;
+		goto out;
 	}
 	session = fuse_session_new(&args, &graphfs_operations, sizeof graphfs_operations, mount);
 	if (!session) {
 		fprintf(stderr, "graphfs: mount: cannot create the FUSE session\n");
-		goto cleanup;
+		goto out;
 	}
+	struct mountfs_notify notify = { invalidate_inode, invalidate_entry, session };
 	if (fuse_set_signal_handlers(session) != 0) {
 		fprintf(stderr, "graphfs: mount: cannot install signal handlers\n");
-		goto cleanup;
+		goto out;
 	}
 	handlers = true;
-	if (fuse_session_mount(session, mount->mountpoint) != 0) {
-		fprintf(stderr, "graphfs: mount: cannot mount on %s\n", mount->mountpoint);
-		goto cleanup;
+	if (fuse_session_mount(session, mountpoint) != 0) {
+		fprintf(stderr, "graphfs: mount: cannot mount on %s\n", mountpoint);
+		goto out;
 	}
 	mounted = true;
-	mount->session = session;
+	mountfs_set_notify(mount, &notify);
 	if (!options.foreground) {
 		openlog("graphfs", LOG_PID, LOG_DAEMON);
 		log_to_stderr = false;
 	}
 	if (fuse_daemonize(options.foreground) != 0) {
-		mount_log(LOG_ERR, "cannot daemonize");
-		goto cleanup;
+		daemon_log(NULL, LOG_ERR, "cannot daemonize");
+		goto out;
 	}
-	mount_log(LOG_INFO, "mounted %s (branch %s%s) on %s", mount->store_path, mount->branch,
-		  mount->read_only ? ", read-only" : "", mount->mountpoint);
+	daemon_logf(LOG_INFO, "mounted %s (branch %s%s) on %s", store_path, options.branch,
+			 options.read_only ? ", read-only" : "", mountpoint);
 
 	struct fuse_loop_config *loop = fuse_loop_cfg_create();
 	if (!loop) {
-		mount_log(LOG_ERR, "out of memory");
-		goto cleanup;
+		daemon_log(NULL, LOG_ERR, "out of memory");
+		goto out;
 	}
 	fuse_loop_cfg_set_idle_threads(loop, 2);
 	fuse_loop_cfg_set_max_threads(loop, 16);
 	rc = fuse_session_loop_mt(session, loop);
 	fuse_loop_cfg_destroy(loop);
 	if (rc < 0) {
-		mount_log(LOG_ERR, "the FUSE loop failed: %s", strerror(-rc));
-		goto cleanup;
+		daemon_logf(LOG_ERR, "the FUSE loop failed: %s", strerror(-rc));
+		goto out;
 	}
 	status = 0;
 
-cleanup:
-	if (mounted) {
-		mount->session = NULL;
+out:
+	if (mount)
+		mountfs_set_notify(mount, NULL);
+	if (mounted)
 		fuse_session_unmount(session);
-	}
 	if (handlers)
 		fuse_remove_signal_handlers(session);
 	if (session)
 		fuse_session_destroy(session);
 	fuse_opt_free_args(&args);
 	if (!log_to_stderr && status == 0)
-		syslog(LOG_INFO, "unmounted %s", mount->mountpoint);
-	graphfs_mount = NULL;
-	mount_free(mount);
+		syslog(LOG_INFO, "unmounted %s", mountpoint);
+	mountfs_free(mount);
+	if (store)
+		store_close(store);
 	return status;
 }

@@ -3,7 +3,7 @@
  * FUSE daemon lives in fuse/ (see fuse/daemon.c); this is its entry point.
  */
 #include "cli.h"
-#include "fuse_int.h"
+#include "mount.h"
 
 int cmd_mount(int argc, char **argv)
 {

@@ -1,5 +1,5 @@
 /*
- * view — what a path shows: the snapshot cache, file renderings and attributes.
+ * view — what a path shows: the snapshot cache and file renderings.
  *
  * Invariants:
  *   1. A live view (version 0) answers from the snapshot of its branch at the
@@ -9,11 +9,7 @@
  *      visible to the next request, even one that opened its snapshot while
  *      the commit was landing.
  *   2. A history view answers from its pinned version forever (immutable).
- *   3. Sizes are the exact byte length reads return: table files from the
- *      head row's rendered size, rendered files from their rendering.
- *   4. Nothing on the path of `ls`/`cat heads/<all>` does work that grows with
- *      history: heads come from the snapshot's heads tree, never the log.
- *   5. A heads list belongs to exactly one cached live snapshot and holds that
+ *   3. A heads list belongs to exactly one cached live snapshot and holds that
  *      snapshot's live heads (it is built from it and dropped with it), so a
  *      lookup answered from the list answers what the snapshot would.
  */
@@ -25,51 +21,15 @@
 
 #include <jansson.h>
 
-#include "fuse_int.h"
+#include "mountfs_int.h"
 
 #ifndef GRAPHFS_VERSION_STRING
 #define GRAPHFS_VERSION_STRING "unknown"
 #endif
 
-/* ---- names ---------------------------------------------------------------- */
-
-bool table_name_valid(const char *name)
-{
-	size_t length = strlen(name);
-	if (length == 0 || length > 128)
-		return false;
-	for (size_t i = 0; i < length; i++) {
-		char c = name[i];
-		bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-		bool digit = c >= '0' && c <= '9';
-		if (!letter && !(digit && i > 0))
-			return false;
-	}
-	return true;
-}
-
-bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1])
-{
-	size_t length = strlen(file);
-	size_t suffix_length = strlen(suffix);
-	if (length <= suffix_length || strcmp(file + length - suffix_length, suffix) != 0)
-		return false;
-	size_t name_length = length - suffix_length;
-	if (name_length > JOURNAL_NAME_MAX)
-		return false;
-	memcpy(out, file, name_length);
-	out[name_length] = '\0';
-	return table_name_valid(out);
-}
-
-double view_timeout(const struct node *node)
-{
-	return node->view.version != 0 ? GRAPHFS_HISTORY_TIMEOUT : GRAPHFS_LIVE_TIMEOUT;
-}
-
 /* ---- the snapshot cache -------------------------------------------------------- */
 
-void view_cache_init(struct mount *mount)
+void view_cache_init(struct mountfs *mount)
 {
 	pthread_mutex_init(&mount->cache_lock, NULL);
 	memset(mount->cache, 0, sizeof mount->cache);
@@ -82,7 +42,7 @@ void heads_list_release(struct heads_list *list)
 		free(list);
 }
 
-void view_cache_free(struct mount *mount)
+void view_cache_free(struct mountfs *mount)
 {
 	pthread_mutex_lock(&mount->cache_lock);
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
@@ -95,7 +55,7 @@ void view_cache_free(struct mount *mount)
 	pthread_mutex_destroy(&mount->cache_lock);
 }
 
-void view_cache_drop_live(struct mount *mount)
+void view_cache_drop_live(struct mountfs *mount)
 {
 	struct store_snapshot *dropped[SNAPSHOT_CACHE_SIZE];
 	struct heads_list *lists[SNAPSHOT_CACHE_SIZE];
@@ -118,7 +78,7 @@ void view_cache_drop_live(struct mount *mount)
 }
 
 /* The cache entry holding snapshot (cache_lock held), or NULL. */
-static struct snapshot_entry *entry_of(struct mount *mount, const struct store_snapshot *snapshot)
+static struct snapshot_entry *entry_of(struct mountfs *mount, const struct store_snapshot *snapshot)
 {
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++)
 		if (mount->cache[i].snapshot == snapshot)
@@ -127,7 +87,7 @@ static struct snapshot_entry *entry_of(struct mount *mount, const struct store_s
 }
 
 /* The heads list already built for snapshot, retained, or NULL. */
-static struct heads_list *heads_cached(struct mount *mount, const struct store_snapshot *snapshot)
+static struct heads_list *heads_cached(struct mountfs *mount, const struct store_snapshot *snapshot)
 {
 	pthread_mutex_lock(&mount->cache_lock);
 	struct snapshot_entry *entry = entry_of(mount, snapshot);
@@ -161,7 +121,7 @@ static int heads_build_visit(const struct head_row *head, void *context)
 	return 0;
 }
 
-int view_heads(struct mount *mount, struct store_snapshot *snapshot, struct heads_list **out)
+int view_heads(struct mountfs *mount, struct store_snapshot *snapshot, struct heads_list **out)
 {
 	struct heads_list *list = heads_cached(mount, snapshot);
 	if (list) {
@@ -191,7 +151,7 @@ int view_heads(struct mount *mount, struct store_snapshot *snapshot, struct head
 	return 0;
 }
 
-int view_head(struct mount *mount, struct store_snapshot *snapshot, const char *table,
+int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char *table,
 	      struct head_row *out)
 {
 	struct heads_list *list = heads_cached(mount, snapshot);
@@ -223,7 +183,7 @@ static bool same_view(const struct view *a, const struct view *b)
 	return a->version == b->version && strcmp(a->branch, b->branch) == 0;
 }
 
-static struct store_snapshot *cache_find(struct mount *mount, const struct view *view,
+static struct store_snapshot *cache_find(struct mountfs *mount, const struct view *view,
 					 uint64_t store_version_now)
 {
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
@@ -239,7 +199,7 @@ static struct store_snapshot *cache_find(struct mount *mount, const struct view 
 	return NULL;
 }
 
-int view_snapshot(struct mount *mount, const struct view *view, struct store_snapshot **out)
+int view_snapshot(struct mountfs *mount, const struct view *view, struct store_snapshot **out)
 {
 	uint64_t now = view->version == 0 ? store_version(mount->store) : 0;
 	pthread_mutex_lock(&mount->cache_lock);
@@ -347,7 +307,7 @@ static int log_visit(const struct commit_record *record, void *context)
 }
 
 /* The log of a view, cached for the last (view, version) rendered. */
-static int render_log(struct mount *mount, const struct view *view, struct store_snapshot *snapshot,
+static int render_log(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
 		      struct buf *out)
 {
 	uint64_t version = store_snapshot_version(snapshot);
@@ -386,7 +346,7 @@ static void json_set_number(json_t *object, const char *key, uint64_t value)
 	json_object_set_new(object, key, json_integer((json_int_t)value));
 }
 
-static int render_stats(struct mount *mount, struct buf *out)
+static int render_stats(struct mountfs *mount, struct buf *out)
 {
 	struct buf raw;
 	buf_init(&raw);
@@ -423,7 +383,7 @@ static int render_stats(struct mount *mount, struct buf *out)
 	return rc;
 }
 
-int view_render(struct mount *mount, const struct node *node, struct store_snapshot *snapshot,
+int view_render(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
 		struct buf *out)
 {
 	struct head_row head;
@@ -455,201 +415,9 @@ int view_render(struct mount *mount, const struct node *node, struct store_snaps
 	}
 }
 
-/* ---- attributes ------------------------------------------------------------------ */
-
-static void set_time(struct stat *st, uint64_t time_us)
-{
-	st->st_mtim.tv_sec = (time_t)(time_us / 1000000);
-	st->st_mtim.tv_nsec = (long)(time_us % 1000000) * 1000;
-	st->st_ctim = st->st_mtim;
-	st->st_atim = st->st_mtim;
-}
-
-static bool writable_kind(const struct node *node)
-{
-	if (node->view.version != 0)
-		return false;
-	switch (node->kind) {
-	case NODE_ROOT:
-	case NODE_BRANCH_ROOT:
-	case NODE_TABLES_DIR:
-	case NODE_SCHEMA_DIR:
-	case NODE_STAGING_DIR:
-	case NODE_BRANCHES_DIR:
-	case NODE_TABLE_FILE:
-	case NODE_SCHEMA_FILE:
-	case NODE_STAGED_FILE:
-	case NODE_COMMIT_FILE:
-	case NODE_SCRATCH_FILE:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* The attributes every node shares; false when nothing more is needed (directories). */
-static bool attr_common(struct mount *mount, const struct node *node, struct stat *st)
-{
-	memset(st, 0, sizeof *st);
-	st->st_ino = node->st_ino;
-	st->st_uid = mount->uid;
-	st->st_gid = mount->gid;
-	st->st_blksize = 512 * 1024;
-	st->st_mtim = mount->mount_time;
-	st->st_ctim = mount->mount_time;
-	st->st_atim = mount->mount_time;
-	bool writable = writable_kind(node) && !mount->read_only;
-	if (node_is_directory(node->kind)) {
-		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
-		st->st_nlink = 2;
-		return false;
-	}
-	st->st_mode = S_IFREG | (writable ? 0644 : 0444);
-	st->st_nlink = 1;
-	return true;
-}
-
-/* Attributes of table, head and dropped-head files from a head row already read. */
-static int attr_from_head(const struct node *node, const struct head_row *head, struct stat *st)
-{
-	set_time(st, head->commit_time_us);
-	if (node->kind == NODE_TABLE_FILE) {
-		st->st_size = (off_t)head->byte_size;
-	} else {
-		struct buf rendered;
-		buf_init(&rendered);
-		int rc = head_row_render_json(head, &rendered);
-		st->st_size = (off_t)rendered.size;
-		buf_free(&rendered);
-		if (rc < 0)
-			return rc;
-	}
-	st->st_blocks = (st->st_size + 511) / 512;
-	return 0;
-}
-
-bool view_attr_has_head(enum node_kind kind)
-{
-	return kind == NODE_TABLE_FILE || kind == NODE_HEAD_FILE || kind == NODE_DROPPED_FILE;
-}
-
-int view_attr_head(struct mount *mount, struct node *node, const struct head_row *head, struct stat *st)
-{
-	if (!view_attr_has_head(node->kind))
-		return view_attr(mount, node, st);
-	attr_common(mount, node, st);
-	return attr_from_head(node, head, st);
-}
-
-int view_attr(struct mount *mount, struct node *node, struct stat *st)
-{
-	memset(st, 0, sizeof *st);
-	st->st_ino = node->st_ino;
-	st->st_uid = mount->uid;
-	st->st_gid = mount->gid;
-	st->st_blksize = 512 * 1024;
-	st->st_mtim = mount->mount_time;
-	st->st_ctim = mount->mount_time;
-	st->st_atim = mount->mount_time;
-	bool writable = writable_kind(node) && !mount->read_only;
-	if (node_is_directory(node->kind)) {
-		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
-		st->st_nlink = 2;
-		return 0;
-	}
-	st->st_mode = S_IFREG | (writable ? 0644 : 0444);
-	st->st_nlink = 1;
-
-	if (node->kind == NODE_COMMIT_LINK) {
-		char target[32];
-		st->st_mode = S_IFLNK | 0777;
-		st->st_size = snprintf(target, sizeof target, "@%llu",
-				       (unsigned long long)node->version_target);
-		return 0;
-	}
-	if (node->kind == NODE_COMMIT_FILE) {
-		st->st_mode = S_IFREG | (mount->read_only ? 0444 : 0644);
-		return 0;
-	}
-	if (node->kind == NODE_SCRATCH_FILE || node->kind == NODE_STAGED_FILE) {
-		struct scratch *scratch = scratch_find(mount, node->parent, node->name);
-		if (!scratch)
-			return -ENOENT;
-		scratch_attr(scratch, st);
-		st->st_ino = node->st_ino;
-		scratch_release(scratch);
-		return 0;
-	}
-	if (node->kind == NODE_STATS_FILE || node->kind == NODE_ERRORS_FILE ||
-	    node->kind == NODE_VERSION_FILE) {
-		struct buf rendered;
-		buf_init(&rendered);
-		int rc = view_render(mount, node, NULL, &rendered);
-		st->st_size = (off_t)rendered.size;
-		buf_free(&rendered);
-		return rc < 0 ? rc : 0;
-	}
-
-	/* Live table and schema names an open handle is creating. */
-	uint64_t pending_size = 0;
-	bool pending = false;
-	if (node->view.version == 0 && (node->kind == NODE_TABLE_FILE || node->kind == NODE_SCHEMA_FILE))
-		pending = pending_find(mount, node->view.branch,
-				       node->kind == NODE_TABLE_FILE ? SCRATCH_TABLES : SCRATCH_SCHEMA,
-				       node->table, &pending_size);
-	if (node->view.version == 0 && node->kind == NODE_TABLE_FILE &&
-	    workspace_hidden(mount, node->view.branch, node->table) && !pending)
-		return -ENOENT;
-
-	struct store_snapshot *snapshot = NULL;
-	int rc = view_snapshot(mount, &node->view, &snapshot);
-	if (rc < 0)
-		return rc;
-	struct head_row head;
-	struct buf rendered;
-	buf_init(&rendered);
-	switch (node->kind) {
-	case NODE_TABLE_FILE:
-	case NODE_HEAD_FILE:
-		rc = view_head(mount, snapshot, node->table, &head);
-		if (rc == 0)
-			rc = attr_from_head(node, &head, st);
-		break;
-	case NODE_SCHEMA_FILE:
-		rc = view_head(mount, snapshot, node->table, &head);
-		if (rc == 0) {
-			set_time(st, head.commit_time_us);
-			rc = view_render(mount, node, snapshot, &rendered);
-			st->st_size = (off_t)rendered.size;
-		}
-		break;
-	case NODE_DROPPED_FILE:
-		rc = view_dropped_head(snapshot, node->name, &head);
-		if (rc == 0)
-			rc = attr_from_head(node, &head, st);
-		break;
-	case NODE_LOG_FILE:
-		set_time(st, store_snapshot_time_us(snapshot));
-		rc = view_render(mount, node, snapshot, &rendered);
-		st->st_size = (off_t)rendered.size;
-		break;
-	default:
-		rc = -EINVAL;
-		break;
-	}
-	if (rc == -ENOENT && pending) {
-		st->st_size = (off_t)pending_size;
-		rc = 0;
-	}
-	buf_free(&rendered);
-	store_snapshot_release(snapshot);
-	st->st_blocks = (st->st_size + 511) / 512;
-	return rc < 0 ? rc : 0;
-}
-
 /* ---- workspaces ------------------------------------------------------------------ */
 
-struct workspace *workspace_get(struct mount *mount, const char *branch)
+struct workspace *workspace_get(struct mountfs *mount, const char *branch)
 {
 	pthread_mutex_lock(&mount->workspaces_lock);
 	struct workspace *workspace = mount->workspaces;

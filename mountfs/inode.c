@@ -2,7 +2,7 @@
  * inode — the node table: one node per (parent, name) the kernel knows.
  *
  * Invariants:
- *   1. A node's nodeid is its address (the root: FUSE_ROOT_ID); it stays
+ *   1. A node's nodeid is its address (the root: MOUNTFS_ROOT_ID); it stays
  *      valid until the kernel has forgotten every lookup AND no open file,
  *      child node or scratch binding references it.
  *   2. At most one hashed node per (parent, name); rename moves the node
@@ -24,7 +24,7 @@
 
 #include <xxhash.h>
 
-#include "fuse_int.h"
+#include "mountfs_int.h"
 
 struct node_private {
 	struct node node;
@@ -33,23 +33,21 @@ struct node_private {
 	struct node_private *all_next;
 };
 
-static struct node_private *all_nodes;   /* guarded by the table lock */
-
-static void all_link(struct node_private *node)
+static void all_link(struct inode_table *table, struct node_private *node)
 {
 	node->all_previous = NULL;
-	node->all_next = all_nodes;
-	if (all_nodes)
-		all_nodes->all_previous = node;
-	all_nodes = node;
+	node->all_next = table->all;
+	if (table->all)
+		table->all->all_previous = node;
+	table->all = node;
 }
 
-static void all_unlink(struct node_private *node)
+static void all_unlink(struct inode_table *table, struct node_private *node)
 {
 	if (node->all_previous)
 		node->all_previous->all_next = node->all_next;
 	else
-		all_nodes = node->all_next;
+		table->all = node->all_next;
 	if (node->all_next)
 		node->all_next->all_previous = node->all_previous;
 }
@@ -65,7 +63,7 @@ static uint64_t bucket_hash(const struct node *parent, const char *name)
 	return XXH3_64bits_withSeed(name, strlen(name), seed);
 }
 
-static uint64_t stable_ino(const struct node *parent, const char *name, enum node_kind kind,
+uint64_t inode_number(const struct node *parent, const char *name, enum node_kind kind,
 			   const struct view *view)
 {
 	char identity[GRAPHFS_NAME_MAX + JOURNAL_NAME_MAX + 128];
@@ -81,26 +79,6 @@ static uint64_t stable_ino(const struct node *parent, const char *name, enum nod
 	if (value < 2)
 		value += 2;
 	return value;
-}
-
-bool node_is_directory(enum node_kind kind)
-{
-	switch (kind) {
-	case NODE_ROOT:
-	case NODE_BRANCH_ROOT:
-	case NODE_VERSION_ROOT:
-	case NODE_TABLES_DIR:
-	case NODE_HEADS_DIR:
-	case NODE_DROPPED_DIR:
-	case NODE_SCHEMA_DIR:
-	case NODE_STAGING_DIR:
-	case NODE_HISTORY_DIR:
-	case NODE_BRANCHES_DIR:
-	case NODE_META_DIR:
-		return true;
-	default:
-		return false;
-	}
 }
 
 int inode_table_init(struct inode_table *table, const struct view *root_view)
@@ -123,7 +101,7 @@ int inode_table_init(struct inode_table *table, const struct view *root_view)
 	}
 	root->node.kind = NODE_ROOT;
 	root->node.view = *root_view;
-	root->node.st_ino = FUSE_ROOT_ID;
+	root->node.st_ino = MOUNTFS_ROOT_ID;
 	root->node.lookups = 1;
 	table->root = &root->node;
 	return 0;
@@ -134,9 +112,9 @@ void inode_table_free(struct inode_table *table)
 	if (!table->buckets)
 		return;
 	/* Children before parents does not matter here: everything goes. */
-	while (all_nodes) {
-		struct node_private *node = all_nodes;
-		all_unlink(node);
+	while (table->all) {
+		struct node_private *node = table->all;
+		all_unlink(table, node);
 		free(node);
 	}
 	free(private_of(table->root));
@@ -185,7 +163,7 @@ static void maybe_free(struct inode_table *table, struct node *node)
 	while (node && node != table->root && node->lookups == 0 && node->references == 0) {
 		struct node *parent = node->parent;
 		hash_remove(table, node);
-		all_unlink(private_of(node));
+		all_unlink(table, private_of(node));
 		free(private_of(node));
 		if (!parent)
 			break;
@@ -195,7 +173,7 @@ static void maybe_free(struct inode_table *table, struct node *node)
 	}
 }
 
-struct node *inode_get(struct mount *mount, struct node *parent, const char *name,
+struct node *inode_get(struct mountfs *mount, struct node *parent, const char *name,
 		       enum node_kind kind, const struct view *view, const char *table_name,
 		       uint64_t lookups)
 {
@@ -218,14 +196,14 @@ struct node *inode_get(struct mount *mount, struct node *parent, const char *nam
 			pthread_mutex_unlock(&table->lock);
 			return NULL;
 		}
-		all_link(created);
+		all_link(table, created);
 		node = &created->node;
 		node->parent = parent;
 		node->kind = kind;
 		node->view = *view;
 		snprintf(node->name, sizeof node->name, "%s", name);
 		snprintf(node->table, sizeof node->table, "%s", table_name ? table_name : "");
-		node->st_ino = stable_ino(parent, name, kind, view);
+		node->st_ino = inode_number(parent, name, kind, view);
 		if (parent)
 			parent->references++;
 		hash_insert(table, node);
@@ -235,28 +213,28 @@ struct node *inode_get(struct mount *mount, struct node *parent, const char *nam
 	return node;
 }
 
-struct node *inode_from_id(struct mount *mount, fuse_ino_t id)
+struct node *inode_from_id(struct mountfs *mount, uint64_t id)
 {
-	if (id == FUSE_ROOT_ID)
+	if (id == MOUNTFS_ROOT_ID)
 		return mount->inodes.root;
 	return (struct node *)(uintptr_t)id;
 }
 
-fuse_ino_t inode_id(struct mount *mount, const struct node *node)
+uint64_t inode_id(struct mountfs *mount, const struct node *node)
 {
 	if (node == mount->inodes.root)
-		return FUSE_ROOT_ID;
-	return (fuse_ino_t)(uintptr_t)node;
+		return MOUNTFS_ROOT_ID;
+	return (uint64_t)(uintptr_t)node;
 }
 
-void inode_retain(struct mount *mount, struct node *node)
+void inode_retain(struct mountfs *mount, struct node *node)
 {
 	pthread_mutex_lock(&mount->inodes.lock);
 	node->references++;
 	pthread_mutex_unlock(&mount->inodes.lock);
 }
 
-void inode_release(struct mount *mount, struct node *node)
+void inode_release(struct mountfs *mount, struct node *node)
 {
 	pthread_mutex_lock(&mount->inodes.lock);
 	assert(node->references > 0);
@@ -265,7 +243,7 @@ void inode_release(struct mount *mount, struct node *node)
 	pthread_mutex_unlock(&mount->inodes.lock);
 }
 
-void inode_forget(struct mount *mount, struct node *node, uint64_t count)
+void inode_forget(struct mountfs *mount, struct node *node, uint64_t count)
 {
 	pthread_mutex_lock(&mount->inodes.lock);
 	if (node != mount->inodes.root) {
@@ -275,7 +253,7 @@ void inode_forget(struct mount *mount, struct node *node, uint64_t count)
 	pthread_mutex_unlock(&mount->inodes.lock);
 }
 
-void inode_move(struct mount *mount, struct node *node, struct node *parent, const char *name,
+void inode_move(struct mountfs *mount, struct node *node, struct node *parent, const char *name,
 		enum node_kind kind, const char *table_name)
 {
 	struct inode_table *table = &mount->inodes;
@@ -304,7 +282,7 @@ void inode_move(struct mount *mount, struct node *node, struct node *parent, con
 	pthread_mutex_unlock(&table->lock);
 }
 
-void inode_detach(struct mount *mount, struct node *parent, const char *name)
+void inode_detach(struct mountfs *mount, struct node *parent, const char *name)
 {
 	struct inode_table *table = &mount->inodes;
 	pthread_mutex_lock(&table->lock);
@@ -316,7 +294,7 @@ void inode_detach(struct mount *mount, struct node *parent, const char *name)
 	pthread_mutex_unlock(&table->lock);
 }
 
-void inode_visit(struct mount *mount, void (*visit)(struct node *node, void *context), void *context)
+void inode_visit(struct mountfs *mount, void (*visit)(struct node *node, void *context), void *context)
 {
 	struct inode_table *table = &mount->inodes;
 	pthread_mutex_lock(&table->lock);
@@ -328,7 +306,7 @@ void inode_visit(struct mount *mount, void (*visit)(struct node *node, void *con
 	pthread_mutex_unlock(&table->lock);
 }
 
-void inode_path(struct mount *mount, const struct node *node, char *out, size_t size)
+void inode_path(struct mountfs *mount, const struct node *node, char *out, size_t size)
 {
 	const char *parts[64];
 	size_t count = 0;
@@ -347,7 +325,7 @@ void inode_path(struct mount *mount, const struct node *node, char *out, size_t 
 	pthread_mutex_unlock(&mount->inodes.lock);
 }
 
-struct node *inode_find(struct mount *mount, struct node *parent, const char *name)
+struct node *inode_find(struct mountfs *mount, struct node *parent, const char *name)
 {
 	pthread_mutex_lock(&mount->inodes.lock);
 	struct node *node = hash_find(&mount->inodes, parent, name);

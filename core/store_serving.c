@@ -1,0 +1,164 @@
+/*
+ * store_serving — which branches are served by a running mount, so that no
+ * other process deletes a branch from under it (docs/FORMAT.md §19).
+ *
+ * A mount that serves branch B keeps serving/<B>.<pid> (created 0600 in the
+ * store's serving/ directory, 0700) open with an exclusive flock(2) for as
+ * long as it runs. flock locks belong to the open file: when the process
+ * ends, however it ends, the lock goes with it. A branch is served while
+ * some serving/<B>.* file is locked; a file found unlocked is stale (its
+ * daemon died) and is removed by whoever finds it.
+ *
+ * Invariants:
+ *   1. A store handle serves at most one branch; the lock lives exactly as
+ *      long as the handle (store_close releases it).
+ *   2. A branch is never reported served by a dead process.
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SERVING_DIRECTORY "serving"
+
+/* Opens the store directory and its serving/ subdirectory (created if missing). */
+static int serving_directory_open(struct store *store, int *store_directory, int *serving)
+{
+	*serving = -1;
+	*store_directory = io_directory_open(store->path);
+	if (*store_directory < 0)
+		return *store_directory;
+	int rc = io_directory_make(*store_directory, SERVING_DIRECTORY);
+	if (rc < 0 && rc != -EEXIST)
+		goto out;
+	*serving = io_directory_open_at(*store_directory, SERVING_DIRECTORY);
+	rc = *serving < 0 ? *serving : 0;
+out:
+	if (rc < 0) {
+		close(*store_directory);
+		*store_directory = -1;
+	}
+	return rc;
+}
+
+int store_serve_branch(struct store *store, const char *branch, const char *where,
+		       struct error_info *error)
+{
+	branch = store_branch_or_main(branch);
+	if (store->read_only)
+		return 0;   /* nothing can delete it through a read-only mount's record anyway */
+	if (store->serving.descriptor >= 0)
+		return error_info_set(error, -EBUSY, "this handle already serves a branch");
+	int store_directory, serving;
+	int rc = serving_directory_open(store, &store_directory, &serving);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot open %s/%s: %s", store->path, SERVING_DIRECTORY,
+				      strerror(-rc));
+	char name[JOURNAL_NAME_MAX + 32];
+	snprintf(name, sizeof name, "%s.%ld", branch, (long)getpid());
+	struct io_file file;
+	rc = io_file_open(serving, name, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &file);
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot create %s/%s/%s: %s", store->path, SERVING_DIRECTORY, name,
+			       strerror(-rc));
+		goto out;
+	}
+	rc = io_lock(&file, true, false);
+	if (rc == 0) {
+		char text[4200];
+		int length = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), where ? where : "");
+		rc = io_pwrite(&file, text, (size_t)length < sizeof text ? (size_t)length : sizeof text - 1, 0);
+	}
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot lock %s/%s/%s: %s", store->path, SERVING_DIRECTORY, name,
+			       strerror(-rc));
+		io_file_close(&file);
+		io_unlink(serving, name);
+		goto out;
+	}
+	store->serving = file;
+	snprintf(store->serving_name, sizeof store->serving_name, "%s", name);
+	/* Served from here on: a delete that ran before the lock was taken is seen now. */
+	struct store_snapshot *snapshot = NULL;
+	rc = store_snapshot_open(store, branch, STORE_LATEST, &snapshot, NULL);
+	if (rc < 0) {
+		error_info_set(error, rc, "no branch named \"%s\"", branch);
+		store_unserve(store);
+		goto out;
+	}
+	store_snapshot_release(snapshot);
+out:
+	close(serving);
+	close(store_directory);
+	return rc;
+}
+
+void store_unserve(struct store *store)
+{
+	if (store->serving.descriptor < 0)
+		return;
+	int store_directory, serving;
+	if (serving_directory_open(store, &store_directory, &serving) == 0) {
+		io_unlink(serving, store->serving_name);
+		close(serving);
+		close(store_directory);
+	}
+	io_file_close(&store->serving);
+	store->serving_name[0] = '\0';
+}
+
+struct serving_search {
+	int directory;
+	const char *branch;
+	size_t branch_length;
+	char *where;
+	size_t where_size;
+	bool found;
+};
+
+static int serving_visit(const char *name, void *context)
+{
+	struct serving_search *search = context;
+	if (strncmp(name, search->branch, search->branch_length) != 0 || name[search->branch_length] != '.')
+		return 0;
+	struct io_file file;
+	if (io_file_open(search->directory, name, O_RDONLY, IO_MANIFEST, &file) < 0)
+		return 0;
+	int rc = io_lock(&file, true, false);
+	if (rc == 0) {
+		/* Stale: its daemon is gone. */
+		io_unlock(&file);
+		io_unlink(search->directory, name);
+	} else if (rc == -EWOULDBLOCK) {
+		char text[4200];
+		ssize_t got = io_pread_some(&file, text, sizeof text - 1, 0);
+		text[got > 0 ? got : 0] = '\0';
+		text[strcspn(text, "\n")] = '\0';
+		snprintf(search->where, search->where_size, "%s", text);
+		search->found = true;
+	}
+	io_file_close(&file);
+	return search->found ? 1 : 0;
+}
+
+int store_branch_served(struct store *store, const char *branch, char *where, size_t where_size)
+{
+	branch = store_branch_or_main(branch);
+	int store_directory, serving;
+	int rc = serving_directory_open(store, &store_directory, &serving);
+	if (rc < 0)
+		return rc == -EROFS || rc == -EACCES ? 0 : rc;
+	struct serving_search search = { serving, branch, strlen(branch), where, where_size, false };
+	if (where_size)
+		where[0] = '\0';
+	rc = io_directory_list(serving, NULL, serving_visit, &search);
+	close(serving);
+	close(store_directory);
+	if (rc < 0)
+		return rc;
+	return search.found ? 1 : 0;
+}

@@ -1,0 +1,467 @@
+/*
+ * mountfs_int — internals shared by the files of mountfs/ (not for fuse/ or
+ * tools/: they use mountfs.h).
+ *
+ * Structure (one responsibility per file):
+ *   mountfs.c    lifetime, the operations of mountfs.h (dispatch only)
+ *   namespace.c  the mounted tree declared once: the node classes, resolving
+ *                a name, listing a directory, attributes
+ *   inode.c      the node table: one node per path the kernel knows (id =
+ *                node address), stable st_ino, lookup counts, forget
+ *   view.c       views (a branch live, or a branch as of a version), the
+ *                snapshot cache, renderings of head/schema/log/stats files
+ *   notify.c     .graphfs/errors, the log hook, refresh of other processes'
+ *                commits, kernel cache invalidation after commits
+ *   scratch.c    scratch files, names being created, hidden names
+ *   staging.c    the staging area of a branch (one transaction)
+ *   open_file.c  open files: pinned readers, write handles, publishing
+ *   rules.c      unlink, rename, mkdir and rmdir: what each name change means
+ *
+ * Locks (outermost first; never take an earlier one holding a later one):
+ *   1. open_file.lock        one open file's state (reads and writes on it)
+ *   2. workspace.commit_lock a branch's staging commit
+ *   3. workspace.lock        a branch's scratch / staged / pending lists
+ *   4. mountfs.inodes.lock   the node table
+ *   5. cache_lock, refresh_lock, errors_lock, files_lock (leaves)
+ * The store has its own locks and is never called holding 3, 4 or 5.
+ */
+#ifndef GRAPHFS_MOUNTFS_INT_H
+#define GRAPHFS_MOUNTFS_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "mountfs.h"
+#include "store.h"
+
+#define GRAPHFS_NAME_MAX MOUNTFS_NAME_MAX
+#define GRAPHFS_PATH_MAX 1024                /* longest path inside the mount */
+#define GRAPHFS_IO_MAX MOUNTFS_IO_MAX
+#define GRAPHFS_LIVE_TIMEOUT 1.0             /* entry/attr seconds for live paths */
+#define GRAPHFS_HISTORY_TIMEOUT 86400.0      /* entry/attr seconds under history/ */
+#define GRAPHFS_ERRORS_KEPT 256              /* lines kept in .graphfs/errors */
+#define GRAPHFS_SCHEMA_MAX (1024 * 1024)     /* largest schema file accepted */
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+enum node_kind {
+	NODE_ROOT,          /* the mount root: live view of the mounted branch */
+	NODE_BRANCH_ROOT,   /* branches/<b>: live view of b */
+	NODE_VERSION_ROOT,  /* history/@V: a branch as of V */
+	NODE_TABLES_DIR,
+	NODE_HEADS_DIR,
+	NODE_DROPPED_DIR,   /* heads/.dropped */
+	NODE_SCHEMA_DIR,
+	NODE_STAGING_DIR,
+	NODE_HISTORY_DIR,
+	NODE_BRANCHES_DIR,
+	NODE_META_DIR,      /* .graphfs */
+	NODE_TABLE_FILE,    /* tables/<Name>.jsonl (also a pending creation) */
+	NODE_HEAD_FILE,     /* heads/<Name>.json */
+	NODE_DROPPED_FILE,  /* heads/.dropped/<Name>.<incarnation>.json */
+	NODE_SCHEMA_FILE,   /* schema/<Name>.json (also a pending creation) */
+	NODE_LOG_FILE,
+	NODE_STAGED_FILE,   /* staging/<Name>.jsonl */
+	NODE_COMMIT_FILE,   /* staging/.commit */
+	NODE_SCRATCH_FILE,  /* any other name in tables/, schema/ or staging/ */
+	NODE_STATS_FILE,
+	NODE_ERRORS_FILE,
+	NODE_VERSION_FILE,
+	NODE_COMMIT_LINK,   /* history/<ULID> -> @V */
+};
+
+/* Where a node's contents come from: a branch, live (version 0) or as of a version. */
+struct view {
+	char branch[JOURNAL_NAME_MAX + 1];
+	uint64_t version;   /* 0: live */
+};
+
+struct scratch;
+
+struct node {
+	struct node *hash_next;      /* chain in the (parent, name) hash */
+	struct node *parent;         /* retained (references) while this node lives */
+	enum node_kind kind;
+	struct view view;
+	char name[GRAPHFS_NAME_MAX + 1];   /* the entry's name in its parent */
+	char table[JOURNAL_NAME_MAX + 1];  /* table files: the table name; dropped: name */
+	uint64_t st_ino;             /* stable: a hash of what the path means */
+	uint64_t lookups;            /* the kernel's lookup count */
+	uint64_t references;         /* open files, children, scratch bindings */
+	uint64_t version_target;     /* NODE_COMMIT_LINK: the version it points at */
+};
+
+/* ---- scratch files, staged files, pending creations -------------------------- */
+
+enum scratch_dir { SCRATCH_TABLES, SCRATCH_SCHEMA, SCRATCH_STAGING };
+
+struct workspace;
+
+/* A private file of this mount: a scratch name, or a staged table. */
+struct scratch {
+	struct scratch *next;
+	struct workspace *workspace;
+	enum scratch_dir directory;
+	char name[GRAPHFS_NAME_MAX + 1];
+	char detached_from[JOURNAL_NAME_MAX + 1]; /* a table renamed to this name ("" if none) */
+	int descriptor;              /* an unnamed temporary file */
+	mode_t mode;
+	struct timespec mtime;
+	struct timespec ctime;
+	uint64_t references;         /* the workspace list (while named) + open files */
+	bool named;                  /* still in its directory */
+	/* staged tables only (a <Name>.jsonl in staging/) */
+	bool staged;
+	char table[JOURNAL_NAME_MAX + 1];
+	enum store_write_mode write_mode;
+	struct store_writer *writer; /* in the workspace's staging transaction */
+	bool writer_finished;
+	bool writer_failed;
+};
+
+/* A table or schema name written by an open handle that the store does not have yet. */
+struct pending {
+	struct pending *next;
+	enum scratch_dir directory;  /* SCRATCH_TABLES or SCRATCH_SCHEMA */
+	char table[JOURNAL_NAME_MAX + 1];
+	unsigned handles;
+	uint64_t size;
+};
+
+#define WORKSPACE_HIDDEN_MAX 16
+
+/* The mount's private state for one live branch. */
+struct workspace {
+	struct workspace *next;
+	char branch[JOURNAL_NAME_MAX + 1];
+	pthread_mutex_t commit_lock;       /* held across a staging commit */
+	pthread_mutex_t lock;              /* the lists below */
+	struct scratch *scratches;         /* scratch names and staged tables (SCRATCH_STAGING + writer) */
+	struct pending *pendings;
+	struct store_txn *staging;         /* NULL while nothing is staged */
+	char hidden[WORKSPACE_HIDDEN_MAX][JOURNAL_NAME_MAX + 1]; /* tables renamed to a scratch name */
+};
+
+/* ---- the mount ---------------------------------------------------------------- */
+
+/* The live heads of one snapshot in name order, shared by reference count. */
+struct heads_list {
+	atomic_uint references;
+	bool sorted;                 /* strictly increasing names (binary search allowed) */
+	size_t count;
+	struct head_row rows[];
+};
+
+struct snapshot_entry {
+	struct view view;
+	struct store_snapshot *snapshot;
+	struct heads_list *heads;    /* live views: built at the first listing, NULL before */
+	uint64_t store_version;      /* live entries: valid while the store is at this version */
+	uint64_t last_used;
+};
+
+#define SNAPSHOT_CACHE_SIZE 32
+
+struct node_private;
+
+struct inode_table {
+	pthread_mutex_t lock;
+	struct node **buckets;
+	size_t bucket_count;
+	size_t count;
+	struct node *root;
+	struct node_private *all;    /* every node but the root, for freeing at unmount */
+};
+
+struct error_line {
+	char text[1024];
+};
+
+struct open_file;
+
+struct mountfs {
+	struct store *store;
+	char branch[JOURNAL_NAME_MAX + 1];   /* the mounted branch */
+	char temporary_directory[4096];      /* where scratch and private copies live */
+	char host[256];                      /* for actors: user@host */
+	bool read_only;
+	bool log_rejections;
+	uid_t uid;
+	gid_t gid;
+	struct timespec mount_time;
+	void (*log)(void *context, int priority, const char *message);
+	void *log_context;
+	struct mountfs_notify notify;
+
+	struct inode_table inodes;
+
+	pthread_mutex_t cache_lock;
+	struct snapshot_entry cache[SNAPSHOT_CACHE_SIZE];
+	uint64_t cache_tick;
+
+	pthread_mutex_t refresh_lock;
+	uint64_t last_refresh_ms;
+	uint64_t refresh_interval_ms;
+
+	pthread_mutex_t workspaces_lock;
+	struct workspace *workspaces;
+
+	pthread_mutex_t files_lock;          /* every open file, for freeing at unmount */
+	struct open_file *files;
+
+	pthread_mutex_t errors_lock;
+	struct error_line errors[GRAPHFS_ERRORS_KEPT];
+	size_t errors_next;
+	size_t errors_count;
+
+	pthread_mutex_t log_lock;            /* cached log rendering */
+	struct view log_view;
+	uint64_t log_store_version;
+	struct buf log_bytes;
+	bool log_valid;
+
+	atomic_uint_fast64_t requests;
+	atomic_uint_fast64_t commits;
+	atomic_uint_fast64_t refreshes;
+	atomic_uint_fast64_t rejected;
+};
+
+/* ---- notify.c ---------------------------------------------------------------- */
+
+/* Logs one line through the configured hook. */
+void mount_log(struct mountfs *mount, int priority, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Records a rejected write in .graphfs/errors (and the log when asked to). */
+void mount_error_record(struct mountfs *mount, const char *path, const struct error_info *error,
+			int code);
+/* Records a refusal described by a message (for refusals found by mountfs itself). */
+void mount_error_refuse(struct mountfs *mount, const char *path, int code, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Renders .graphfs/errors. 0 or -ENOMEM. */
+int mount_errors_render(struct mountfs *mount, struct buf *out);
+/* Picks up other processes' commits, at most once per interval; invalidates live attrs. */
+void mount_refresh(struct mountfs *mount);
+/* After a commit on branch by this mount: drops cached live snapshots and tells the
+ * kernel that the live files of the tables in names (and the branch's log) changed;
+ * removed: those names went away (drop, rename, failed creation), so their cached
+ * directory entries go too. Not to be called while the request holds a lock the
+ * kernel needs for the notification (mountfs.h: struct mountfs_changes). */
+void mount_invalidate_branch(struct mountfs *mount, const char *branch, const char *const *names,
+			     size_t name_count, bool removed);
+uint64_t mount_now_ms(void);
+/* "user@host" for uid, into out. */
+void mount_actor(struct mountfs *mount, uid_t uid, char *out, size_t size);
+/* Begins a transaction on branch whose commit names the caller as its actor. */
+int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct store_txn **out,
+		    struct error_info *error);
+
+/* ---- inode.c ---------------------------------------------------------------- */
+
+int inode_table_init(struct inode_table *table, const struct view *root_view);
+void inode_table_free(struct inode_table *table);
+/* Finds or creates the child (parent, name) with the given identity; adds
+ * `lookups` lookups. Returns the node or NULL (-ENOMEM). */
+struct node *inode_get(struct mountfs *mount, struct node *parent, const char *name,
+		       enum node_kind kind, const struct view *view, const char *table,
+		       uint64_t lookups);
+/* The node for an id the kernel sent. */
+struct node *inode_from_id(struct mountfs *mount, uint64_t id);
+uint64_t inode_id(struct mountfs *mount, const struct node *node);
+/* The st_ino the node (parent, name) has or would have: a hash of what the path
+ * means, never 0 or 1 (the root's). */
+uint64_t inode_number(const struct node *parent, const char *name, enum node_kind kind,
+		      const struct view *view);
+/* Adds / drops references (open files); dropping may free a forgotten node. */
+void inode_retain(struct mountfs *mount, struct node *node);
+void inode_release(struct mountfs *mount, struct node *node);
+void inode_forget(struct mountfs *mount, struct node *node, uint64_t count);
+/* Moves a node to (parent, name), as rename(2) does; an existing node there is detached. */
+void inode_move(struct mountfs *mount, struct node *node, struct node *parent, const char *name,
+		enum node_kind kind, const char *table);
+/* The hashed node (parent, name), retained (inode_release), or NULL. */
+struct node *inode_find(struct mountfs *mount, struct node *parent, const char *name);
+/* Detaches (parent, name) from the hash so the name resolves afresh (unlink). */
+void inode_detach(struct mountfs *mount, struct node *parent, const char *name);
+/* Calls visit for every node (under the table lock: visit must not call back). */
+void inode_visit(struct mountfs *mount, void (*visit)(struct node *node, void *context), void *context);
+/* Path of the node inside the mount ("tables/X.jsonl"), into out. */
+void inode_path(struct mountfs *mount, const struct node *node, char *out, size_t size);
+
+/* ---- namespace.c ---------------------------------------------------------------- */
+
+/* A name resolved in a directory, before it has a node. */
+struct child {
+	enum node_kind kind;
+	struct view view;
+	char table[JOURNAL_NAME_MAX + 1];
+	uint64_t version_target;
+	bool has_head;              /* head holds the table's head row, read while resolving */
+	struct head_row head;
+};
+
+bool node_is_directory(enum node_kind kind);
+/* Whether a node of this kind may be written (on a live, writable mount). */
+bool node_is_writable(const struct mountfs *mount, const struct node *node);
+bool node_is_live(const struct node *node);
+/* Resolves name in parent. 0, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -errno. */
+int namespace_resolve(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+/* Finds or creates the node of a resolved child with one lookup and fills entry. */
+int namespace_entry(struct mountfs *mount, struct node *parent, const char *name,
+		    const struct child *child, struct mountfs_entry *entry, struct node **out);
+
+/* A directory listing, built at opendir. */
+struct dir_entry {
+	char name[GRAPHFS_NAME_MAX + 1];
+	struct child child;
+	bool dot;
+};
+struct dir_listing {
+	struct dir_entry *entries;
+	size_t count;
+	size_t capacity;
+};
+int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out);
+void dir_listing_free(struct dir_listing *listing);
+/* The attributes every node shares (owner, mode, mount time), no store I/O. */
+void namespace_attr_base(struct mountfs *mount, const struct node *node, struct stat *st);
+/* Fills *st for node. 0, -ENOENT (gone), -errno. */
+int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st);
+double namespace_timeout(const struct node *node);
+/* Whether table names are valid, and the parts of file names. */
+bool table_name_valid(const char *name);
+/* "X.jsonl" -> "X" (returns false if not of that form); suffix ".jsonl" or ".json". */
+bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1]);
+/* The scratch-name rule: a name starting with '.', ending in '~', or not ending
+ * in suffix is private to the mount until renamed onto a table name. */
+bool is_scratch_name(const char *name, const char *suffix);
+
+/* ---- view.c ----------------------------------------------------------------- */
+
+void view_cache_init(struct mountfs *mount);
+void view_cache_free(struct mountfs *mount);
+/* A retained snapshot for the view (release with store_snapshot_release). */
+int view_snapshot(struct mountfs *mount, const struct view *view, struct store_snapshot **out);
+/* Drops cached live snapshots (after a commit or refresh). */
+void view_cache_drop_live(struct mountfs *mount);
+/* The live (not tombstoned) heads of snapshot, retained (heads_list_release). Built once
+ * per cached live snapshot, so repeated listings cost no store reads. 0, -ENOMEM, -errno. */
+int view_heads(struct mountfs *mount, struct store_snapshot *snapshot, struct heads_list **out);
+void heads_list_release(struct heads_list *list);
+/* store_snapshot_head, answered from the snapshot's heads list when one was built. */
+int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char *table,
+	      struct head_row *out);
+/* Renders the file's bytes (heads, schema, log, stats, errors, version, dropped heads). */
+int view_render(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		struct buf *out);
+/* The tombstoned head heads/.dropped/<file> denotes. 0, -ENOENT, -errno. */
+int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct head_row *out);
+/* The workspace for a live branch (created on first use; never freed before unmount). */
+struct workspace *workspace_get(struct mountfs *mount, const char *branch);
+void workspaces_free(struct mountfs *mount);
+
+/* ---- scratch.c ---------------------------------------------------------------- */
+
+/* The scratch directory a live directory node is (tables/, schema/, staging/). */
+enum scratch_dir scratch_dir_of(const struct node *directory);
+const char *scratch_dir_name(enum scratch_dir directory);
+/* "tables/X.jsonl" or "branches/b/tables/X.jsonl" for messages. */
+void scratch_path(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		  const char *file, char *out, size_t size);
+/* An unnamed temporary file in the mount's temporary directory, or -errno. */
+int scratch_temporary_file(struct mountfs *mount);
+uint64_t scratch_descriptor_size(int descriptor);
+int scratch_write_all(int descriptor, const void *bytes, size_t size, uint64_t offset);
+/* Copies a table's bytes into descriptor (from offset 0). */
+int scratch_copy_table(struct store_table *table, int descriptor);
+/* Feeds a temporary file's bytes into a writer. */
+int scratch_feed(struct store_writer *writer, int descriptor, struct error_info *error);
+/* Reads a whole temporary file into out (-EFBIG beyond limit). */
+int scratch_read_all(int descriptor, struct buf *out, size_t limit);
+
+/* Scratch lookups for a live directory: the scratch with that name, retained, or NULL. */
+struct scratch *scratch_find(struct mountfs *mount, const struct node *directory, const char *name);
+void scratch_release(struct scratch *scratch);
+/* In a workspace (its lock held): lookup, a new named scratch, unname, drop a reference. */
+struct scratch *scratch_lookup(struct workspace *workspace, enum scratch_dir directory, const char *name);
+struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
+			    enum scratch_dir directory, const char *name, mode_t mode, int *rc);
+void scratch_unname(struct workspace *workspace, struct scratch *scratch);
+void scratch_put(struct scratch *scratch);
+/* Visits scratch names (and staged tables) of a live directory, for readdir. */
+int scratch_list(struct mountfs *mount, const struct node *directory,
+		 int (*visit)(const char *name, const struct stat *st, void *context), void *context);
+/* Fills st from a scratch file. */
+void scratch_attr(const struct scratch *scratch, struct stat *st);
+/* Creates a scratch file (O_CREAT on a scratch name). 0, -EEXIST, -errno. */
+int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode);
+/* setattr on a scratch (mode, times). */
+void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set);
+/* Marks a scratch file changed now (mtime and ctime). */
+void scratch_touch(struct scratch *scratch);
+
+/* Live table names being created by open handles, and their sizes. */
+void pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory, const char *table);
+void pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		    const char *table);
+void pending_set_size(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		      const char *table, uint64_t size);
+bool pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		  const char *table, uint64_t *size);
+int pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		 int (*visit)(const char *table, uint64_t size, void *context), void *context);
+/* Whether a live table name is hidden (renamed to a scratch name by this mount). */
+bool workspace_hidden(struct mountfs *mount, const char *branch, const char *table);
+void hidden_set(struct mountfs *mount, const char *branch, const char *table, bool hide);
+
+/* ---- staging.c ---------------------------------------------------------------- */
+
+/* Rebuilds a staged file's writer from its bytes (commit_lock held). 0 or the
+ * validation error (recorded). */
+int staging_rebuild(struct mountfs *mount, struct workspace *workspace, struct scratch *scratch);
+/* Frees the staging transaction when nothing is staged any more (commit_lock held). */
+void staging_settle(struct workspace *workspace);
+/* A write to staging/.commit: publishes the staging area as one commit. */
+int staging_commit(struct mountfs *mount, const char *branch, const char *message, size_t size,
+		   uid_t uid);
+
+/* ---- open_file.c ---------------------------------------------------------------- */
+
+/* Frees every open file still open at unmount. */
+void files_close_all(struct mountfs *mount);
+/* open / create for a node. created: this open made the name. */
+int file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
+	      struct open_file **out);
+ssize_t file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset);
+ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+		   off_t offset);
+/* flush: publishes what this handle wrote since the last publish (close(2) sees the error). */
+int file_flush(struct mountfs *mount, struct open_file *file);
+int file_fsync(struct mountfs *mount, struct open_file *file);
+/* release: publishes a pending truncate never written to, frees. */
+void file_release(struct mountfs *mount, struct open_file *file);
+/* setattr size through an open handle (or NULL: a path truncate, published now). */
+int file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
+		  uid_t uid);
+/* Commits txn; a refusal is recorded in .graphfs/errors against path. */
+int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path);
+/* The node an open file was opened on. */
+struct node *file_node(const struct open_file *file);
+/* Attributes of what the handle reads: 0, or 1 if the handle has nothing of its
+ * own to say (answer from the node), or -errno. */
+int file_attr(struct mountfs *mount, struct open_file *file, struct stat *st);
+
+/* ---- rules.c ---------------------------------------------------------------- */
+
+/* dropped receives the table dropped ("" if none), for invalidation after the reply. */
+int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, uid_t uid,
+		 char dropped[JOURNAL_NAME_MAX + 1]);
+/* changed receives the table names whose entries changed (for invalidation after the reply). */
+int rules_rename(struct mountfs *mount, struct node *parent, const char *name, struct node *new_parent,
+		 const char *new_name, uid_t uid, char changed[2][JOURNAL_NAME_MAX + 1]);
+int rules_mkdir(struct mountfs *mount, struct node *parent, const char *name, uid_t uid);
+int rules_rmdir(struct mountfs *mount, struct node *parent, const char *name, uid_t uid);
+
+#endif

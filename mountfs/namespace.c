@@ -1,0 +1,828 @@
+/*
+ * namespace — the mounted tree, declared once.
+ *
+ * Every node kind has one entry in node_classes[]: its fixed name and the
+ * parents that have it (or none: the name comes from a pattern its parent's
+ * resolve callback recognises), whether it is a directory, whether it can be
+ * written, and its callbacks — a directory's resolve (names that are not
+ * fixed children) and list (the entries that are not fixed children), a
+ * file's attr. Resolving a name, listing a directory and filling attributes
+ * are three loops over this table; a new subtree is one entry per node kind
+ * plus its callbacks. docs/MOUNT.md describes each path.
+ *
+ * Invariants:
+ *   1. A name resolves to at most one kind, and readdir lists exactly the
+ *      names that resolve (modulo changes between the two calls).
+ *   2. Every listed entry has a non-zero inode number, the same number a
+ *      lookup of it gives (plain READDIR and READDIRPLUS alike), so readdir(3),
+ *      which skips entries with d_ino 0, sees them all.
+ *   3. Sizes are the exact byte length reads return.
+ *   4. Nothing on the path of `ls`/`cat heads/<all>` does work that grows with
+ *      history: heads come from the snapshot's heads tree, never the log.
+ *   5. Everything under history/ is read-only and cached by the kernel for
+ *      GRAPHFS_HISTORY_TIMEOUT.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mountfs_int.h"
+
+#define PARENT(kind) (1u << (kind))
+#define ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT) | PARENT(NODE_VERSION_ROOT))
+#define LIVE_ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT))
+
+enum class_flags {
+	CLASS_DIRECTORY = 1 << 0,
+	CLASS_WRITABLE = 1 << 1,    /* writable when live on a writable mount */
+	CLASS_HEAD_ATTR = 1 << 2,   /* attributes come from the table's head row */
+};
+
+struct lister;
+
+struct node_class {
+	const char *name;           /* fixed name in its parents, NULL: a pattern */
+	const char *shown_as;       /* the pattern, for messages */
+	unsigned parents;           /* fixed names: PARENT() of the kinds that have it */
+	unsigned flags;
+	/* directories: names other than the fixed children, and listing them */
+	int (*resolve)(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+	int (*list)(struct mountfs *mount, struct node *directory, struct lister *lister);
+	/* files: attributes beyond the common ones */
+	int (*attr)(struct mountfs *mount, struct node *node, struct stat *st);
+};
+
+static int resolve_tables(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_heads(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_dropped(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_schema(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_staging(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_history(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_branches(struct mountfs *, struct node *, const char *, struct child *);
+static int list_tables(struct mountfs *, struct node *, struct lister *);
+static int list_head_files(struct mountfs *, struct node *, struct lister *);
+static int list_dropped(struct mountfs *, struct node *, struct lister *);
+static int list_schema(struct mountfs *, struct node *, struct lister *);
+static int list_staging(struct mountfs *, struct node *, struct lister *);
+static int list_history(struct mountfs *, struct node *, struct lister *);
+static int list_branches(struct mountfs *, struct node *, struct lister *);
+static int attr_table(struct mountfs *, struct node *, struct stat *);
+static int attr_head(struct mountfs *, struct node *, struct stat *);
+static int attr_dropped(struct mountfs *, struct node *, struct stat *);
+static int attr_schema(struct mountfs *, struct node *, struct stat *);
+static int attr_log(struct mountfs *, struct node *, struct stat *);
+static int attr_scratch(struct mountfs *, struct node *, struct stat *);
+static int attr_rendered(struct mountfs *, struct node *, struct stat *);
+static int attr_commit_file(struct mountfs *, struct node *, struct stat *);
+static int attr_link(struct mountfs *, struct node *, struct stat *);
+
+static const struct node_class node_classes[] = {
+	[NODE_ROOT] = { NULL, "/", 0, CLASS_DIRECTORY | CLASS_WRITABLE },
+	[NODE_BRANCH_ROOT] = { NULL, "branches/<branch>", 0, CLASS_DIRECTORY | CLASS_WRITABLE },
+	[NODE_VERSION_ROOT] = { NULL, "history/@<version>", 0, CLASS_DIRECTORY },
+	[NODE_TABLES_DIR] = { "tables", NULL, ROOTS, CLASS_DIRECTORY | CLASS_WRITABLE,
+			      resolve_tables, list_tables },
+	[NODE_HEADS_DIR] = { "heads", NULL, ROOTS, CLASS_DIRECTORY, resolve_heads, list_head_files },
+	[NODE_DROPPED_DIR] = { ".dropped", NULL, PARENT(NODE_HEADS_DIR), CLASS_DIRECTORY,
+			       resolve_dropped, list_dropped },
+	[NODE_SCHEMA_DIR] = { "schema", NULL, ROOTS, CLASS_DIRECTORY | CLASS_WRITABLE,
+			      resolve_schema, list_schema },
+	[NODE_STAGING_DIR] = { "staging", NULL, LIVE_ROOTS, CLASS_DIRECTORY | CLASS_WRITABLE,
+			       resolve_staging, list_staging },
+	[NODE_HISTORY_DIR] = { "history", NULL, LIVE_ROOTS, CLASS_DIRECTORY, resolve_history,
+			       list_history },
+	[NODE_BRANCHES_DIR] = { "branches", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY | CLASS_WRITABLE,
+				resolve_branches, list_branches },
+	[NODE_META_DIR] = { ".graphfs", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY },
+	[NODE_TABLE_FILE] = { NULL, "tables/<Name>.jsonl", 0, CLASS_WRITABLE | CLASS_HEAD_ATTR,
+			      NULL, NULL, attr_table },
+	[NODE_HEAD_FILE] = { NULL, "heads/<Name>.json", 0, CLASS_HEAD_ATTR, NULL, NULL, attr_head },
+	[NODE_DROPPED_FILE] = { NULL, "heads/.dropped/<Name>.<incarnation>.json", 0, CLASS_HEAD_ATTR,
+				NULL, NULL, attr_dropped },
+	[NODE_SCHEMA_FILE] = { NULL, "schema/<Name>.json", 0, CLASS_WRITABLE, NULL, NULL, attr_schema },
+	[NODE_LOG_FILE] = { "log", NULL, ROOTS, 0, NULL, NULL, attr_log },
+	[NODE_STAGED_FILE] = { NULL, "staging/<Name>.jsonl", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch },
+	[NODE_COMMIT_FILE] = { ".commit", NULL, PARENT(NODE_STAGING_DIR), CLASS_WRITABLE, NULL, NULL,
+			       attr_commit_file },
+	[NODE_SCRATCH_FILE] = { NULL, "a scratch name", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch },
+	[NODE_STATS_FILE] = { "stats", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
+	[NODE_ERRORS_FILE] = { "errors", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
+	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
+	[NODE_COMMIT_LINK] = { NULL, "history/<commit>", 0, 0, NULL, NULL, attr_link },
+};
+
+#define CLASS_COUNT (sizeof node_classes / sizeof node_classes[0])
+
+/* ---- names ---------------------------------------------------------------- */
+
+bool table_name_valid(const char *name)
+{
+	size_t length = strlen(name);
+	if (length == 0 || length > 128)
+		return false;
+	for (size_t i = 0; i < length; i++) {
+		char c = name[i];
+		bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+		bool digit = c >= '0' && c <= '9';
+		if (!letter && !(digit && i > 0))
+			return false;
+	}
+	return true;
+}
+
+bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1])
+{
+	size_t length = strlen(file);
+	size_t suffix_length = strlen(suffix);
+	if (length <= suffix_length || strcmp(file + length - suffix_length, suffix) != 0)
+		return false;
+	size_t name_length = length - suffix_length;
+	if (name_length > JOURNAL_NAME_MAX)
+		return false;
+	memcpy(out, file, name_length);
+	out[name_length] = '\0';
+	return table_name_valid(out);
+}
+
+bool is_scratch_name(const char *name, const char *suffix)
+{
+	size_t length = strlen(name);
+	size_t suffix_length = strlen(suffix);
+	if (name[0] == '.' || (length > 0 && name[length - 1] == '~'))
+		return true;
+	return length < suffix_length || strcmp(name + length - suffix_length, suffix) != 0;
+}
+
+bool node_is_directory(enum node_kind kind)
+{
+	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_DIRECTORY);
+}
+
+bool node_is_live(const struct node *node)
+{
+	return node->view.version == 0;
+}
+
+bool node_is_writable(const struct mountfs *mount, const struct node *node)
+{
+	return !mount->read_only && node_is_live(node) && (node_classes[node->kind].flags & CLASS_WRITABLE);
+}
+
+double namespace_timeout(const struct node *node)
+{
+	return node_is_live(node) ? GRAPHFS_LIVE_TIMEOUT : GRAPHFS_HISTORY_TIMEOUT;
+}
+
+/* ---- resolving ----------------------------------------------------------------- */
+
+struct branch_search {
+	const char *name;
+	struct store_branch_info info;
+	bool found;
+};
+
+static int branch_visit(const struct store_branch_info *branch, void *context)
+{
+	struct branch_search *search = context;
+	if (strcmp(branch->name, search->name) == 0) {
+		search->info = *branch;
+		search->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+static int branch_info(struct mountfs *mount, const char *name, struct store_branch_info *out)
+{
+	struct branch_search search = { .name = name };
+	int rc = store_branches(mount->store, branch_visit, &search);
+	if (rc < 0)
+		return rc;
+	if (!search.found)
+		return -ENOENT;
+	if (out)
+		*out = search.info;
+	return 0;
+}
+
+/* Whether the commit at version on commit_branch is in branch's history. */
+static bool commit_in_branch(struct mountfs *mount, const char *branch, const char *commit_branch,
+			     uint64_t version)
+{
+	char current[JOURNAL_NAME_MAX + 1];
+	uint64_t limit = UINT64_MAX;
+	snprintf(current, sizeof current, "%s", branch);
+	for (int depth = 0; depth < 64; depth++) {
+		if (strcmp(current, commit_branch) == 0)
+			return version <= limit;
+		struct store_branch_info info;
+		if (branch_info(mount, current, &info) < 0 || !info.forked_from[0])
+			return false;
+		if (info.fork_version < limit)
+			limit = info.fork_version;
+		snprintf(current, sizeof current, "%s", info.forked_from);
+	}
+	return false;
+}
+
+static bool parse_version(const char *text, uint64_t *out)
+{
+	if (text[0] != '@' || text[1] < '1' || text[1] > '9')
+		return false;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long value = strtoull(text + 1, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = value;
+	return true;
+}
+
+/* Reads the live head of table into child (0, -ENOENT, -errno). */
+static int head_exists(struct mountfs *mount, const struct view *view, const char *table,
+		       struct child *child)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, view, &snapshot);
+	if (rc < 0)
+		return rc;
+	rc = view_head(mount, snapshot, table, &child->head);
+	store_snapshot_release(snapshot);
+	child->has_head = rc == 0;
+	return rc;
+}
+
+/* A scratch file of a live directory: NODE_SCRATCH_FILE / NODE_STAGED_FILE. */
+static bool resolve_scratch(struct mountfs *mount, struct node *parent, const char *name,
+			    struct child *out)
+{
+	if (!node_is_live(parent))
+		return false;
+	struct scratch *scratch = scratch_find(mount, parent, name);
+	if (!scratch)
+		return false;
+	out->kind = scratch->staged ? NODE_STAGED_FILE : NODE_SCRATCH_FILE;
+	if (scratch->staged)
+		snprintf(out->table, sizeof out->table, "%s", scratch->table);
+	scratch_release(scratch);
+	return true;
+}
+
+static int resolve_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (resolve_scratch(mount, parent, name, out))
+		return 0;
+	if (!table_name_from_file(name, ".jsonl", out->table))
+		return -ENOENT;
+	out->kind = NODE_TABLE_FILE;
+	if (node_is_live(parent)) {
+		if (pending_find(mount, parent->view.branch, SCRATCH_TABLES, out->table, NULL))
+			return 0;
+		if (workspace_hidden(mount, parent->view.branch, out->table))
+			return -ENOENT;
+	}
+	return head_exists(mount, &parent->view, out->table, out);
+}
+
+static int resolve_heads(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (!table_name_from_file(name, ".json", out->table))
+		return -ENOENT;
+	out->kind = NODE_HEAD_FILE;
+	return head_exists(mount, &parent->view, out->table, out);
+}
+
+static int resolve_dropped(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &parent->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	rc = view_dropped_head(snapshot, name, &out->head);
+	store_snapshot_release(snapshot);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_DROPPED_FILE;
+	out->has_head = true;
+	snprintf(out->table, sizeof out->table, "%s", out->head.name);
+	return 0;
+}
+
+static int resolve_schema(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (resolve_scratch(mount, parent, name, out))
+		return 0;
+	if (!table_name_from_file(name, ".json", out->table))
+		return -ENOENT;
+	out->kind = NODE_SCHEMA_FILE;
+	if (node_is_live(parent) && pending_find(mount, parent->view.branch, SCRATCH_SCHEMA, out->table, NULL))
+		return 0;
+	return head_exists(mount, &parent->view, out->table, out);
+}
+
+static int resolve_staging(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	return resolve_scratch(mount, parent, name, out) ? 0 : -ENOENT;
+}
+
+static int resolve_history(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	uint64_t version = 0;
+	int rc;
+	if (parse_version(name, &version)) {
+		struct view view = { .version = version };
+		snprintf(view.branch, sizeof view.branch, "%s", parent->view.branch);
+		struct store_snapshot *snapshot = NULL;
+		rc = view_snapshot(mount, &view, &snapshot);
+		if (rc < 0)
+			return rc == -EINVAL ? -ENOENT : rc;
+		store_snapshot_release(snapshot);
+		out->kind = NODE_VERSION_ROOT;
+		out->view = view;
+		return 0;
+	}
+	if (strlen(name) != ULID_TEXT_SIZE - 1)
+		return -ENOENT;
+	char commit_branch[JOURNAL_NAME_MAX + 1];
+	rc = store_commit_find(mount->store, name, &version, commit_branch);
+	if (rc < 0)
+		return -ENOENT;
+	if (!commit_in_branch(mount, parent->view.branch, commit_branch, version))
+		return -ENOENT;
+	out->kind = NODE_COMMIT_LINK;
+	out->version_target = version;
+	return 0;
+}
+
+static int resolve_branches(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (!table_name_valid(name))
+		return -ENOENT;
+	int rc = branch_info(mount, name, NULL);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_BRANCH_ROOT;
+	snprintf(out->view.branch, sizeof out->view.branch, "%s", name);
+	out->view.version = 0;
+	return 0;
+}
+
+int namespace_resolve(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	memset(out, 0, sizeof *out);
+	out->view = parent->view;
+	if (strlen(name) > GRAPHFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!node_is_directory(parent->kind))
+		return -ENOTDIR;
+	for (size_t kind = 0; kind < CLASS_COUNT; kind++) {
+		const struct node_class *class = &node_classes[kind];
+		if (class->name && (class->parents & PARENT(parent->kind)) && strcmp(class->name, name) == 0) {
+			out->kind = (enum node_kind)kind;
+			return 0;
+		}
+	}
+	const struct node_class *class = &node_classes[parent->kind];
+	return class->resolve ? class->resolve(mount, parent, name, out) : -ENOENT;
+}
+
+/* ---- attributes ------------------------------------------------------------------ */
+
+static void set_time(struct stat *st, uint64_t time_us)
+{
+	st->st_mtim.tv_sec = (time_t)(time_us / 1000000);
+	st->st_mtim.tv_nsec = (long)(time_us % 1000000) * 1000;
+	st->st_ctim = st->st_mtim;
+	st->st_atim = st->st_mtim;
+}
+
+void namespace_attr_base(struct mountfs *mount, const struct node *node, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = node->st_ino;
+	st->st_uid = mount->uid;
+	st->st_gid = mount->gid;
+	st->st_blksize = 512 * 1024;
+	st->st_mtim = mount->mount_time;
+	st->st_ctim = mount->mount_time;
+	st->st_atim = mount->mount_time;
+	bool writable = node_is_writable(mount, node);
+	if (node_is_directory(node->kind)) {
+		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | (writable ? 0644 : 0444);
+		st->st_nlink = 1;
+	}
+}
+
+/* Attributes of table, head and dropped-head files from a head row already read. */
+static int attr_from_head(const struct node *node, const struct head_row *head, struct stat *st)
+{
+	set_time(st, head->commit_time_us);
+	if (node->kind == NODE_TABLE_FILE) {
+		st->st_size = (off_t)head->byte_size;
+	} else {
+		struct buf rendered;
+		buf_init(&rendered);
+		int rc = head_row_render_json(head, &rendered);
+		st->st_size = (off_t)rendered.size;
+		buf_free(&rendered);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* A live table or schema name an open handle is creating: its size so far. */
+static bool pending_attr(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	uint64_t size = 0;
+	if (!node_is_live(node))
+		return false;
+	enum scratch_dir directory = node->kind == NODE_TABLE_FILE ? SCRATCH_TABLES : SCRATCH_SCHEMA;
+	if (!pending_find(mount, node->view.branch, directory, node->table, &size))
+		return false;
+	st->st_size = (off_t)size;
+	return true;
+}
+
+static int attr_table(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	if (node_is_live(node) && workspace_hidden(mount, node->view.branch, node->table) &&
+	    !pending_find(mount, node->view.branch, SCRATCH_TABLES, node->table, NULL))
+		return -ENOENT;
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct head_row head;
+	rc = view_head(mount, snapshot, node->table, &head);
+	store_snapshot_release(snapshot);
+	if (rc == 0)
+		return attr_from_head(node, &head, st);
+	if (rc == -ENOENT && pending_attr(mount, node, st))
+		return 0;
+	return rc;
+}
+
+static int attr_head(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct head_row head;
+	rc = view_head(mount, snapshot, node->table, &head);
+	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : attr_from_head(node, &head, st);
+}
+
+static int attr_dropped(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct head_row head;
+	rc = view_dropped_head(snapshot, node->name, &head);
+	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : attr_from_head(node, &head, st);
+}
+
+static int attr_schema(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct head_row head;
+	struct buf rendered;
+	buf_init(&rendered);
+	rc = view_head(mount, snapshot, node->table, &head);
+	if (rc == 0) {
+		set_time(st, head.commit_time_us);
+		rc = view_render(mount, node, snapshot, &rendered);
+		st->st_size = (off_t)rendered.size;
+	}
+	buf_free(&rendered);
+	store_snapshot_release(snapshot);
+	if (rc == -ENOENT && pending_attr(mount, node, st))
+		return 0;
+	return rc;
+}
+
+static int attr_log(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct buf rendered;
+	buf_init(&rendered);
+	set_time(st, store_snapshot_time_us(snapshot));
+	rc = view_render(mount, node, snapshot, &rendered);
+	st->st_size = (off_t)rendered.size;
+	buf_free(&rendered);
+	store_snapshot_release(snapshot);
+	return rc;
+}
+
+static int attr_scratch(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct scratch *scratch = scratch_find(mount, node->parent, node->name);
+	if (!scratch)
+		return -ENOENT;
+	scratch_attr(scratch, st);
+	scratch_release(scratch);
+	return 0;
+}
+
+static int attr_rendered(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct buf rendered;
+	buf_init(&rendered);
+	int rc = view_render(mount, node, NULL, &rendered);
+	st->st_size = (off_t)rendered.size;
+	buf_free(&rendered);
+	return rc;
+}
+
+static int attr_commit_file(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	return 0;
+}
+
+static int attr_link(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	char target[32];
+	st->st_mode = S_IFLNK | 0777;
+	st->st_size = snprintf(target, sizeof target, "@%" PRIu64, node->version_target);
+	return 0;
+}
+
+int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	namespace_attr_base(mount, node, st);
+	const struct node_class *class = &node_classes[node->kind];
+	int rc = class->attr ? class->attr(mount, node, st) : 0;
+	st->st_ino = node->st_ino;
+	st->st_blocks = (st->st_size + 511) / 512;
+	return rc < 0 ? rc : 0;
+}
+
+/* The attributes of a child resolved with its head row, without store I/O. */
+static int attr_of_child(struct mountfs *mount, struct node *node, const struct child *child,
+			 struct stat *st)
+{
+	if (!child->has_head || !(node_classes[node->kind].flags & CLASS_HEAD_ATTR))
+		return namespace_attr(mount, node, st);
+	namespace_attr_base(mount, node, st);
+	int rc = attr_from_head(node, &child->head, st);
+	st->st_blocks = (st->st_size + 511) / 512;
+	return rc;
+}
+
+int namespace_entry(struct mountfs *mount, struct node *parent, const char *name,
+		    const struct child *child, struct mountfs_entry *entry, struct node **out)
+{
+	struct node *node = inode_get(mount, parent, name, child->kind, &child->view, child->table, 1);
+	if (!node)
+		return -ENOMEM;
+	node->version_target = child->version_target;
+	memset(entry, 0, sizeof *entry);
+	int rc = attr_of_child(mount, node, child, &entry->attr);
+	if (rc < 0) {
+		inode_forget(mount, node, 1);
+		return rc;
+	}
+	entry->id = inode_id(mount, node);
+	entry->attr_timeout = namespace_timeout(node);
+	entry->entry_timeout = namespace_timeout(node);
+	if (out)
+		*out = node;
+	return 0;
+}
+
+/* ---- listing ------------------------------------------------------------------------ */
+
+struct lister {
+	struct dir_listing *listing;
+	struct node *parent;
+	struct mountfs *mount;
+	const char *suffix;
+	enum node_kind kind;
+};
+
+static struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind)
+{
+	struct dir_listing *listing = lister->listing;
+	if (listing->count == listing->capacity) {
+		size_t capacity = listing->capacity ? listing->capacity * 2 : 32;
+		struct dir_entry *grown = realloc(listing->entries, capacity * sizeof *grown);
+		if (!grown)
+			return NULL;
+		listing->entries = grown;
+		listing->capacity = capacity;
+	}
+	struct dir_entry *entry = &listing->entries[listing->count++];
+	memset(entry, 0, sizeof *entry);
+	snprintf(entry->name, sizeof entry->name, "%s", name);
+	entry->child.kind = kind;
+	entry->child.view = lister->parent->view;
+	return entry;
+}
+
+void dir_listing_free(struct dir_listing *listing)
+{
+	free(listing->entries);
+	listing->entries = NULL;
+	listing->count = listing->capacity = 0;
+}
+
+static int list_head(const struct head_row *head, void *context)
+{
+	struct lister *lister = context;
+	char name[GRAPHFS_NAME_MAX + 1];
+	if (lister->kind == NODE_DROPPED_FILE) {
+		char incarnation[ULID_TEXT_SIZE];
+		snprintf(name, sizeof name, "%s.%s.json", head->name, ulid_format(&head->incarnation, incarnation));
+	} else {
+		if (lister->kind == NODE_TABLE_FILE && node_is_live(lister->parent) &&
+		    workspace_hidden(lister->mount, lister->parent->view.branch, head->name))
+			return 0;
+		snprintf(name, sizeof name, "%s%s", head->name, lister->suffix);
+	}
+	struct dir_entry *entry = lister_add(lister, name, lister->kind);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", head->name);
+	entry->child.has_head = (node_classes[lister->kind].flags & CLASS_HEAD_ATTR) != 0;
+	if (entry->child.has_head)
+		entry->child.head = *head;
+	return 0;
+}
+
+static int list_scratch(const char *name, const struct stat *st, void *context)
+{
+	struct lister *lister = context;
+	char table[JOURNAL_NAME_MAX + 1];
+	bool staged = lister->parent->kind == NODE_STAGING_DIR && table_name_from_file(name, ".jsonl", table);
+	struct dir_entry *entry = lister_add(lister, name, staged ? NODE_STAGED_FILE : NODE_SCRATCH_FILE);
+	if (!entry)
+		return -ENOMEM;
+	if (staged)
+		snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
+	return 0;
+}
+
+static bool listing_has(const struct dir_listing *listing, const char *name)
+{
+	for (size_t i = 0; i < listing->count; i++)
+		if (strcmp(listing->entries[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+static int list_pending(const char *table, uint64_t size, void *context)
+{
+	struct lister *lister = context;
+	char name[GRAPHFS_NAME_MAX + 1];
+	snprintf(name, sizeof name, "%s%s", table, lister->suffix);
+	if (listing_has(lister->listing, name))
+		return 0;
+	struct dir_entry *entry = lister_add(lister, name, lister->kind);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
+	return 0;
+}
+
+/* The live heads of the directory's view; live views use the cached heads list. */
+static int list_heads_of(struct mountfs *mount, struct lister *lister, bool tombstoned)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &lister->parent->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	if (tombstoned || !node_is_live(lister->parent)) {
+		rc = store_snapshot_heads(snapshot, tombstoned, list_head, lister);
+	} else {
+		struct heads_list *heads = NULL;
+		rc = view_heads(mount, snapshot, &heads);
+		for (size_t i = 0; rc == 0 && i < heads->count; i++)
+			rc = list_head(&heads->rows[i], lister);
+		heads_list_release(heads);
+	}
+	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : 0;
+}
+
+/* Table-named files of tables/ or schema/, then names being created, then scratch files. */
+static int list_table_files(struct mountfs *mount, struct lister *lister, enum scratch_dir directory)
+{
+	int rc = list_heads_of(mount, lister, false);
+	if (rc == 0 && node_is_live(lister->parent))
+		rc = pending_list(mount, lister->parent->view.branch, directory, list_pending, lister);
+	if (rc == 0 && node_is_live(lister->parent))
+		rc = scratch_list(mount, lister->parent, list_scratch, lister);
+	return rc;
+}
+
+static int list_tables(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	lister->suffix = ".jsonl";
+	lister->kind = NODE_TABLE_FILE;
+	return list_table_files(mount, lister, SCRATCH_TABLES);
+}
+
+static int list_schema(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	lister->suffix = ".json";
+	lister->kind = NODE_SCHEMA_FILE;
+	return list_table_files(mount, lister, SCRATCH_SCHEMA);
+}
+
+static int list_head_files(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	lister->suffix = ".json";
+	lister->kind = NODE_HEAD_FILE;
+	return list_heads_of(mount, lister, false);
+}
+
+static int list_dropped(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	lister->kind = NODE_DROPPED_FILE;
+	return list_heads_of(mount, lister, true);
+}
+
+static int list_staging(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	return scratch_list(mount, directory, list_scratch, lister);
+}
+
+static int list_version(const struct commit_record *record, void *context)
+{
+	struct lister *lister = context;
+	char name[32];
+	snprintf(name, sizeof name, "@%" PRIu64, record->version);
+	struct dir_entry *entry = lister_add(lister, name, NODE_VERSION_ROOT);
+	if (!entry)
+		return -ENOMEM;
+	entry->child.view.version = record->version;
+	return 0;
+}
+
+static int list_history(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &directory->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	rc = store_snapshot_log(snapshot, list_version, lister);
+	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : 0;
+}
+
+static int list_branch(const struct store_branch_info *branch, void *context)
+{
+	struct lister *lister = context;
+	struct dir_entry *entry = lister_add(lister, branch->name, NODE_BRANCH_ROOT);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.view.branch, sizeof entry->child.view.branch, "%s", branch->name);
+	entry->child.view.version = 0;
+	return 0;
+}
+
+static int list_branches(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	int rc = store_branches(mount->store, list_branch, lister);
+	return rc < 0 ? rc : 0;
+}
+
+int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!node_is_directory(directory->kind))
+		return -ENOTDIR;
+	struct lister lister = { .listing = out, .parent = directory, .mount = mount };
+	int rc = -ENOMEM;
+	if (!lister_add(&lister, ".", directory->kind) || !lister_add(&lister, "..", NODE_ROOT))
+		goto out;
+	out->entries[0].dot = out->entries[1].dot = true;
+	for (size_t kind = 0; kind < CLASS_COUNT; kind++) {
+		const struct node_class *class = &node_classes[kind];
+		if (class->name && (class->parents & PARENT(directory->kind)) &&
+		    !lister_add(&lister, class->name, (enum node_kind)kind))
+			goto out;
+	}
+	const struct node_class *class = &node_classes[directory->kind];
+	rc = class->list ? class->list(mount, directory, &lister) : 0;
+out:
+	if (rc < 0)
+		dir_listing_free(out);
+	return rc;
+}

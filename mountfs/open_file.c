@@ -1,0 +1,966 @@
+/*
+ * open_file — open files: pinned readers, rendered files, and the write
+ * handles behind docs/MOUNT.md "Writing".
+ *
+ * An open file has one role, fixed at open:
+ *   table reader   pins a snapshot and a store_table at open; reads pread it,
+ *                  so a reader sees exactly one version however many commits
+ *                  land while it reads
+ *   rendered       bytes rendered at open (heads, schema, log, .graphfs files)
+ *   table writer   tables/<Name>.jsonl opened for writing:
+ *                    O_TRUNC / created  stream overwrite
+ *                    O_APPEND           stream merge
+ *                    neither            private copy of the current bytes,
+ *                                       published as an overwrite based on the
+ *                                       version copied (-EBUSY if it moved)
+ *   schema writer  schema/<Name>.json: the bytes, applied as one schema op
+ *   scratch        a private temporary file (scratch names; staged tables)
+ *   commit         staging/.commit: each write publishes the staging area
+ *
+ * Write-handle states: open -> writing (dirty) -> published at flush (clean;
+ * further writes continue as a merge of the added lines) ... -> released.
+ * A stream error is sticky: the handle publishes nothing afterwards.
+ *
+ * Invariants:
+ *   1. One tool write = one commit: a handle publishes at flush only what
+ *      was written since its last publish; an O_TRUNC never followed by a
+ *      write publishes (an empty table) at release. close(2) sees the flush's
+ *      error; nothing is published when it fails.
+ *   2. Every write(2) to a stream writer is validated by the store before
+ *      it returns; a rejected line fails that write with its errno and adds
+ *      a line to .graphfs/errors.
+ *   3. A handle publishes as the user who opened it (the commit's actor).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "mountfs_int.h"
+
+#define COPY_CHUNK (1024 * 1024)
+
+enum file_role {
+	FILE_TABLE_READ,
+	FILE_RENDERED,
+	FILE_TABLE_WRITE,
+	FILE_SCHEMA_WRITE,
+	FILE_SCRATCH,
+	FILE_COMMIT,
+};
+
+enum write_kind { WRITE_OVERWRITE, WRITE_MERGE, WRITE_EDIT };
+
+struct open_file {
+	struct open_file *all_previous;
+	struct open_file *all_next;
+	pthread_mutex_t lock;
+	struct node *node;                 /* retained */
+	enum file_role role;
+	bool writable;
+	bool append;
+	char path[GRAPHFS_PATH_MAX];       /* inside the mount, for messages */
+	char branch[JOURNAL_NAME_MAX + 1];
+	char table[JOURNAL_NAME_MAX + 1];
+
+	/* readers (and the copy source of edits, and reads of merge handles) */
+	struct store_snapshot *snapshot;
+	struct store_table *reader;
+	struct buf bytes;                  /* rendered bytes; schema writer input */
+
+	/* table and schema writers */
+	enum write_kind write_kind;
+	struct store_txn *txn;
+	struct store_writer *writer;
+	uint64_t stream_bytes;             /* bytes fed (overwrite: the next offset) */
+	bool dirty;                        /* something to publish */
+	bool truncate_pending;             /* an overwrite not published yet */
+	int failed;                        /* sticky negative errno */
+	bool pending_registered;           /* counted in the workspace's pendings */
+	int copy_descriptor;               /* edits: the private copy, -1 until the first change */
+	uint64_t based_on;                 /* edits: the table version copied */
+
+	uid_t uid;                         /* who opened it: the actor of its commits */
+
+	/* scratch and staged files */
+	struct scratch *scratch;
+	bool staged_stream;                /* staged, appending through the writer */
+	bool staged_edit;                  /* staged, edited in place: rebuild the writer */
+};
+
+int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path)
+{
+	struct store_commit_result result;
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_txn_commit(txn, message, &result, &error);
+	if (rc < 0) {
+		mount_error_record(mount, path, &error, rc);
+		return rc;
+	}
+	atomic_fetch_add(&mount->commits, 1);
+	return 0;
+}
+
+/* ---- opening ------------------------------------------------------------------------- */
+
+static void file_register(struct mountfs *mount, struct open_file *file)
+{
+	pthread_mutex_lock(&mount->files_lock);
+	file->all_previous = NULL;
+	file->all_next = mount->files;
+	if (mount->files)
+		mount->files->all_previous = file;
+	mount->files = file;
+	pthread_mutex_unlock(&mount->files_lock);
+}
+
+static void file_unregister(struct mountfs *mount, struct open_file *file)
+{
+	pthread_mutex_lock(&mount->files_lock);
+	if (file->all_previous)
+		file->all_previous->all_next = file->all_next;
+	else if (mount->files == file)
+		mount->files = file->all_next;
+	if (file->all_next)
+		file->all_next->all_previous = file->all_previous;
+	file->all_previous = file->all_next = NULL;
+	pthread_mutex_unlock(&mount->files_lock);
+}
+
+static struct open_file *file_new(struct mountfs *mount, struct node *node, enum file_role role)
+{
+	struct open_file *file = calloc(1, sizeof *file);
+	if (!file)
+		return NULL;
+	pthread_mutex_init(&file->lock, NULL);
+	file->node = node;
+	inode_retain(mount, node);
+	file->role = role;
+	file->copy_descriptor = -1;
+	buf_init(&file->bytes);
+	inode_path(mount, node, file->path, sizeof file->path);
+	snprintf(file->branch, sizeof file->branch, "%s", node->view.branch);
+	snprintf(file->table, sizeof file->table, "%s", node->table);
+	return file;
+}
+
+/* Frees a file's resources (no publishing). */
+static void file_free(struct mountfs *mount, struct open_file *file)
+{
+	if (file->txn)
+		store_txn_free(file->txn);
+	if (file->reader)
+		store_table_close(file->reader);
+	store_snapshot_release(file->snapshot);
+	if (file->copy_descriptor >= 0)
+		close(file->copy_descriptor);
+	if (file->pending_registered)
+		pending_remove(mount, file->branch,
+			       file->role == FILE_SCHEMA_WRITE ? SCRATCH_SCHEMA : SCRATCH_TABLES, file->table);
+	scratch_release(file->scratch);
+	buf_free(&file->bytes);
+	inode_release(mount, file->node);
+	pthread_mutex_destroy(&file->lock);
+	free(file);
+}
+
+void files_close_all(struct mountfs *mount)
+{
+	for (;;) {
+		pthread_mutex_lock(&mount->files_lock);
+		struct open_file *file = mount->files;
+		pthread_mutex_unlock(&mount->files_lock);
+		if (!file)
+			break;
+		file_unregister(mount, file);
+		file_free(mount, file);
+	}
+}
+
+/* Pins the live (or historical) table for reading; a missing table reads empty. */
+static int pin_table(struct mountfs *mount, struct open_file *file)
+{
+	int rc = view_snapshot(mount, &file->node->view, &file->snapshot);
+	if (rc < 0)
+		return rc;
+	rc = store_table_open(file->snapshot, file->table, &file->reader);
+	if (rc == -ENOENT) {
+		file->reader = NULL;
+		return -ENOENT;
+	}
+	return rc;
+}
+
+static int begin_stream(struct mountfs *mount, struct open_file *file, enum store_write_mode mode)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = 0;
+	if (!file->txn) {
+		rc = mount_txn_begin(mount, file->branch, file->uid, &file->txn, &error);
+		if (rc < 0)
+			return rc;
+	}
+	rc = store_txn_writer(file->txn, file->table, mode, 0, file->path, &file->writer, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		return rc;
+	}
+	return 0;
+}
+
+static int open_table_write(struct mountfs *mount, struct open_file *file, int flags, bool created)
+{
+	struct head_row head;
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &file->node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	rc = store_snapshot_head(snapshot, file->table, &head);
+	store_snapshot_release(snapshot);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;   /* not "absent": that would publish an overwrite */
+	bool exists = rc == 0 && !workspace_hidden(mount, file->branch, file->table);
+	if (created || !exists) {
+		hidden_set(mount, file->branch, file->table, false);
+		if (!exists) {
+			pending_add(mount, file->branch, SCRATCH_TABLES, file->table);
+			file->pending_registered = true;
+		}
+	}
+	if ((flags & O_TRUNC) || created || !exists) {
+		file->write_kind = WRITE_OVERWRITE;
+		file->truncate_pending = true;
+		return begin_stream(mount, file, STORE_OVERWRITE);
+	}
+	if (flags & O_APPEND) {
+		file->write_kind = WRITE_MERGE;
+		file->append = true;
+		if ((flags & O_ACCMODE) == O_RDWR) {
+			rc = pin_table(mount, file);
+			if (rc < 0 && rc != -ENOENT)
+				return rc;
+		}
+		return begin_stream(mount, file, STORE_MERGE);
+	}
+	file->write_kind = WRITE_EDIT;
+	rc = pin_table(mount, file);
+	if (rc < 0)
+		return rc;
+	file->based_on = head.table_version;
+	return 0;
+}
+
+static int open_schema_write(struct mountfs *mount, struct open_file *file, int flags, bool created)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &file->node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	struct head_row head;
+	bool exists = store_snapshot_head(snapshot, file->table, &head) == 0;
+	if (exists && !(flags & O_TRUNC) && !created)
+		rc = store_snapshot_schema(snapshot, file->table, &file->bytes);
+	store_snapshot_release(snapshot);
+	if (rc < 0)
+		return rc;
+	if (!exists) {
+		pending_add(mount, file->branch, SCRATCH_SCHEMA, file->table);
+		file->pending_registered = true;
+	}
+	if (flags & O_APPEND)
+		file->append = true;
+	/* Not dirty until written: a shell redirection closes a duplicate
+	 * descriptor before the command writes, and an empty schema is no
+	 * schema, so an O_TRUNC never written publishes nothing. */
+	return 0;
+}
+
+static int open_scratch(struct mountfs *mount, struct open_file *file, int flags, bool created)
+{
+	file->scratch = scratch_find(mount, file->node->parent, file->node->name);
+	if (!file->scratch)
+		return -ENOENT;
+	struct scratch *scratch = file->scratch;
+	if (flags & O_APPEND)
+		file->append = true;
+	if (!file->writable)
+		return 0;
+	if (flags & O_TRUNC)
+		scratch_touch(scratch);
+	if (!scratch->staged) {
+		if ((flags & O_TRUNC) && ftruncate(scratch->descriptor, 0) != 0)
+			return -errno;
+		return 0;
+	}
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->commit_lock);
+	int rc = 0;
+	if (created) {
+		/* A new staged file: >> stages a merge, anything else an overwrite. */
+		scratch->write_mode = (flags & O_APPEND) ? STORE_MERGE : STORE_OVERWRITE;
+		rc = staging_rebuild(mount, workspace, scratch);
+		file->staged_stream = true;
+	} else if (flags & O_TRUNC) {
+		if (ftruncate(scratch->descriptor, 0) != 0)
+			rc = -errno;
+		scratch->write_mode = STORE_OVERWRITE;
+		if (rc == 0)
+			rc = staging_rebuild(mount, workspace, scratch);
+		file->staged_stream = true;
+	} else if (flags & O_APPEND) {
+		if (!scratch->writer || scratch->writer_finished || scratch->writer_failed)
+			rc = staging_rebuild(mount, workspace, scratch);
+		file->staged_stream = true;
+	} else {
+		file->staged_edit = true;
+	}
+	pthread_mutex_unlock(&workspace->commit_lock);
+	return rc;
+}
+
+int file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
+	      struct open_file **out)
+{
+	*out = NULL;
+	bool writable = (flags & O_ACCMODE) != O_RDONLY;
+	bool live = node->view.version == 0;
+	if (writable && (!live || mount->read_only))
+		return -EROFS;
+	if (!live && (flags & O_TRUNC))
+		return -EROFS;
+
+	enum file_role role;
+	switch (node->kind) {
+	case NODE_TABLE_FILE:
+		role = writable ? FILE_TABLE_WRITE : FILE_TABLE_READ;
+		break;
+	case NODE_SCHEMA_FILE:
+		role = writable ? FILE_SCHEMA_WRITE : FILE_RENDERED;
+		break;
+	case NODE_SCRATCH_FILE:
+	case NODE_STAGED_FILE:
+		role = FILE_SCRATCH;
+		break;
+	case NODE_COMMIT_FILE:
+		role = FILE_COMMIT;
+		break;
+	case NODE_HEAD_FILE:
+	case NODE_DROPPED_FILE:
+	case NODE_LOG_FILE:
+	case NODE_STATS_FILE:
+	case NODE_ERRORS_FILE:
+	case NODE_VERSION_FILE:
+		if (writable || (flags & O_TRUNC))
+			return -EACCES;
+		role = FILE_RENDERED;
+		break;
+	default:
+		return -EISDIR;
+	}
+	struct open_file *file = file_new(mount, node, role);
+	if (!file)
+		return -ENOMEM;
+	file->writable = writable;
+	file->uid = uid;
+	int rc = 0;
+	switch (role) {
+	case FILE_TABLE_READ:
+		rc = pin_table(mount, file);
+		if (rc == -ENOENT && live && pending_find(mount, file->branch, SCRATCH_TABLES, file->table, NULL))
+			rc = 0;   /* being created by another handle: empty until published */
+		break;
+	case FILE_RENDERED: {
+		struct store_snapshot *snapshot = NULL;
+		if (node->kind != NODE_STATS_FILE && node->kind != NODE_ERRORS_FILE &&
+		    node->kind != NODE_VERSION_FILE)
+			rc = view_snapshot(mount, &node->view, &snapshot);
+		if (rc == 0)
+			rc = view_render(mount, node, snapshot, &file->bytes);
+		if (rc == -ENOENT && node->kind == NODE_SCHEMA_FILE && live &&
+		    pending_find(mount, file->branch, SCRATCH_SCHEMA, file->table, NULL))
+			rc = 0;
+		store_snapshot_release(snapshot);
+		break;
+	}
+	case FILE_TABLE_WRITE:
+		rc = open_table_write(mount, file, flags, created);
+		break;
+	case FILE_SCHEMA_WRITE:
+		rc = open_schema_write(mount, file, flags, created);
+		break;
+	case FILE_SCRATCH:
+		rc = open_scratch(mount, file, flags, created);
+		break;
+	case FILE_COMMIT:
+		break;
+	}
+	if (rc < 0) {
+		file_free(mount, file);
+		return rc;
+	}
+	file_register(mount, file);
+	*out = file;
+	return 0;
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+ssize_t file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset)
+{
+	(void)mount;
+	if (offset < 0)
+		return -EINVAL;
+	ssize_t result = 0;
+	pthread_mutex_lock(&file->lock);
+	switch (file->role) {
+	case FILE_TABLE_READ:
+	case FILE_TABLE_WRITE:
+		if (file->copy_descriptor >= 0) {
+			result = pread(file->copy_descriptor, out, size, offset);
+			if (result < 0)
+				result = -errno;
+		} else if (file->reader && (file->role == FILE_TABLE_READ || file->write_kind != WRITE_OVERWRITE)) {
+			result = store_table_pread(file->reader, out, size, (uint64_t)offset);
+		}
+		break;
+	case FILE_RENDERED:
+	case FILE_SCHEMA_WRITE:
+		if ((uint64_t)offset < file->bytes.size) {
+			size_t available = file->bytes.size - (size_t)offset;
+			result = (ssize_t)(size < available ? size : available);
+			memcpy(out, file->bytes.data + offset, (size_t)result);
+		}
+		break;
+	case FILE_SCRATCH:
+		result = pread(file->scratch->descriptor, out, size, offset);
+		if (result < 0)
+			result = -errno;
+		break;
+	case FILE_COMMIT:
+		break;
+	}
+	pthread_mutex_unlock(&file->lock);
+	return result;
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/* Makes the private copy of an edit handle (file locked). */
+static int ensure_copy(struct mountfs *mount, struct open_file *file)
+{
+	if (file->copy_descriptor >= 0)
+		return 0;
+	int descriptor = scratch_temporary_file(mount);
+	if (descriptor < 0)
+		return descriptor;
+	int rc = file->reader ? scratch_copy_table(file->reader, descriptor) : 0;
+	if (rc < 0) {
+		close(descriptor);
+		return rc;
+	}
+	file->copy_descriptor = descriptor;
+	return 0;
+}
+
+static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+			    off_t offset)
+{
+	if (file->failed)
+		return file->failed;
+	if (file->write_kind == WRITE_OVERWRITE && (uint64_t)offset != file->stream_bytes) {
+		struct error_info error;
+		error_info_clear(&error);
+		error_info_set(&error, -EINVAL,
+			       "a table opened with O_TRUNC is written from start to end (write at offset %lld, expected %llu)",
+			       (long long)offset, (unsigned long long)file->stream_bytes);
+		mount_error_record(mount, file->path, &error, -EINVAL);
+		file->failed = -EINVAL;
+		return -EINVAL;
+	}
+	int rc = 0;
+	if (!file->writer) {
+		/* After a publish, further lines are merged into what was published. */
+		rc = begin_stream(mount, file, STORE_MERGE);
+		if (rc < 0) {
+			file->failed = rc;
+			return rc;
+		}
+	}
+	struct error_info error;
+	error_info_clear(&error);
+	rc = store_writer_write(file->writer, bytes, size, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		file->failed = rc;
+		return rc;
+	}
+	file->stream_bytes += size;
+	file->dirty = true;
+	if (file->pending_registered)
+		pending_set_size(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
+	return (ssize_t)size;
+}
+
+static ssize_t write_staged(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+			    off_t offset)
+{
+	struct scratch *scratch = file->scratch;
+	struct workspace *workspace = scratch->workspace;
+	if (file->failed)
+		return file->failed;
+	pthread_mutex_lock(&workspace->commit_lock);
+	ssize_t result = (ssize_t)size;
+	if (!scratch->named) {
+		/* Removed or committed meanwhile: the bytes stay private. */
+		int rc = scratch_write_all(scratch->descriptor, bytes, size, (uint64_t)offset);
+		if (rc < 0)
+			result = rc;
+		goto out;
+	}
+	if (file->staged_edit) {
+		int rc = scratch_write_all(scratch->descriptor, bytes, size, (uint64_t)offset);
+		if (rc < 0)
+			result = rc;
+		else
+			scratch->writer_failed = true;   /* rebuilt at flush / commit */
+		goto out;
+	}
+	if (!scratch->writer || scratch->writer_finished || scratch->writer_failed) {
+		int rc = staging_rebuild(mount, workspace, scratch);
+		if (rc < 0) {
+			result = rc;
+			goto out;
+		}
+	}
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_writer_write(scratch->writer, bytes, size, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		file->failed = rc;
+		/* The staged file keeps the bytes accepted before this write. */
+		scratch->writer_failed = true;
+		result = rc;
+		goto out;
+	}
+	rc = scratch_write_all(scratch->descriptor, bytes, size, scratch_descriptor_size(scratch->descriptor));
+	if (rc < 0)
+		result = rc;
+out:
+	pthread_mutex_unlock(&workspace->commit_lock);
+	return result;
+}
+
+ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+		   off_t offset)
+{
+	if (!file->writable)
+		return -EBADF;
+	if (offset < 0)
+		return -EINVAL;
+	ssize_t result = (ssize_t)size;
+	pthread_mutex_lock(&file->lock);
+	switch (file->role) {
+	case FILE_TABLE_WRITE:
+		if (file->write_kind == WRITE_EDIT) {
+			int rc = ensure_copy(mount, file);
+			if (rc == 0)
+				rc = scratch_write_all(file->copy_descriptor, bytes, size, (uint64_t)offset);
+			if (rc < 0)
+				result = rc;
+			else
+				file->dirty = true;
+		} else {
+			result = write_stream(mount, file, bytes, size, offset);
+		}
+		break;
+	case FILE_SCHEMA_WRITE: {
+		size_t at = file->append ? file->bytes.size : (size_t)offset;
+		if ((uint64_t)offset + size > GRAPHFS_SCHEMA_MAX) {
+			result = -EFBIG;
+			break;
+		}
+		if (at + size > file->bytes.size) {
+			size_t grow = at + size - file->bytes.size;
+			if (buf_reserve(&file->bytes, grow) < 0) {
+				result = -ENOMEM;
+				break;
+			}
+			memset(file->bytes.data + file->bytes.size, 0, grow);
+			file->bytes.size += grow;
+		}
+		memcpy(file->bytes.data + at, bytes, size);
+		file->dirty = true;
+		break;
+	}
+	case FILE_SCRATCH:
+		/* A staged file removed (or committed) while open is a plain private file now. */
+		if (file->scratch->staged && file->scratch->named && (file->staged_stream || file->staged_edit)) {
+			result = write_staged(mount, file, bytes, size, offset);
+		} else {
+			uint64_t at = file->append ? scratch_descriptor_size(file->scratch->descriptor) : (uint64_t)offset;
+			int rc = scratch_write_all(file->scratch->descriptor, bytes, size, at);
+			if (rc < 0)
+				result = rc;
+			else
+				scratch_touch(file->scratch);
+		}
+		break;
+	case FILE_COMMIT:
+		result = staging_commit(mount, file->branch, bytes, size, file->uid);
+		if (result == 0)
+			result = (ssize_t)size;
+		break;
+	default:
+		result = -EBADF;
+		break;
+	}
+	pthread_mutex_unlock(&file->lock);
+	return result;
+}
+
+/* ---- publishing ------------------------------------------------------------------------- */
+
+static void after_publish(struct mountfs *mount, struct open_file *file)
+{
+	const char *names[1] = { file->table };
+	if (file->pending_registered) {
+		pending_remove(mount, file->branch,
+			       file->role == FILE_SCHEMA_WRITE ? SCRATCH_SCHEMA : SCRATCH_TABLES, file->table);
+		file->pending_registered = false;
+	}
+	hidden_set(mount, file->branch, file->table, false);
+	mount_invalidate_branch(mount, file->branch, names, 1, false);
+}
+
+static int publish_stream(struct mountfs *mount, struct open_file *file)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = 0;
+	if (!file->writer) {
+		rc = begin_stream(mount, file, STORE_OVERWRITE);
+		if (rc < 0)
+			return rc;
+	}
+	rc = store_writer_finish(file->writer, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		return rc;
+	}
+	rc = mount_commit(mount, file->txn, NULL, file->path);
+	if (rc < 0)
+		return rc;
+	store_txn_free(file->txn);
+	file->txn = NULL;
+	file->writer = NULL;
+	file->dirty = false;
+	file->truncate_pending = false;
+	after_publish(mount, file);
+	return 0;
+}
+
+static int publish_edit(struct mountfs *mount, struct open_file *file)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	int rc = ensure_copy(mount, file);
+	if (rc < 0)
+		return rc;
+	rc = mount_txn_begin(mount, file->branch, file->uid, &txn, &error);
+	if (rc < 0)
+		return rc;
+	/* A table that moved refuses the edit whatever was written: the bytes may
+	 * have been placed against the newer size (lseek SEEK_END). */
+	struct head_row head;
+	rc = store_snapshot_head(store_txn_snapshot(txn), file->table, &head);
+	if (rc == 0 && head.table_version != file->based_on)
+		rc = -EBUSY;
+	if (rc == -EBUSY || rc == -ENOENT) {
+		mount_error_refuse(mount, file->path, -EBUSY,
+				   "the table moved since this file was opened (a commit changed or dropped it); nothing was published: open it again and redo the edit");
+		store_txn_free(txn);
+		return -EBUSY;
+	}
+	if (rc < 0) {
+		store_txn_free(txn);
+		return rc;
+	}
+	rc = store_txn_writer(txn, file->table, STORE_OVERWRITE, file->based_on, file->path, &writer, &error);
+	if (rc == 0)
+		rc = scratch_feed(writer, file->copy_descriptor, &error);
+	if (rc == 0)
+		rc = store_writer_finish(writer, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		store_txn_free(txn);
+		return rc;
+	}
+	struct store_commit_result result;
+	error_info_clear(&error);
+	rc = store_txn_commit(txn, NULL, &result, &error);
+	store_txn_free(txn);
+	if (rc < 0) {
+		if (rc == -EBUSY && !error.message[0])
+			error_info_set(&error, -EBUSY, "the table moved since this file was opened; nothing was published");
+		mount_error_record(mount, file->path, &error, rc);
+		return rc;
+	}
+	atomic_fetch_add(&mount->commits, 1);
+	file->based_on = result.version;
+	file->dirty = false;
+	after_publish(mount, file);
+	return 0;
+}
+
+static int publish_schema(struct mountfs *mount, struct open_file *file)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	struct store_txn *txn = NULL;
+	int rc = mount_txn_begin(mount, file->branch, file->uid, &txn, &error);
+	if (rc < 0)
+		return rc;
+	rc = store_txn_schema(txn, file->table, (const char *)file->bytes.data, file->bytes.size, &error);
+	if (rc < 0) {
+		mount_error_record(mount, file->path, &error, rc);
+		store_txn_free(txn);
+		return rc;
+	}
+	rc = mount_commit(mount, txn, NULL, file->path);
+	store_txn_free(txn);
+	if (rc < 0)
+		return rc;
+	file->dirty = false;
+	after_publish(mount, file);
+	return 0;
+}
+
+static int publish(struct mountfs *mount, struct open_file *file, bool releasing)
+{
+	if (!file->writable)
+		return 0;
+	int rc = 0;
+	switch (file->role) {
+	case FILE_TABLE_WRITE:
+		if (file->failed)
+			return file->failed;
+		if (file->write_kind == WRITE_EDIT) {
+			if (file->dirty)
+				rc = publish_edit(mount, file);
+		} else if (file->dirty || (releasing && file->truncate_pending)) {
+			rc = publish_stream(mount, file);
+		}
+		if (rc < 0)
+			file->failed = rc;
+		return rc;
+	case FILE_SCHEMA_WRITE:
+		if (file->failed)
+			return file->failed;
+		if (file->dirty)
+			rc = publish_schema(mount, file);
+		if (rc < 0)
+			file->failed = rc;
+		return rc;
+	case FILE_SCRATCH:
+		if (file->scratch->staged && file->scratch->named && file->staged_edit) {
+			struct workspace *workspace = file->scratch->workspace;
+			pthread_mutex_lock(&workspace->commit_lock);
+			if (file->scratch->named && file->scratch->writer_failed)
+				rc = staging_rebuild(mount, workspace, file->scratch);
+			pthread_mutex_unlock(&workspace->commit_lock);
+		}
+		return rc;
+	default:
+		return 0;
+	}
+}
+
+int file_flush(struct mountfs *mount, struct open_file *file)
+{
+	pthread_mutex_lock(&file->lock);
+	int rc = publish(mount, file, false);
+	pthread_mutex_unlock(&file->lock);
+	return rc;
+}
+
+int file_fsync(struct mountfs *mount, struct open_file *file)
+{
+	return file_flush(mount, file);
+}
+
+void file_release(struct mountfs *mount, struct open_file *file)
+{
+	pthread_mutex_lock(&file->lock);
+	bool was_pending = file->pending_registered;
+	/* Only an O_TRUNC never written to publishes here; its error cannot reach
+	 * close(2) any more, so it goes to .graphfs/errors and the log. */
+	bool attempt = file->writable && file->role == FILE_TABLE_WRITE && !file->failed &&
+		       file->truncate_pending && !file->dirty;
+	int rc = publish(mount, file, true);
+	if (attempt && rc < 0)
+		mount_log(mount, LOG_WARNING, "%s: publishing at the last close failed: %s", file->path,
+			  strerror(-rc));
+	pthread_mutex_unlock(&file->lock);
+	file_unregister(mount, file);
+	char branch[JOURNAL_NAME_MAX + 1];
+	char table[JOURNAL_NAME_MAX + 1];
+	snprintf(branch, sizeof branch, "%s", file->branch);
+	snprintf(table, sizeof table, "%s", file->table);
+	bool still_pending = file->pending_registered;
+	file_free(mount, file);
+	/* A creation that never published: its name goes away again. */
+	if (was_pending && still_pending) {
+		const char *names[1] = { table };
+		mount_invalidate_branch(mount, branch, names, 1, true);
+	}
+}
+
+struct node *file_node(const struct open_file *file)
+{
+	return file->node;
+}
+
+int file_attr(struct mountfs *mount, struct open_file *file, struct stat *st)
+{
+	int rc = 1;
+	pthread_mutex_lock(&file->lock);
+	switch (file->role) {
+	case FILE_TABLE_READ:
+	case FILE_TABLE_WRITE: {
+		uint64_t size;
+		if (file->copy_descriptor >= 0)
+			size = scratch_descriptor_size(file->copy_descriptor);
+		else if (file->role == FILE_TABLE_WRITE && file->write_kind == WRITE_OVERWRITE)
+			size = file->stream_bytes;
+		else if (file->reader)
+			size = store_table_size(file->reader);
+		else
+			break;
+		rc = namespace_attr(mount, file->node, st);
+		if (rc == -ENOENT) {
+			namespace_attr_base(mount, file->node, st);
+			rc = 0;
+		}
+		st->st_size = (off_t)size;
+		st->st_blocks = (st->st_size + 511) / 512;
+		break;
+	}
+	case FILE_SCRATCH:
+		namespace_attr_base(mount, file->node, st);
+		scratch_attr(file->scratch, st);
+		st->st_ino = file->node->st_ino;
+		rc = 0;
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&file->lock);
+	return rc;
+}
+
+/* ---- truncate ------------------------------------------------------------------------------ */
+
+static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t size)
+{
+	switch (file->role) {
+	case FILE_TABLE_WRITE:
+		if (file->failed)
+			return file->failed;
+		if (size == 0) {
+			/* Overwrite semantics from here on. */
+			if (file->writer) {
+				store_writer_discard(file->writer);
+				file->writer = NULL;
+			}
+			if (file->copy_descriptor >= 0) {
+				close(file->copy_descriptor);
+				file->copy_descriptor = -1;
+			}
+			file->write_kind = WRITE_OVERWRITE;
+			file->stream_bytes = 0;
+			file->truncate_pending = true;
+			file->dirty = true;
+			int rc = begin_stream(mount, file, STORE_OVERWRITE);
+			if (rc < 0)
+				file->failed = rc;
+			return rc;
+		}
+		if (file->write_kind != WRITE_EDIT) {
+			if (size == file->stream_bytes)
+				return 0;
+			return -EINVAL;
+		}
+		int rc = ensure_copy(mount, file);
+		if (rc < 0)
+			return rc;
+		if (ftruncate(file->copy_descriptor, (off_t)size) != 0)
+			return -errno;
+		file->dirty = true;
+		return 0;
+	case FILE_SCHEMA_WRITE:
+		if (size > GRAPHFS_SCHEMA_MAX)
+			return -EFBIG;
+		if (size <= file->bytes.size) {
+			file->bytes.size = (size_t)size;
+		} else {
+			size_t grow = (size_t)size - file->bytes.size;
+			if (buf_reserve(&file->bytes, grow) < 0)
+				return -ENOMEM;
+			memset(file->bytes.data + file->bytes.size, 0, grow);
+			file->bytes.size += grow;
+		}
+		file->dirty = true;
+		return 0;
+	case FILE_SCRATCH: {
+		struct scratch *scratch = file->scratch;
+		if (ftruncate(scratch->descriptor, (off_t)size) != 0)
+			return -errno;
+		if (scratch->staged && scratch->named) {
+			struct workspace *workspace = scratch->workspace;
+			pthread_mutex_lock(&workspace->commit_lock);
+			int result = staging_rebuild(mount, workspace, scratch);
+			pthread_mutex_unlock(&workspace->commit_lock);
+			return result;
+		}
+		return 0;
+	}
+	default:
+		return -EACCES;
+	}
+}
+
+int file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
+		  uid_t uid)
+{
+	if (node->view.version != 0 || mount->read_only)
+		return -EROFS;
+	if (file && file->writable) {
+		pthread_mutex_lock(&file->lock);
+		int rc = truncate_open(mount, file, size);
+		pthread_mutex_unlock(&file->lock);
+		return rc;
+	}
+	/* A path truncate (or through a read-only handle): a write of its own. */
+	struct open_file *own = NULL;
+	int rc = file_open(mount, node, O_WRONLY | (size == 0 ? O_TRUNC : 0), false, uid, &own);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&own->lock);
+	rc = truncate_open(mount, own, size);
+	if (rc == 0)
+		rc = publish(mount, own, false);
+	pthread_mutex_unlock(&own->lock);
+	file_unregister(mount, own);
+	file_free(mount, own);
+	return rc;
+}
+

@@ -1,0 +1,502 @@
+/*
+ * scratch — the mount's private files and names: scratch files (editors' and
+ * tools' temporary names, staged tables), table names an open handle is
+ * creating (pending), and table names hidden because this mount renamed them
+ * to a scratch name.
+ *
+ * Invariants:
+ *   1. A scratch file lives in an unnamed temporary file (O_TMPFILE) in the
+ *      mount's temporary directory: nothing of it reaches the store until a
+ *      rename onto a table name or a staging commit.
+ *   2. A scratch is freed when its last reference goes: the workspace list
+ *      holds one while it is named, every open file one more, so a removed
+ *      or renamed-over scratch stays readable through a handle open on it.
+ *   3. A pending name exists exactly while a handle that creates it is open
+ *      and has not published.
+ * States of a scratch: named (in its directory) -> unnamed (removed, renamed
+ * over, published or committed) -> freed (no references).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "mountfs_int.h"
+
+#define COPY_CHUNK (1024 * 1024)
+
+/* ---- helpers ------------------------------------------------------------------- */
+int scratch_temporary_file(struct mountfs *mount)
+{
+	int descriptor = open(mount->temporary_directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	return descriptor < 0 ? -errno : descriptor;
+}
+
+uint64_t scratch_descriptor_size(int descriptor)
+{
+	struct stat st;
+	if (fstat(descriptor, &st) != 0)
+		return 0;
+	return (uint64_t)st.st_size;
+}
+
+int scratch_write_all(int descriptor, const void *bytes, size_t size, uint64_t offset)
+{
+	const char *at = bytes;
+	while (size > 0) {
+		ssize_t written = pwrite(descriptor, at, size, (off_t)offset);
+		if (written < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		at += written;
+		size -= (size_t)written;
+		offset += (uint64_t)written;
+	}
+	return 0;
+}
+
+/* Copies a table's bytes into descriptor (from offset 0). */
+int scratch_copy_table(struct store_table *table, int descriptor)
+{
+	char *chunk = malloc(COPY_CHUNK);
+	if (!chunk)
+		return -ENOMEM;
+	int rc = 0;
+	uint64_t size = store_table_size(table);
+	for (uint64_t offset = 0; offset < size && rc == 0;) {
+		ssize_t got = store_table_pread(table, chunk, COPY_CHUNK, offset);
+		if (got < 0) {
+			rc = (int)got;
+			break;
+		}
+		if (got == 0) {
+			rc = -EIO;
+			break;
+		}
+		rc = scratch_write_all(descriptor, chunk, (size_t)got, offset);
+		offset += (uint64_t)got;
+	}
+	free(chunk);
+	return rc;
+}
+
+/* Feeds a temporary file's bytes into a writer. */
+int scratch_feed(struct store_writer *writer, int descriptor, struct error_info *error)
+{
+	char *chunk = malloc(COPY_CHUNK);
+	if (!chunk)
+		return -ENOMEM;
+	int rc = 0;
+	uint64_t offset = 0;
+	for (;;) {
+		ssize_t got = pread(descriptor, chunk, COPY_CHUNK, (off_t)offset);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (got == 0)
+			break;
+		rc = store_writer_write(writer, chunk, (size_t)got, error);
+		if (rc < 0)
+			break;
+		offset += (uint64_t)got;
+	}
+	free(chunk);
+	return rc;
+}
+
+/* Reads a whole temporary file into out. */
+int scratch_read_all(int descriptor, struct buf *out, size_t limit)
+{
+	uint64_t size = scratch_descriptor_size(descriptor);
+	if (size > limit)
+		return -EFBIG;
+	int rc = buf_reserve(out, (size_t)size);
+	if (rc < 0)
+		return rc;
+	ssize_t got = pread(descriptor, out->data + out->size, (size_t)size, 0);
+	if (got < 0)
+		return -errno;
+	out->size += (size_t)got;
+	return 0;
+}
+
+enum scratch_dir scratch_dir_of(const struct node *directory)
+{
+	switch (directory->kind) {
+	case NODE_SCHEMA_DIR:
+		return SCRATCH_SCHEMA;
+	case NODE_STAGING_DIR:
+		return SCRATCH_STAGING;
+	default:
+		return SCRATCH_TABLES;
+	}
+}
+
+const char *scratch_dir_name(enum scratch_dir directory)
+{
+	switch (directory) {
+	case SCRATCH_SCHEMA:
+		return "schema";
+	case SCRATCH_STAGING:
+		return "staging";
+	default:
+		return "tables";
+	}
+}
+
+/* "tables/X.jsonl" or "branches/b/tables/X.jsonl" for messages. */
+void scratch_path(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		       const char *file, char *out, size_t size)
+{
+	if (strcmp(branch, mount->branch) == 0)
+		snprintf(out, size, "%s/%s", scratch_dir_name(directory), file);
+	else
+		snprintf(out, size, "branches/%s/%s/%s", branch, scratch_dir_name(directory), file);
+}
+
+/* ---- scratch files ------------------------------------------------------------------ */
+
+struct scratch *scratch_lookup(struct workspace *workspace, enum scratch_dir directory,
+				      const char *name)
+{
+	for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
+		if (scratch->named && scratch->directory == directory && strcmp(scratch->name, name) == 0)
+			return scratch;
+	return NULL;
+}
+
+static void scratch_free(struct scratch *scratch)
+{
+	if (scratch->descriptor >= 0)
+		close(scratch->descriptor);
+	free(scratch);
+}
+
+/* Drops a reference; the caller holds the workspace lock or owns the last reference. */
+void scratch_put(struct scratch *scratch)
+{
+	assert(scratch->references > 0);
+	if (--scratch->references == 0)
+		scratch_free(scratch);
+}
+
+void scratch_release(struct scratch *scratch)
+{
+	if (!scratch)
+		return;
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	scratch_put(scratch);
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+/* Unlinks a scratch from its workspace list (workspace locked). */
+void scratch_unname(struct workspace *workspace, struct scratch *scratch)
+{
+	struct scratch **link = &workspace->scratches;
+	while (*link && *link != scratch)
+		link = &(*link)->next;
+	if (*link)
+		*link = scratch->next;
+	scratch->next = NULL;
+	scratch->named = false;
+	if (scratch->writer) {
+		store_writer_discard(scratch->writer);
+		scratch->writer = NULL;
+	}
+	scratch_put(scratch);
+}
+
+struct scratch *scratch_find(struct mountfs *mount, const struct node *directory, const char *name)
+{
+	if (!directory || directory->view.version != 0)
+		return NULL;
+	if (directory->kind != NODE_TABLES_DIR && directory->kind != NODE_SCHEMA_DIR &&
+	    directory->kind != NODE_STAGING_DIR)
+		return NULL;
+	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	if (!workspace)
+		return NULL;
+	pthread_mutex_lock(&workspace->lock);
+	struct scratch *scratch = scratch_lookup(workspace, scratch_dir_of(directory), name);
+	if (scratch)
+		scratch->references++;
+	pthread_mutex_unlock(&workspace->lock);
+	return scratch;
+}
+
+struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
+				   enum scratch_dir directory, const char *name, mode_t mode, int *rc)
+{
+	struct scratch *scratch = calloc(1, sizeof *scratch);
+	if (!scratch) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	scratch->descriptor = scratch_temporary_file(mount);
+	if (scratch->descriptor < 0) {
+		*rc = scratch->descriptor;
+		free(scratch);
+		return NULL;
+	}
+	scratch->workspace = workspace;
+	scratch->directory = directory;
+	snprintf(scratch->name, sizeof scratch->name, "%s", name);
+	scratch->mode = mode & 07777;
+	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
+	scratch->ctime = scratch->mtime;
+	scratch->references = 1;   /* the list */
+	scratch->named = true;
+	char table[JOURNAL_NAME_MAX + 1];
+	scratch->staged = directory == SCRATCH_STAGING && table_name_from_file(name, ".jsonl", table);
+	if (scratch->staged)
+		snprintf(scratch->table, sizeof scratch->table, "%s", table);
+	scratch->next = workspace->scratches;
+	workspace->scratches = scratch;
+	*rc = 0;
+	return scratch;
+}
+
+int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode)
+{
+	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	if (!workspace)
+		return -ENOMEM;
+	int rc = 0;
+	pthread_mutex_lock(&workspace->lock);
+	if (scratch_lookup(workspace, scratch_dir_of(directory), name))
+		rc = -EEXIST;
+	else
+		scratch_new(mount, workspace, scratch_dir_of(directory), name, mode, &rc);
+	pthread_mutex_unlock(&workspace->lock);
+	return rc;
+}
+
+void scratch_attr(const struct scratch *scratch, struct stat *st)
+{
+	st->st_mode = S_IFREG | (scratch->mode & 07777);
+	st->st_nlink = scratch->named ? 1 : 0;
+	st->st_size = (off_t)scratch_descriptor_size(scratch->descriptor);
+	st->st_blocks = (st->st_size + 511) / 512;
+	st->st_mtim = scratch->mtime;
+	st->st_ctim = scratch->ctime;
+	st->st_atim = scratch->mtime;
+}
+
+void scratch_touch(struct scratch *scratch)
+{
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
+	scratch->ctime = scratch->mtime;
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set)
+{
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (to_set & MOUNTFS_SET_MODE)
+		scratch->mode = st->st_mode & 07777;
+	if (to_set & MOUNTFS_SET_MTIME_NOW)
+		scratch->mtime = now;
+	else if (to_set & MOUNTFS_SET_MTIME)
+		scratch->mtime = st->st_mtim;
+	else if (to_set & MOUNTFS_SET_SIZE)
+		scratch->mtime = now;   /* truncate(2) changes the data */
+	/* Any change of attributes is a change of the inode. */
+	scratch->ctime = now;
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+int scratch_list(struct mountfs *mount, const struct node *directory,
+		 int (*visit)(const char *name, const struct stat *st, void *context), void *context)
+{
+	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	if (!workspace)
+		return -ENOMEM;
+	enum scratch_dir kind = scratch_dir_of(directory);
+	int rc = 0;
+	pthread_mutex_lock(&workspace->lock);
+	for (struct scratch *scratch = workspace->scratches; scratch && rc == 0; scratch = scratch->next) {
+		if (!scratch->named || scratch->directory != kind)
+			continue;
+		struct stat st;
+		memset(&st, 0, sizeof st);
+		scratch_attr(scratch, &st);
+		rc = visit(scratch->name, &st, context);
+	}
+	pthread_mutex_unlock(&workspace->lock);
+	return rc;
+}
+
+/* ---- pending creations and hidden names ------------------------------------------------- */
+
+void pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+			const char *table)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return;
+	pthread_mutex_lock(&workspace->lock);
+	struct pending *pending = workspace->pendings;
+	while (pending && (pending->directory != directory || strcmp(pending->table, table) != 0))
+		pending = pending->next;
+	if (!pending) {
+		pending = calloc(1, sizeof *pending);
+		if (pending) {
+			pending->directory = directory;
+			snprintf(pending->table, sizeof pending->table, "%s", table);
+			pending->next = workspace->pendings;
+			workspace->pendings = pending;
+		}
+	}
+	if (pending)
+		pending->handles++;
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+void pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+			   const char *table)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return;
+	pthread_mutex_lock(&workspace->lock);
+	struct pending **link = &workspace->pendings;
+	while (*link && ((*link)->directory != directory || strcmp((*link)->table, table) != 0))
+		link = &(*link)->next;
+	struct pending *pending = *link;
+	if (pending && --pending->handles == 0) {
+		*link = pending->next;
+		free(pending);
+	}
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+void pending_set_size(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+			     const char *table, uint64_t size)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return;
+	pthread_mutex_lock(&workspace->lock);
+	for (struct pending *pending = workspace->pendings; pending; pending = pending->next)
+		if (pending->directory == directory && strcmp(pending->table, table) == 0)
+			pending->size = size;
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+bool pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		  const char *table, uint64_t *size)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return false;
+	bool found = false;
+	pthread_mutex_lock(&workspace->lock);
+	for (struct pending *pending = workspace->pendings; pending; pending = pending->next)
+		if (pending->directory == directory && strcmp(pending->table, table) == 0) {
+			found = true;
+			if (size)
+				*size = pending->size;
+		}
+	pthread_mutex_unlock(&workspace->lock);
+	return found;
+}
+
+int pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+		 int (*visit)(const char *table, uint64_t size, void *context), void *context)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return -ENOMEM;
+	int rc = 0;
+	pthread_mutex_lock(&workspace->lock);
+	for (struct pending *pending = workspace->pendings; pending && rc == 0; pending = pending->next)
+		if (pending->directory == directory)
+			rc = visit(pending->table, pending->size, context);
+	pthread_mutex_unlock(&workspace->lock);
+	return rc;
+}
+
+static int hidden_index(struct workspace *workspace, const char *table)
+{
+	for (int i = 0; i < WORKSPACE_HIDDEN_MAX; i++)
+		if (workspace->hidden[i][0] && strcmp(workspace->hidden[i], table) == 0)
+			return i;
+	return -1;
+}
+
+bool workspace_hidden(struct mountfs *mount, const char *branch, const char *table)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return false;
+	pthread_mutex_lock(&workspace->lock);
+	bool hidden = hidden_index(workspace, table) >= 0;
+	pthread_mutex_unlock(&workspace->lock);
+	return hidden;
+}
+
+void hidden_set(struct mountfs *mount, const char *branch, const char *table, bool hide)
+{
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (!workspace)
+		return;
+	pthread_mutex_lock(&workspace->lock);
+	int index = hidden_index(workspace, table);
+	if (hide && index < 0) {
+		for (int i = 0; i < WORKSPACE_HIDDEN_MAX; i++)
+			if (!workspace->hidden[i][0]) {
+				snprintf(workspace->hidden[i], sizeof workspace->hidden[i], "%s", table);
+				break;
+			}
+	} else if (!hide && index >= 0) {
+		workspace->hidden[index][0] = '\0';
+	}
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+/* ---- unmount ---------------------------------------------------------------------------------- */
+
+void workspaces_free(struct mountfs *mount)
+{
+	struct workspace *workspace = mount->workspaces;
+	while (workspace) {
+		struct workspace *next = workspace->next;
+		while (workspace->scratches) {
+			struct scratch *scratch = workspace->scratches;
+			workspace->scratches = scratch->next;
+			if (scratch->writer)
+				store_writer_discard(scratch->writer);
+			scratch->writer = NULL;
+			scratch->named = false;
+			scratch_put(scratch);
+		}
+		while (workspace->pendings) {
+			struct pending *pending = workspace->pendings;
+			workspace->pendings = pending->next;
+			free(pending);
+		}
+		if (workspace->staging)
+			store_txn_free(workspace->staging);
+		pthread_mutex_destroy(&workspace->lock);
+		pthread_mutex_destroy(&workspace->commit_lock);
+		free(workspace);
+		workspace = next;
+	}
+	mount->workspaces = NULL;
+}
+
