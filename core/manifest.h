@@ -185,7 +185,9 @@ struct manifest_op {
 	char name[JOURNAL_NAME_MAX + 1];
 	char new_name[JOURNAL_NAME_MAX + 1];      /* MANIFEST_RENAME */
 	struct table_stage *stage;                /* MANIFEST_WRITE, sealed */
-	const struct schema *schema;              /* MANIFEST_SCHEMA; WRITE of a new table (inferred) */
+	const struct schema *schema;              /* MANIFEST_SCHEMA; WRITE of a new table (inferred); WRITE that refines */
+	bool refines_schema;                      /* WRITE: schema (inferred from the rows) replaces the empty
+						   * schema of a table that has no rows (schema_is_undeclared) */
 	char expected_schema_hash[17];            /* WRITE to an existing table: "" or the hash the rows were validated against (-EBUSY if it changed) */
 	uint64_t based_on_version;                /* non-zero: the table must still be at this version (-EBUSY) */
 	struct ulid based_on_incarnation;

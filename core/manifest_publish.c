@@ -439,6 +439,48 @@ static int table_create(struct commit_state *state, const char *name, const stru
 	return 0;
 }
 
+/* The first rows of a table created empty without a schema (`touch`): the
+ * schema inferred from them becomes the table's, in the same table version. */
+static int op_write_refining(struct commit_state *state, const struct manifest_op *op,
+			     const struct head_row *head, struct change *change)
+{
+	struct touched_table *table;
+	int rc = head_table(state, head, &table);
+	if (rc < 0)
+		return rc;
+	if (table->written)
+		return error_info_set(state->error, -EINVAL, "table %s is written twice in one commit", op->name);
+	if (head->row_count != 0 || !schema_is_undeclared(&table->schema))
+		return error_info_set(state->error, -EBUSY,
+				      "table %s got rows or a schema since these rows were validated; write them again",
+				      op->name);
+	struct table_info base = table->info, info;
+	struct block_address schema_block, address;
+	if ((rc = schema_block_append(state, op->schema, &schema_block)) < 0)
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+	rc = table_apply(state->manifest->pager, state->publish->append, &base, op->stage, schema_block,
+			 &info, &address);
+	if (rc < 0)
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+	if ((rc = touched_record(state, &info, op->schema, &table)) < 0)
+		return rc;
+	table->written = true;
+	table->check_endpoints = op->schema->kind == SCHEMA_EDGE;
+	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
+	change->rows = table_stage_rows(op->stage);
+	change->head_after = *head;
+	struct head_row *after = &change->head_after;
+	after->table_version = info.table_version;
+	after->row_count = info.row_count;
+	after->byte_size = info.byte_size;
+	after->table = address;
+	schema_hash(op->schema, after->schema_hash);
+	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	return head_store(state, after);
+}
+
 static int op_write(struct commit_state *state, const struct manifest_op *op, struct change *change)
 {
 	if (!op->stage)
@@ -456,6 +498,8 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 		return rc;
 	if ((rc = check_based_on(state, op, &head)) < 0)
 		return rc;
+	if (op->refines_schema)
+		return op_write_refining(state, op, &head, change);
 	if (!op->expected_schema_hash[0] && op->schema) {
 		/* rows validated for a new table, but the name became live meanwhile */
 		char hash[17];
@@ -510,7 +554,10 @@ static int op_schema(struct commit_state *state, const struct manifest_op *op, s
 	struct touched_table *table;
 	if ((rc = head_table(state, &head, &table)) < 0)
 		return rc;
-	if ((rc = schema_check_compatible(&table->schema, op->schema, state->error)) < 0)
+	/* A table created empty without a schema takes any node schema while it has no rows. */
+	bool undeclared = head.row_count == 0 && schema_is_undeclared(&table->schema) &&
+			  op->schema->kind == SCHEMA_NODE;
+	if (!undeclared && (rc = schema_check_compatible(&table->schema, op->schema, state->error)) < 0)
 		return rc;
 	struct table_info info = table->info;
 	struct block_address address;

@@ -827,6 +827,11 @@ int schema_render(const struct schema *schema, struct buf *out)
 	return rc;
 }
 
+bool schema_is_undeclared(const struct schema *schema)
+{
+	return schema->kind == SCHEMA_NODE && schema->property_count == 0 && schema->key_count == 0;
+}
+
 void schema_hash(const struct schema *schema, char out[17])
 {
 	XXH3_state_t state;

@@ -95,6 +95,11 @@ int schema_parse(const char *text, size_t size, struct schema *out, struct error
 /* Appends the canonical schema JSON (followed by "\n") to out. Returns 0 or -ENOMEM. */
 int schema_render(const struct schema *schema, struct buf *out);
 
+/* Whether schema is what a table created without one has (`touch tables/X.jsonl`):
+ * a node schema with no properties and no key. Such a table, while it has no
+ * rows, takes the schema inferred from its first rows. */
+bool schema_is_undeclared(const struct schema *schema);
+
 /* The schema hash as 16 lower-case hex digits plus NUL. */
 void schema_hash(const struct schema *schema, char out[17]);
 

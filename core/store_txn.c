@@ -18,8 +18,9 @@
  *
  * Invariants kept:
  *   1. Every complete line is parsed and validated by the write(2) that
- *      completed it; only a last line without "\n" and deferred endpoint
- *      checks are left for finish/commit (DESIGN §3).
+ *      completed it, and so is a last line without "\n" once it is a
+ *      complete JSON object (or can no longer become one); only deferred
+ *      endpoint checks are left for the commit (docs/MOUNT.md "Validation").
  *   2. A line longer than row_max is refused as soon as that is known,
  *      without buffering more than row_max bytes of it.
  *   3. The bytes staged by the transaction (input lines, "\n" included)
@@ -38,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #define ENDPOINT_FROM 0
 #define ENDPOINT_TO 1
@@ -59,12 +62,14 @@ struct store_writer {
 	struct ulid based_on_incarnation;
 	char expected_schema_hash[17];
 	bool creates;                   /* the table does not exist: its schema is inferred */
+	bool refines;                   /* the table exists, empty and undeclared: its schema is inferred too */
 	struct schema schema;           /* validation schema when !creates */
 	struct schema_inference *inference;
 	struct schema inferred;         /* built at commit when creates */
 	struct table_stage *stage;
 	struct schema_row row;          /* reused for every line */
 	struct buf partial;             /* the incomplete line carried across writes */
+	bool partial_staged;            /* the last line was a complete JSON object, staged before its "\n" */
 	_Atomic uint64_t lines;         /* complete lines processed */
 	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
 	bool finished;
@@ -408,9 +413,14 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 	} else if (state.exists) {
 		struct table_info info;
 		rc = store_head_schema(txn->store, &state.head, &info, &writer->schema);
-		if (rc == 0)
+		if (rc == 0 && state.head.row_count == 0 && schema_is_undeclared(&writer->schema)) {
+			/* created empty without a schema: the first rows say what it is */
+			writer->creates = writer->refines = true;
+			rc = schema_inference_open(&writer->inference);
+		} else if (rc == 0) {
 			memcpy(writer->expected_schema_hash, state.head.schema_hash,
 			       sizeof writer->expected_schema_hash);
+		}
 	} else {
 		writer->creates = true;
 		rc = schema_inference_open(&writer->inference);
@@ -761,6 +771,50 @@ out:
 	return rc;
 }
 
+static bool only_blanks(const char *bytes, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		if (bytes[i] != ' ' && bytes[i] != '\t' && bytes[i] != '\r')
+			return false;
+	return true;
+}
+
+/*
+ * The input ends inside a line (writer.partial). A line that cannot become a
+ * row (it does not start with "{") is refused now; one that is already a
+ * complete JSON object is a line without its "\n" (printf '{"id":"x"}'),
+ * validated and staged now; anything else waits for more bytes. Writer lock
+ * and txn.lock held. 0 or the line's error.
+ */
+static int writer_open_line(struct store_writer *writer, struct error_info *error)
+{
+	const char *line = (const char *)writer->partial.data;
+	size_t size = writer->partial.size;
+	size_t first = 0;
+	while (first < size && (line[first] == ' ' || line[first] == '\t'))
+		first++;
+	if (first == size)
+		return 0;
+	if (line[first] != '{')
+		goto now;
+	size_t last = size;
+	while (last > first && (line[last - 1] == ' ' || line[last - 1] == '\t' || line[last - 1] == '\r'))
+		last--;
+	if (line[last - 1] != '}')
+		return 0;
+	json_error_t parse_error;
+	json_t *value = json_loadb(line, size, 0, &parse_error);
+	if (!value)
+		return 0;   /* a "}" inside the object: more is coming */
+	json_decref(value);
+now:;
+	int rc = writer_line(writer, line, size, error);
+	buf_reset(&writer->partial);
+	if (rc == 0)
+		writer->partial_staged = true;
+	return rc;
+}
+
 static int writer_too_long(struct store_writer *writer, struct error_info *error)
 {
 	return writer_fail(writer, error, -EFBIG, atomic_load(&writer->lines) + 1,
@@ -798,6 +852,19 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 	while (position < end) {
 		const char *newline = memchr(position, '\n', (size_t)(end - position));
 		size_t piece = (size_t)((newline ? newline : end) - position);
+		if (writer->partial_staged) {
+			/* The line was staged when its JSON closed: only blanks may follow. */
+			if (!only_blanks(position, piece)) {
+				rc = writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines),
+						 "text after the end of the row's JSON object on the same line");
+				goto out;
+			}
+			if (!newline)
+				goto out;
+			writer->partial_staged = false;
+			position = newline + 1;
+			continue;
+		}
 		if (writer->partial.size + piece > row_max) {
 			rc = writer_too_long(writer, error);
 			goto out;
@@ -808,6 +875,8 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 			if (rc < 0)
 				rc = writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
 						 "out of memory");
+			else
+				rc = writer_open_line(writer, error);
 			goto out;
 		}
 		if (writer->partial.size) {
@@ -843,7 +912,7 @@ int store_writer_finish(struct store_writer *writer, struct error_info *error)
 		rc = writer->failure.code;
 	} else if (writer->partial.size) {
 		rc = writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines) + 1,
-				 "last line has no newline");
+				 "the last line is not a complete JSON object");
 	} else {
 		writer->finished = true;
 	}
@@ -940,7 +1009,8 @@ int store_txn_schema(struct store_txn *txn, const char *table, const char *json,
 		if (rc < 0)
 			error_info_set(error, rc, "cannot read the schema of %s: %s", table,
 				       strerror(-rc));
-		else
+		else if (!(state.head.row_count == 0 && schema_is_undeclared(&old) &&
+			   schema.kind == SCHEMA_NODE))
 			rc = schema_check_compatible(&old, &schema, error);
 	}
 	if (rc == 0)
@@ -1006,7 +1076,7 @@ static void describe_op(const struct txn_op *op, struct buf *out)
 	case MANIFEST_WRITE: {
 		const struct store_writer *writer = op->writer;
 		uint64_t rows = table_stage_rows(writer->stage);
-		const char *verb = writer->creates ? "create"
+		const char *verb = writer->creates && !writer->refines ? "create"
 				   : writer->mode == STORE_MERGE ? "merge"
 								 : "overwrite";
 		buf_printf(out, "%s %s (%llu row%s)", verb, op->name, (unsigned long long)rows,
@@ -1073,7 +1143,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		}
 		if (writer->partial.size) {
 			error_info_locate(error, writer->path, atomic_load(&writer->lines) + 1);
-			rc = error_info_set(error, -EINVAL, "last line has no newline");
+			rc = error_info_set(error, -EINVAL, "the last line is not a complete JSON object");
 			locked_writers++;
 			goto cleanup;
 		}
@@ -1130,6 +1200,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 				goto cleanup;
 			}
 			request_op->schema = &writer->inferred;
+			request_op->refines_schema = writer->refines;
 		}
 	}
 	if (!message || !*message) {

@@ -40,6 +40,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "mountfs_int.h"
 
 #define COPY_CHUNK (1024 * 1024)
@@ -84,6 +86,7 @@ struct open_file {
 	int copy_descriptor;               /* edits: the private copy, -1 until the first change */
 	uint64_t based_on;                 /* edits: the table version copied */
 
+	bool check_each_write;             /* schema streams: validate when the JSON completes */
 	uid_t uid;                         /* who opened it: the actor of its commits */
 
 	/* scratch and staged files */
@@ -275,6 +278,9 @@ static int open_schema_write(struct mountfs *mount, struct open_file *file, int 
 	}
 	if (flags & O_APPEND)
 		file->append = true;
+	/* A stream (the file starts empty) is validated by the write that completes
+	 * its JSON; an edit in place only at close, its middle states being neither. */
+	file->check_each_write = (flags & O_TRUNC) || created || !exists;
 	/* Not dirty until written: a shell redirection closes a duplicate
 	 * descriptor before the command writes, and an empty schema is no
 	 * schema, so an O_TRUNC never written publishes nothing. */
@@ -449,6 +455,43 @@ ssize_t file_read(struct mountfs *mount, struct open_file *file, char *out, size
 	return result;
 }
 
+/*
+ * A schema stream's bytes so far: refused if they cannot become a schema
+ * (not a JSON object) or are a complete schema the table cannot take (bad,
+ * or an incompatible change); 0 while incomplete. File locked.
+ */
+static int schema_check_written(struct mountfs *mount, struct open_file *file)
+{
+	const char *bytes = (const char *)file->bytes.data;
+	size_t size = file->bytes.size, first = 0;
+	while (first < size && strchr(" \t\r\n", bytes[first]))
+		first++;
+	if (first == size)
+		return 0;
+	struct error_info error;
+	error_info_clear(&error);
+	error_info_locate(&error, file->path, 1);
+	if (bytes[first] != '{') {
+		error_info_set(&error, -EINVAL, "a schema file is one JSON object: {\"kind\":\"node\"|\"edge\", ...}");
+		mount_error_record(mount, file->path, &error, -EINVAL);
+		return -EINVAL;
+	}
+	json_error_t parse_error;
+	json_t *value = json_loadb(bytes, size, 0, &parse_error);
+	if (!value)
+		return 0;   /* not complete yet */
+	json_decref(value);
+	struct store_txn *txn = NULL;
+	int rc = mount_txn_begin(mount, file->branch, file->uid, &txn, &error);
+	if (rc < 0)
+		return rc;
+	rc = store_txn_schema(txn, file->table, bytes, size, &error);
+	store_txn_free(txn);
+	if (rc < 0)
+		mount_error_record(mount, file->path, &error, rc);
+	return rc;
+}
+
 /* ---- writing ---------------------------------------------------------------------------- */
 
 /* Makes the private copy of an edit handle (file locked). */
@@ -597,6 +640,13 @@ ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *by
 		}
 		memcpy(file->bytes.data + at, bytes, size);
 		file->dirty = true;
+		if (file->check_each_write) {
+			int rc = schema_check_written(mount, file);
+			if (rc < 0) {
+				file->failed = rc;
+				result = rc;
+			}
+		}
 		break;
 	}
 	case FILE_SCRATCH:

@@ -107,9 +107,17 @@ def test_a_bad_staged_row_fails_the_write(m):
     assert m.errors()[-1]["path"] == "staging/Person.jsonl"
 
 
-def test_a_staged_file_without_final_newline_refuses_the_commit(m):
+def test_a_staged_file_without_final_newline_is_committed_with_its_last_line(m):
     before = m.log_count()
-    m.write("staging/City.jsonl", '{"id":"o","name":"Oslo"}')
+    m.sh("""printf '{"id":"o","name":"Oslo"}' > staging/City.jsonl""")
+    m.sh("echo last line > staging/.commit")
+    assert m.log_count() == before + 1
+    assert exported(m, "City") == jsonl([{"id": "o", "name": "Oslo"}])
+
+
+def test_a_staged_file_ending_inside_a_row_refuses_the_commit(m):
+    before = m.log_count()
+    m.sh("""printf '{"id":"o","name":"Os' > staging/City.jsonl""")
     result = m.sh("echo nope > staging/.commit", check=False)
     assert result.returncode != 0
     assert m.log_count() == before

@@ -386,10 +386,25 @@ def test_a_bad_row_in_a_copy_publishes_nothing(m, tmp_path):
     assert m.errors()[-1]["line"] == 3
 
 
-def test_a_last_line_without_newline_fails_the_close(m):
+def test_printf_of_a_last_line_without_newline_appends_it(m):
+    before = m.log_count()
+    m.sh("""printf '{"id":"z","name":"Zed"}' >> tables/Person.jsonl""")
+    assert m.log_count() == before + 1
+    assert exported(m) == jsonl(PEOPLE + [{"id": "z", "name": "Zed"}])
+
+
+def test_a_last_line_without_newline_that_is_invalid_fails_the_write(m):
+    before = m.log_count()
+    result = m.sh("""printf '{"id":"z","name":5}' >> tables/Person.jsonl""", check=False)
+    assert result.returncode != 0
+    assert m.log_count() == before
+    assert m.errors()[-1]["path"] == "tables/Person.jsonl"
+
+
+def test_a_last_line_ending_inside_a_row_fails_the_close(m):
     before = m.log_count()
     handle = open(m.path("tables", "Person.jsonl"), "w")
-    handle.write('{"id":"z","name":"Zed"}')
+    handle.write('{"id":"z","name":"Ze')
     with pytest.raises(OSError) as error:
         handle.close()
     assert error.value.errno == errno.EINVAL

@@ -243,6 +243,82 @@ TEST(history_is_read_only)
 	fixture_close();
 }
 
+/* ---- validation while writing ---------------------------------------------------------- */
+
+TEST(a_last_line_without_newline_is_validated_in_its_write_and_published_at_close)
+{
+	CHECK(with_people() == 0);
+	uint64_t handle;
+	CHECK(fs_open("tables/Person.jsonl", O_WRONLY | O_APPEND, 0, &handle, NULL) == 0);
+	CHECK(fs_write_at(handle, "{\"id\":\"z\",\"name\":\"Zed\"}", 0) == 0);
+	CHECK_EQ(fs_version(), 1);
+	CHECK(fs_close(handle) == 0);
+	CHECK_EQ(fs_version(), 2);
+	CHECK(fs_read_file("tables/Person.jsonl", text, sizeof text) > 0);
+	CHECK(strstr(text, "{\"id\":\"z\",\"name\":\"Zed\"}\n") != NULL);
+	fixture_close();
+}
+
+TEST(an_invalid_last_line_without_newline_fails_its_write)
+{
+	CHECK(with_people() == 0);
+	CHECK_EQ(fs_append("tables/Person.jsonl", "{\"id\":\"z\",\"name\":5}"), -EINVAL);
+	CHECK_EQ(fs_version(), 1);
+	fixture_close();
+}
+
+TEST(a_schema_file_that_is_not_json_fails_the_write)
+{
+	CHECK(fixture_open() == 0);
+	CHECK_EQ(fs_overwrite("schema/T.json", "garbage\n"), -EINVAL);
+	CHECK(fs_errors_mention("schema/T.json"));
+	CHECK_EQ(fs_version(), 0);
+	fixture_close();
+}
+
+TEST(an_incompatible_schema_change_fails_the_write)
+{
+	CHECK(with_people() == 0);
+	/* name becomes an i64: not a widening */
+	CHECK_EQ(fs_overwrite("schema/Person.json",
+			      "{\"kind\":\"node\",\"properties\":{\"name\":{\"type\":\"i64\",\"nullable\":false}}}\n"),
+		 -EINVAL);
+	CHECK(fs_errors_mention("schema/Person.json"));
+	CHECK_EQ(fs_version(), 1);
+	fixture_close();
+}
+
+TEST(a_compatible_schema_change_written_in_pieces_is_applied_at_close)
+{
+	CHECK(with_people() == 0);
+	uint64_t handle;
+	CHECK(fs_open("schema/Person.json", O_WRONLY | O_TRUNC, 0, &handle, NULL) == 0);
+	const char *first = "{\"kind\":\"node\",\"properties\":{\"name\":{\"type\":\"string\",";
+	CHECK(fs_write_at(handle, first, 0) == 0);
+	CHECK(fs_write_at(handle, "\"nullable\":false},\"age\":{\"type\":\"i64\",\"nullable\":true}}}\n",
+			  (off_t)strlen(first)) == 0);
+	CHECK(fs_close(handle) == 0);
+	CHECK(fs_read_file("schema/Person.json", text, sizeof text) > 0);
+	CHECK(strstr(text, "\"age\"") != NULL);
+	fixture_close();
+}
+
+TEST(a_table_created_empty_takes_its_schema_from_its_first_rows)
+{
+	CHECK(fixture_open() == 0);
+	/* touch: create, no write */
+	CHECK(fs_write_file("tables/New.jsonl", O_WRONLY | O_CREAT, NULL) == 0);
+	struct stat st;
+	CHECK(fs_stat("tables/New.jsonl", &st) == 0);
+	CHECK_EQ(st.st_size, 0);
+	CHECK(fs_append("tables/New.jsonl", "{\"id\":\"n\",\"size\":3}\n") == 0);
+	CHECK(fs_read_file("schema/New.json", text, sizeof text) > 0);
+	CHECK(strstr(text, "\"size\"") != NULL);
+	/* From then on the schema holds. */
+	CHECK_EQ(fs_append("tables/New.jsonl", "{\"id\":\"m\",\"size\":\"big\"}\n"), -EINVAL);
+	fixture_close();
+}
+
 int main(void)
 {
 	return harness_run();

@@ -824,6 +824,7 @@ TEST(a_line_over_row_max_is_efbig_as_soon_as_it_is_too_long)
 	/* No newline yet: the write that makes the line too long already fails. */
 	char line[200];
 	memset(line, 'x', sizeof line);
+	line[0] = '{';   /* could still become a row: only its length refuses it */
 	struct error_info error;
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
@@ -855,13 +856,62 @@ TEST(staging_more_than_staged_max_is_enospc)
 	store_close(store);
 }
 
-TEST(a_last_line_without_newline_is_refused_at_finish)
+TEST(a_last_line_ending_inside_a_row_is_refused_at_finish)
 {
 	struct store *store = store_with_people();
 	CHECK(store);
-	struct refusal refusal = { "Person", STORE_OVERWRITE, "{\"id\":\"a\"}\n{\"id\":\"b\"}", -EINVAL,
-				   2, "last line has no newline" };
+	struct refusal refusal = { "Person", STORE_OVERWRITE, "{\"id\":\"a\"}\n{\"id\":\"b\"", -EINVAL,
+				   2, "not a complete JSON object" };
 	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_last_line_without_newline_that_is_a_complete_object_is_a_row)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\"}", strlen("{\"id\":\"z\"}"), &error), 0);
+	CHECK_EQ(store_writer_lines(writer), 1);
+	CHECK_EQ(store_writer_finish(writer, &error), 0);
+	struct store_commit_result result;
+	CHECK_EQ(store_txn_commit(txn, NULL, &result, &error), 0);
+	store_txn_free(txn);
+	store_close(store);
+}
+
+TEST(a_complete_last_line_that_is_invalid_fails_the_write_that_completes_it)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\",", strlen("{\"id\":\"z\","), &error), 0);
+	CHECK_EQ(store_writer_write(writer, "\"nope\":1}", strlen("\"nope\":1}"), &error), -EINVAL);
+	store_txn_free(txn);
+	store_close(store);
+}
+
+TEST(text_after_a_staged_last_line_on_the_same_line_is_refused)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\"}", strlen("{\"id\":\"z\"}"), &error), 0);
+	CHECK_EQ(store_writer_write(writer, "  \n{\"id\":\"y\"}", strlen("  \n{\"id\":\"y\"}"), &error), 0);
+	CHECK_EQ(store_writer_write(writer, "{", strlen("{"), &error), -EINVAL);
+	store_txn_free(txn);
 	store_close(store);
 }
 
