@@ -378,6 +378,10 @@ int scratch_write_all(int descriptor, const void *bytes, size_t size, uint64_t o
 int scratch_copy_table(struct store_table *table, int descriptor);
 /* Feeds a temporary file's bytes into a writer. */
 int scratch_feed(struct store_writer *writer, int descriptor, struct error_info *error);
+/* Whether the live table's bytes are exactly size bytes hashing (XXH3-64) to hash
+ * (descriptor -1) or the bytes of descriptor: 1 yes, 0 no (or no such table), -errno. */
+int mount_table_is(struct mountfs *mount, const char *branch, const char *table, uint64_t size,
+		   uint64_t hash, int descriptor);
 /* Reads a whole temporary file into out (-EFBIG beyond limit). */
 int scratch_read_all(int descriptor, struct buf *out, size_t limit);
 

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <xxhash.h>
 
 #include "mountfs_int.h"
 
@@ -87,6 +88,7 @@ struct open_file {
 	uint64_t based_on;                 /* edits: the table version copied */
 
 	bool check_each_write;             /* schema streams: validate when the JSON completes */
+	XXH3_state_t *input_hash;          /* overwrite streams: the bytes written so far */
 	uid_t uid;                         /* who opened it: the actor of its commits */
 
 	/* scratch and staged files */
@@ -155,6 +157,8 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 /* Frees a file's resources (no publishing). */
 static void file_free(struct mountfs *mount, struct open_file *file)
 {
+	if (file->input_hash)
+		XXH3_freeState(file->input_hash);
 	if (file->txn)
 		store_txn_free(file->txn);
 	if (file->reader)
@@ -213,6 +217,16 @@ static int begin_stream(struct mountfs *mount, struct open_file *file, enum stor
 	if (rc < 0) {
 		mount_error_record(mount, file->path, &error, rc);
 		return rc;
+	}
+	/* An overwrite remembers what it was given, to publish nothing if that is
+	 * exactly what the table already is. */
+	if (mode == STORE_OVERWRITE) {
+		if (!file->input_hash && !(file->input_hash = XXH3_createState()))
+			return -ENOMEM;
+		XXH3_64bits_reset(file->input_hash);
+	} else if (file->input_hash) {
+		XXH3_freeState(file->input_hash);
+		file->input_hash = NULL;
 	}
 	return 0;
 }
@@ -544,6 +558,8 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 		return rc;
 	}
 	file->stream_bytes += size;
+	if (file->input_hash)
+		XXH3_64bits_update(file->input_hash, bytes, size);
 	file->dirty = true;
 	if (file->pending_registered)
 		pending_set_size(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
@@ -704,15 +720,22 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 		mount_error_record(mount, file->path, &error, rc);
 		return rc;
 	}
-	rc = mount_commit(mount, file->txn, NULL, file->path);
-	if (rc < 0)
-		return rc;
+	if (file->input_hash &&
+	    mount_table_is(mount, file->branch, file->table, file->stream_bytes,
+			   XXH3_64bits_digest(file->input_hash), -1) == 1) {
+		/* The same bytes as the table now: an overwrite that changes nothing. */
+		rc = -ENODATA;
+	} else {
+		rc = mount_commit(mount, file->txn, NULL, file->path);
+		if (rc < 0)
+			return rc;
+	}
 	store_txn_free(file->txn);
 	file->txn = NULL;
 	file->writer = NULL;
 	file->dirty = false;
 	file->truncate_pending = false;
-	after_publish(mount, file);
+	after_publish(mount, file);   /* also when nothing changed: the name is no longer pending or hidden */
 	return 0;
 }
 
@@ -743,6 +766,12 @@ static int publish_edit(struct mountfs *mount, struct open_file *file)
 	if (rc < 0) {
 		store_txn_free(txn);
 		return rc;
+	}
+	if (mount_table_is(mount, file->branch, file->table, 0, 0, file->copy_descriptor) == 1) {
+		/* Saved without a change (vim :wq): nothing to publish. */
+		store_txn_free(txn);
+		file->dirty = false;
+		return 0;
 	}
 	rc = store_txn_writer(txn, file->table, STORE_OVERWRITE, file->based_on, file->path, &writer, &error);
 	if (rc == 0)

@@ -125,6 +125,8 @@ static int publish_scratch_overwrite(struct mountfs *mount, const char *branch, 
 	error_info_clear(&error);
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
+	if (mount_table_is(mount, branch, table, 0, 0, scratch->descriptor) == 1)
+		return 0;   /* the same bytes as the table: nothing to publish */
 	int rc = mount_txn_begin(mount, branch, uid, &txn, &error);
 	if (rc < 0)
 		return rc;

@@ -25,6 +25,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "mountfs_int.h"
 
 #define COPY_CHUNK (1024 * 1024)
@@ -161,6 +163,65 @@ void scratch_path(struct mountfs *mount, const char *branch, enum scratch_dir di
 		snprintf(out, size, "%s/%s", scratch_dir_name(directory), file);
 	else
 		snprintf(out, size, "branches/%s/%s/%s", branch, scratch_dir_name(directory), file);
+}
+
+/* Whether the live table's bytes are exactly size bytes hashing to hash (descriptor
+ * -1) or the bytes of descriptor: 1 yes, 0 no (or no such table), -errno. */
+int mount_table_is(struct mountfs *mount, const char *branch, const char *table, uint64_t size,
+		   uint64_t hash, int descriptor)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = store_snapshot_open(mount->store, branch, STORE_LATEST, &snapshot, NULL);
+	if (rc < 0)
+		return rc == -ENOENT ? 0 : rc;
+	struct store_table *reader = NULL;
+	char *chunk = NULL, *other = NULL;
+	XXH3_state_t *state = NULL;
+	rc = store_table_open(snapshot, table, &reader);
+	if (rc < 0) {
+		rc = rc == -ENOENT ? 0 : rc;
+		goto out;
+	}
+	if (descriptor >= 0)
+		size = scratch_descriptor_size(descriptor);
+	if (store_table_size(reader) != size) {
+		rc = 0;
+		goto out;
+	}
+	chunk = malloc(COPY_CHUNK);
+	other = descriptor >= 0 ? malloc(COPY_CHUNK) : NULL;
+	state = XXH3_createState();
+	if (!chunk || (descriptor >= 0 && !other) || !state) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	XXH3_64bits_reset(state);
+	rc = 1;
+	for (uint64_t offset = 0; offset < size && rc == 1;) {
+		ssize_t got = store_table_pread(reader, chunk, COPY_CHUNK, offset);
+		if (got <= 0) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		if (descriptor >= 0) {
+			ssize_t theirs = pread(descriptor, other, (size_t)got, (off_t)offset);
+			if (theirs != got || memcmp(chunk, other, (size_t)got) != 0)
+				rc = 0;
+		} else {
+			XXH3_64bits_update(state, chunk, (size_t)got);
+		}
+		offset += (uint64_t)got;
+	}
+	if (rc == 1 && descriptor < 0 && XXH3_64bits_digest(state) != hash)
+		rc = 0;
+out:
+	XXH3_freeState(state);
+	free(chunk);
+	free(other);
+	if (reader)
+		store_table_close(reader);
+	store_snapshot_release(snapshot);
+	return rc;
 }
 
 /* ---- scratch files ------------------------------------------------------------------ */

@@ -319,6 +319,50 @@ TEST(a_table_created_empty_takes_its_schema_from_its_first_rows)
 	fixture_close();
 }
 
+/* ---- what is published ---------------------------------------------------------------- */
+
+TEST(an_overwrite_with_the_current_bytes_publishes_nothing)
+{
+	CHECK(with_people() == 0);
+	CHECK(fs_overwrite("tables/Person.jsonl", PEOPLE) == 0);
+	CHECK_EQ(fs_version(), 1);
+	fixture_close();
+}
+
+TEST(an_edit_saved_without_a_change_publishes_nothing)
+{
+	CHECK(with_people() == 0);
+	uint64_t handle;
+	CHECK(fs_open("tables/Person.jsonl", O_RDWR, 0, &handle, NULL) == 0);
+	CHECK(fs_write_at(handle, "{\"id\":\"a\"", 0) == 0);   /* the bytes that are there */
+	CHECK(fs_close(handle) == 0);
+	CHECK_EQ(fs_version(), 1);
+	fixture_close();
+}
+
+TEST(a_scratch_file_with_the_current_bytes_renamed_onto_the_table_publishes_nothing)
+{
+	CHECK(with_people() == 0);
+	CHECK(fs_overwrite("tables/.Person.jsonl.tmp", PEOPLE) == 0);
+	CHECK(fs_rename("tables/.Person.jsonl.tmp", "tables/Person.jsonl") == 0);
+	CHECK_EQ(fs_version(), 1);
+	CHECK(fs_read_file("tables/Person.jsonl", text, sizeof text) > 0);
+	CHECK(strcmp(text, PEOPLE) == 0);
+	fixture_close();
+}
+
+TEST(an_editor_backup_cycle_without_a_change_publishes_nothing_and_keeps_the_table)
+{
+	CHECK(with_people() == 0);
+	CHECK(fs_rename("tables/Person.jsonl", "tables/Person.jsonl~") == 0);
+	CHECK(fs_overwrite("tables/Person.jsonl", PEOPLE) == 0);
+	CHECK(fs_unlink("tables/Person.jsonl~") == 0);
+	CHECK_EQ(fs_version(), 1);
+	CHECK(fs_read_file("tables/Person.jsonl", text, sizeof text) > 0);
+	CHECK(strcmp(text, PEOPLE) == 0);
+	fixture_close();
+}
+
 int main(void)
 {
 	return harness_run();
