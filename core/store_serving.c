@@ -25,14 +25,15 @@
 
 #define SERVING_DIRECTORY "serving"
 
-/* Opens the store directory and its serving/ subdirectory (created if missing). */
-static int serving_directory_open(struct store *store, int *store_directory, int *serving)
+/* Opens the store directory and its serving/ subdirectory (created if missing and
+ * create is set: only a mount that serves makes it). */
+static int serving_directory_open(struct store *store, bool create, int *store_directory, int *serving)
 {
 	*serving = -1;
 	*store_directory = io_directory_open(store->path);
 	if (*store_directory < 0)
 		return *store_directory;
-	int rc = io_directory_make(*store_directory, SERVING_DIRECTORY);
+	int rc = create ? io_directory_make(*store_directory, SERVING_DIRECTORY) : 0;
 	if (rc < 0 && rc != -EEXIST)
 		goto out;
 	*serving = io_directory_open_at(*store_directory, SERVING_DIRECTORY);
@@ -54,7 +55,7 @@ int store_serve_branch(struct store *store, const char *branch, const char *wher
 	if (store->serving.descriptor >= 0)
 		return error_info_set(error, -EBUSY, "this handle already serves a branch");
 	int store_directory, serving;
-	int rc = serving_directory_open(store, &store_directory, &serving);
+	int rc = serving_directory_open(store, true, &store_directory, &serving);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot open %s/%s: %s", store->path, SERVING_DIRECTORY,
 				      strerror(-rc));
@@ -102,7 +103,7 @@ void store_unserve(struct store *store)
 	if (store->serving.descriptor < 0)
 		return;
 	int store_directory, serving;
-	if (serving_directory_open(store, &store_directory, &serving) == 0) {
+	if (serving_directory_open(store, false, &store_directory, &serving) == 0) {
 		io_unlink(serving, store->serving_name);
 		close(serving);
 		close(store_directory);
@@ -149,9 +150,9 @@ int store_branch_served(struct store *store, const char *branch, char *where, si
 {
 	branch = store_branch_or_main(branch);
 	int store_directory, serving;
-	int rc = serving_directory_open(store, &store_directory, &serving);
+	int rc = serving_directory_open(store, false, &store_directory, &serving);
 	if (rc < 0)
-		return rc == -EROFS || rc == -EACCES ? 0 : rc;
+		return rc == -ENOENT ? 0 : rc;
 	struct serving_search search = { serving, branch, strlen(branch), where, where_size, false };
 	if (where_size)
 		where[0] = '\0';

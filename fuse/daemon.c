@@ -362,6 +362,7 @@ int graphfs_mount_main(int argc, char **argv)
 	struct mountfs_config config = {
 		.store = store,
 		.branch = options.branch,
+		.mountpoint = mountpoint,
 		.temporary_directory = temporary_directory,
 		.read_only = options.read_only,
 		.refresh_interval_ms = options.refresh_ms,
@@ -380,13 +381,6 @@ int graphfs_mount_main(int argc, char **argv)
 		goto out;
 	}
 	store = NULL;   /* the mount's now */
-	error_info_clear(&error);
-	rc = store_serve_branch(mountfs_store(mount), options.branch, mountpoint, &error);
-	if (rc < 0) {
-		fprintf(stderr, "graphfs: mount: cannot record that branch %s is served: %s\n", options.branch,
-			error.message[0] ? error.message : strerror(-rc));
-		goto out;
-	}
 
 	char fsname[PATH_MAX + 16];
 	snprintf(fsname, sizeof fsname, "fsname=graphfs:%s", store_path);

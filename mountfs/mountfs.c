@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +60,14 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	int rc = store_snapshot_open(mount->store, mount->branch, STORE_LATEST, &check, NULL);
 	if (rc == 0) {
 		store_snapshot_release(check);
+		struct error_info error;
+		error_info_clear(&error);
+		rc = store_serve_branch(mount->store, mount->branch, config->mountpoint, &error);
+		if (rc < 0 && rc != -ENOENT)
+			mount_log(mount, LOG_ERR, "cannot record that branch %s is served: %s", mount->branch,
+				  error.message[0] ? error.message : strerror(-rc));
+	}
+	if (rc == 0) {
 		struct view root_view = { .version = 0 };
 		snprintf(root_view.branch, sizeof root_view.branch, "%s", mount->branch);
 		rc = inode_table_init(&mount->inodes, &root_view);
@@ -373,7 +382,7 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	if (!node_is_live(parent) || mount->read_only)
 		return -EROFS;
 	if (parent->kind != NODE_TABLES_DIR && parent->kind != NODE_SCHEMA_DIR &&
-	    parent->kind != NODE_STAGING_DIR)
+	    parent->kind != NODE_STAGING_DIR && parent->kind != NODE_STAGED_SCHEMA_DIR)
 		return -EACCES;
 	if (strlen(name) > GRAPHFS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -391,7 +400,8 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	if (!exists) {
 		memset(&child, 0, sizeof child);
 		child.view = parent->view;
-		const char *suffix = parent->kind == NODE_SCHEMA_DIR ? ".json" : ".jsonl";
+		bool schema_directory = parent->kind == NODE_SCHEMA_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR;
+		const char *suffix = schema_directory ? ".json" : ".jsonl";
 		bool is_table = table_name_from_file(name, suffix, child.table);
 		if (!is_table && !is_scratch_name(name, suffix)) {
 			char path[GRAPHFS_PATH_MAX];
@@ -401,7 +411,7 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 					   name, suffix);
 			return -EINVAL;
 		}
-		if (parent->kind == NODE_STAGING_DIR || !is_table) {
+		if (parent->kind == NODE_STAGING_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR || !is_table) {
 			rc = scratch_create(mount, parent, name, mode);
 			if (rc < 0 && rc != -EEXIST)
 				return rc;

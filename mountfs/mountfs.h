@@ -45,6 +45,7 @@ struct mountfs;
 struct mountfs_config {
 	struct store *store;            /* taken over: mountfs_free closes it */
 	const char *branch;             /* the mounted branch (NULL: main) */
+	const char *mountpoint;         /* where it is mounted, for "branch B is mounted at ..." */
 	const char *temporary_directory; /* where scratch files and private copies live (O_TMPFILE) */
 	bool read_only;
 	uint64_t refresh_interval_ms;   /* look for other processes' commits at most this often */
@@ -109,8 +110,10 @@ enum mountfs_set {
 
 /* ---- lifetime ---------------------------------------------------------------- */
 
-/* Creates the mount. The branch must exist (-ENOENT otherwise). On error the
- * store is not closed (the caller still owns it). 0, -ENOENT, -ENOMEM, -errno. */
+/* Creates the mount. The branch must exist (-ENOENT otherwise); from here on the
+ * store records that this process serves it, so no other process can delete it
+ * (store_serve_branch). On error the store is not closed (the caller still owns
+ * it). 0, -ENOENT, -ENOMEM, -errno. */
 int mountfs_new(const struct mountfs_config *config, struct mountfs **out);
 /* Frees every open file, staging area and node, then closes the store. */
 void mountfs_free(struct mountfs *mount);

@@ -56,6 +56,7 @@ enum node_kind {
 	NODE_DROPPED_DIR,   /* heads/.dropped */
 	NODE_SCHEMA_DIR,
 	NODE_STAGING_DIR,
+	NODE_STAGED_SCHEMA_DIR, /* staging/schema */
 	NODE_HISTORY_DIR,
 	NODE_BRANCHES_DIR,
 	NODE_META_DIR,      /* .graphfs */
@@ -92,11 +93,12 @@ struct node {
 	uint64_t lookups;            /* the kernel's lookup count */
 	uint64_t references;         /* open files, children, scratch bindings */
 	uint64_t version_target;     /* NODE_COMMIT_LINK: the version it points at */
+	uint64_t time_us;            /* NODE_VERSION_ROOT: its commit's time, once known (0: not yet) */
 };
 
 /* ---- scratch files, staged files, pending creations -------------------------- */
 
-enum scratch_dir { SCRATCH_TABLES, SCRATCH_SCHEMA, SCRATCH_STAGING };
+enum scratch_dir { SCRATCH_TABLES, SCRATCH_SCHEMA, SCRATCH_STAGING, SCRATCH_STAGED_SCHEMA };
 
 struct workspace;
 
@@ -113,6 +115,7 @@ struct scratch {
 	struct timespec ctime;
 	uint64_t references;         /* the workspace list (while named) + open files */
 	bool named;                  /* still in its directory */
+	bool schema_staged;          /* a <Name>.json in staging/schema/ (table holds Name) */
 	/* staged tables only (a <Name>.jsonl in staging/) */
 	bool staged;
 	char table[JOURNAL_NAME_MAX + 1];
@@ -143,6 +146,7 @@ struct workspace {
 	struct pending *pendings;
 	struct store_txn *staging;         /* NULL while nothing is staged */
 	char hidden[WORKSPACE_HIDDEN_MAX][JOURNAL_NAME_MAX + 1]; /* tables renamed to a scratch name */
+	struct timespec changed;           /* the last time a scratch name came or went */
 };
 
 /* ---- the mount ---------------------------------------------------------------- */
@@ -298,6 +302,7 @@ struct child {
 	struct view view;
 	char table[JOURNAL_NAME_MAX + 1];
 	uint64_t version_target;
+	uint64_t time_us;           /* NODE_VERSION_ROOT: its commit's time (0: unknown) */
 	bool has_head;              /* head holds the table's head row, read while resolving */
 	struct head_row head;
 };
@@ -403,6 +408,8 @@ void scratch_attr(const struct scratch *scratch, struct stat *st);
 int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode);
 /* setattr on a scratch (mode, times). */
 void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set);
+/* The newest time a scratch name of the workspace came or went (0 if never). */
+struct timespec workspace_changed(struct workspace *workspace);
 /* Marks a scratch file changed now (mtime and ctime). */
 void scratch_touch(struct scratch *scratch);
 
@@ -427,6 +434,13 @@ void hidden_set(struct mountfs *mount, const char *branch, const char *table, bo
 int staging_rebuild(struct mountfs *mount, struct workspace *workspace, struct scratch *scratch);
 /* Frees the staging transaction when nothing is staged any more (commit_lock held). */
 void staging_settle(struct workspace *workspace);
+/* Starts the staging transaction over (commit_lock held): staged schemas changed,
+ * so every staged file is validated again against them. */
+void staging_reset(struct workspace *workspace);
+/* After bytes were written to a staged schema file (commit_lock not held): once
+ * the file is a complete JSON object, the schemas are staged again and checked.
+ * 0 or the schema's error (recorded). */
+int staging_schema_written(struct mountfs *mount, struct scratch *scratch);
 /* A write to staging/.commit: publishes the staging area as one commit. */
 int staging_commit(struct mountfs *mount, const char *branch, const char *message, size_t size,
 		   uid_t uid);

@@ -91,6 +91,8 @@ static const struct node_class node_classes[] = {
 			      resolve_schema, list_schema },
 	[NODE_STAGING_DIR] = { "staging", NULL, LIVE_ROOTS, CLASS_DIRECTORY | CLASS_WRITABLE,
 			       resolve_staging, list_staging },
+	[NODE_STAGED_SCHEMA_DIR] = { "schema", NULL, PARENT(NODE_STAGING_DIR), CLASS_DIRECTORY | CLASS_WRITABLE,
+				     resolve_staging, list_staging },
 	[NODE_HISTORY_DIR] = { "history", NULL, LIVE_ROOTS, CLASS_DIRECTORY, resolve_history,
 			       list_history },
 	[NODE_BRANCHES_DIR] = { "branches", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY | CLASS_WRITABLE,
@@ -338,6 +340,7 @@ static int resolve_history(struct mountfs *mount, struct node *parent, const cha
 		rc = view_snapshot(mount, &view, &snapshot);
 		if (rc < 0)
 			return rc == -EINVAL ? -ENOENT : rc;
+		out->time_us = store_snapshot_time_us(snapshot);
 		store_snapshot_release(snapshot);
 		out->kind = NODE_VERSION_ROOT;
 		out->view = view;
@@ -563,9 +566,47 @@ static int attr_link(struct mountfs *mount, struct node *node, struct stat *st)
 	return 0;
 }
 
+static bool time_later(struct timespec a, struct timespec b)
+{
+	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
+
+/* A directory's times: the commit its view shows, or the last scratch name that
+ * came or went in it, whichever is newer (never before the mount). */
+static void attr_directory(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct timespec newest = mount->mount_time;
+	struct store_snapshot *snapshot = NULL;
+	if (node->kind == NODE_VERSION_ROOT && node->time_us) {
+		/* known from the listing or the lookup: no snapshot per listed version */
+		newest.tv_sec = (time_t)(node->time_us / 1000000);
+		newest.tv_nsec = (long)(node->time_us % 1000000) * 1000;
+	} else if (node->kind != NODE_META_DIR && node->kind != NODE_BRANCHES_DIR &&
+	    view_snapshot(mount, &node->view, &snapshot) == 0) {
+		uint64_t time_us = store_snapshot_time_us(snapshot);
+		struct timespec committed = { (time_t)(time_us / 1000000), (long)(time_us % 1000000) * 1000 };
+		if (time_later(committed, newest) || !node_is_live(node))
+			newest = committed;
+		store_snapshot_release(snapshot);
+	}
+	bool has_scratch = node->kind == NODE_TABLES_DIR || node->kind == NODE_SCHEMA_DIR ||
+			   node->kind == NODE_STAGING_DIR || node->kind == NODE_STAGED_SCHEMA_DIR;
+	if (has_scratch && node_is_live(node)) {
+		struct workspace *workspace = workspace_get(mount, node->view.branch);
+		if (workspace) {
+			struct timespec changed = workspace_changed(workspace);
+			if (time_later(changed, newest))
+				newest = changed;
+		}
+	}
+	st->st_mtim = st->st_ctim = st->st_atim = newest;
+}
+
 int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	namespace_attr_base(mount, node, st);
+	if (node_is_directory(node->kind))
+		attr_directory(mount, node, st);
 	const struct node_class *class = &node_classes[node->kind];
 	int rc = class->attr ? class->attr(mount, node, st) : 0;
 	st->st_ino = node->st_ino;
@@ -592,6 +633,8 @@ int namespace_entry(struct mountfs *mount, struct node *parent, const char *name
 	if (!node)
 		return -ENOMEM;
 	node->version_target = child->version_target;
+	if (child->time_us)
+		node->time_us = child->time_us;
 	memset(entry, 0, sizeof *entry);
 	int rc = attr_of_child(mount, node, child, &entry->attr);
 	if (rc < 0) {
@@ -772,6 +815,7 @@ static int list_version(const struct commit_record *record, void *context)
 	if (!entry)
 		return -ENOMEM;
 	entry->child.view.version = record->version;
+	entry->child.time_us = record->time_us;
 	return 0;
 }
 

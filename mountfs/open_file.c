@@ -676,6 +676,11 @@ ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *by
 				result = rc;
 			else
 				scratch_touch(file->scratch);
+			if (rc == 0 && file->scratch->schema_staged && file->scratch->named) {
+				rc = staging_schema_written(mount, file->scratch);
+				if (rc < 0)
+					result = rc;
+			}
 		}
 		break;
 	case FILE_COMMIT:

@@ -39,7 +39,8 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 	switch (parent->kind) {
 	case NODE_TABLES_DIR:
 	case NODE_SCHEMA_DIR:
-	case NODE_STAGING_DIR: {
+	case NODE_STAGING_DIR:
+	case NODE_STAGED_SCHEMA_DIR: {
 		enum scratch_dir directory = scratch_dir_of(parent);
 		if (directory == SCRATCH_STAGING && strcmp(name, ".commit") == 0)
 			return -EPERM;
@@ -52,7 +53,9 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 			scratch_unname(workspace, scratch);
 		}
 		pthread_mutex_unlock(&workspace->lock);
-		if (scratch && directory == SCRATCH_STAGING)
+		if (scratch && scratch->schema_staged)
+			staging_reset(workspace);
+		if (scratch && (directory == SCRATCH_STAGING || directory == SCRATCH_STAGED_SCHEMA))
 			staging_settle(workspace);
 		pthread_mutex_unlock(&workspace->commit_lock);
 		if (scratch) {
@@ -77,6 +80,8 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 			}
 			return 0;
 		}
+		if (directory == SCRATCH_STAGED_SCHEMA)
+			return -ENOENT;
 		if (directory != SCRATCH_TABLES)
 			return directory == SCRATCH_SCHEMA && table_name_from_file(name, ".json", table) ? -EPERM
 															: -ENOENT;
@@ -223,11 +228,11 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 	if (parent->kind != new_parent->kind || strcmp(parent->view.branch, new_parent->view.branch) != 0)
 		return -EXDEV;
 	if (parent->kind != NODE_TABLES_DIR && parent->kind != NODE_SCHEMA_DIR &&
-	    parent->kind != NODE_STAGING_DIR)
+	    parent->kind != NODE_STAGING_DIR && parent->kind != NODE_STAGED_SCHEMA_DIR)
 		return -EPERM;
 	const char *branch = parent->view.branch;
 	enum scratch_dir directory = scratch_dir_of(parent);
-	const char *suffix = directory == SCRATCH_SCHEMA ? ".json" : ".jsonl";
+	const char *suffix = directory == SCRATCH_SCHEMA || directory == SCRATCH_STAGED_SCHEMA ? ".json" : ".jsonl";
 	struct workspace *workspace = workspace_get(mount, branch);
 	if (!workspace)
 		return -ENOMEM;
@@ -244,6 +249,23 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 	int rc = 0;
 	struct scratch *scratch = scratch_find(mount, parent, name);
 	if (scratch) {
+		if (directory == SCRATCH_STAGED_SCHEMA) {
+			/* staging/schema: the name says whether the file is a staged schema. */
+			pthread_mutex_lock(&workspace->lock);
+			struct scratch *existing = scratch_lookup(workspace, directory, new_name);
+			if (existing && existing != scratch)
+				scratch_unname(workspace, existing);
+			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
+			clock_gettime(CLOCK_REALTIME, &workspace->changed);
+			scratch->schema_staged = to_is_table;
+			if (to_is_table)
+				snprintf(scratch->table, sizeof scratch->table, "%s", to_table);
+			pthread_mutex_unlock(&workspace->lock);
+			staging_reset(workspace);
+			staging_settle(workspace);
+			scratch_release(scratch);
+			goto out;
+		}
 		if (directory == SCRATCH_STAGING) {
 			/* Staging: the name says whether the file is staged. */
 			pthread_mutex_lock(&workspace->lock);
@@ -255,6 +277,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 				scratch->writer = NULL;
 			}
 			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
+			clock_gettime(CLOCK_REALTIME, &workspace->changed);
 			scratch->staged = to_is_table;
 			if (to_is_table) {
 				snprintf(scratch->table, sizeof scratch->table, "%s", to_table);
@@ -274,6 +297,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 			if (existing && existing != scratch)
 				scratch_unname(workspace, existing);
 			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
+			clock_gettime(CLOCK_REALTIME, &workspace->changed);
 			pthread_mutex_unlock(&workspace->lock);
 			scratch_release(scratch);
 			goto out;
@@ -294,7 +318,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		scratch_release(scratch);
 		goto out;
 	}
-	if (directory == SCRATCH_STAGING) {
+	if (directory == SCRATCH_STAGING || directory == SCRATCH_STAGED_SCHEMA) {
 		rc = -ENOENT;
 		goto out;
 	}

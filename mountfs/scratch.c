@@ -138,6 +138,8 @@ enum scratch_dir scratch_dir_of(const struct node *directory)
 		return SCRATCH_SCHEMA;
 	case NODE_STAGING_DIR:
 		return SCRATCH_STAGING;
+	case NODE_STAGED_SCHEMA_DIR:
+		return SCRATCH_STAGED_SCHEMA;
 	default:
 		return SCRATCH_TABLES;
 	}
@@ -150,6 +152,8 @@ const char *scratch_dir_name(enum scratch_dir directory)
 		return "schema";
 	case SCRATCH_STAGING:
 		return "staging";
+	case SCRATCH_STAGED_SCHEMA:
+		return "staging/schema";
 	default:
 		return "tables";
 	}
@@ -261,8 +265,17 @@ void scratch_release(struct scratch *scratch)
 }
 
 /* Unlinks a scratch from its workspace list (workspace locked). */
+struct timespec workspace_changed(struct workspace *workspace)
+{
+	pthread_mutex_lock(&workspace->lock);
+	struct timespec changed = workspace->changed;
+	pthread_mutex_unlock(&workspace->lock);
+	return changed;
+}
+
 void scratch_unname(struct workspace *workspace, struct scratch *scratch)
 {
+	clock_gettime(CLOCK_REALTIME, &workspace->changed);
 	struct scratch **link = &workspace->scratches;
 	while (*link && *link != scratch)
 		link = &(*link)->next;
@@ -282,7 +295,7 @@ struct scratch *scratch_find(struct mountfs *mount, const struct node *directory
 	if (!directory || directory->view.version != 0)
 		return NULL;
 	if (directory->kind != NODE_TABLES_DIR && directory->kind != NODE_SCHEMA_DIR &&
-	    directory->kind != NODE_STAGING_DIR)
+	    directory->kind != NODE_STAGING_DIR && directory->kind != NODE_STAGED_SCHEMA_DIR)
 		return NULL;
 	struct workspace *workspace = workspace_get(mount, directory->view.branch);
 	if (!workspace)
@@ -319,10 +332,12 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 	scratch->named = true;
 	char table[JOURNAL_NAME_MAX + 1];
 	scratch->staged = directory == SCRATCH_STAGING && table_name_from_file(name, ".jsonl", table);
-	if (scratch->staged)
+	scratch->schema_staged = directory == SCRATCH_STAGED_SCHEMA && table_name_from_file(name, ".json", table);
+	if (scratch->staged || scratch->schema_staged)
 		snprintf(scratch->table, sizeof scratch->table, "%s", table);
 	scratch->next = workspace->scratches;
 	workspace->scratches = scratch;
+	workspace->changed = scratch->mtime;
 	*rc = 0;
 	return scratch;
 }

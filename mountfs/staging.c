@@ -20,11 +20,37 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "mountfs_int.h"
 
 /* ---- the staging area ------------------------------------------------------------------- */
 
-/* Ensures the workspace's staging transaction exists (commit_lock held). */
+/* Stages one staged schema file into the staging transaction (commit_lock held). */
+static int stage_schema(struct mountfs *mount, struct workspace *workspace, struct scratch *scratch)
+{
+	char path[GRAPHFS_PATH_MAX];
+	scratch_path(mount, workspace->branch, SCRATCH_STAGED_SCHEMA, scratch->name, path, sizeof path);
+	struct buf bytes;
+	buf_init(&bytes);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = scratch_read_all(scratch->descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+	if (rc == 0)
+		rc = store_txn_schema(workspace->staging, scratch->table, (const char *)bytes.data, bytes.size,
+				      &error);
+	else
+		error_info_set(&error, rc, "cannot read the staged schema: %s", strerror(-rc));
+	if (rc < 0) {
+		error_info_locate(&error, path, error.line);
+		mount_error_record(mount, path, &error, rc);
+	}
+	buf_free(&bytes);
+	return rc;
+}
+
+/* Ensures the workspace's staging transaction exists, with every staged schema
+ * in it before any staged rows (commit_lock held). */
 static int staging_transaction(struct mountfs *mount, struct workspace *workspace)
 {
 	if (workspace->staging)
@@ -35,7 +61,55 @@ static int staging_transaction(struct mountfs *mount, struct workspace *workspac
 	if (rc < 0)
 		return rc;
 	store_txn_defer_endpoint_checks(workspace->staging, true);
-	return 0;
+	/* The list is only changed under commit_lock too: safe to walk without workspace.lock
+	 * while the store reads the files. */
+	for (struct scratch *scratch = workspace->scratches; scratch && rc == 0; scratch = scratch->next)
+		if (scratch->named && scratch->schema_staged)
+			rc = stage_schema(mount, workspace, scratch);
+	if (rc < 0) {
+		store_txn_free(workspace->staging);
+		workspace->staging = NULL;
+	}
+	return rc;
+}
+
+void staging_reset(struct workspace *workspace)
+{
+	pthread_mutex_lock(&workspace->lock);
+	for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
+		if (scratch->writer) {
+			store_writer_discard(scratch->writer);
+			scratch->writer = NULL;
+			scratch->writer_failed = true;   /* rebuilt from its bytes when next needed */
+		}
+	pthread_mutex_unlock(&workspace->lock);
+	if (workspace->staging) {
+		store_txn_free(workspace->staging);
+		workspace->staging = NULL;
+	}
+}
+
+int staging_schema_written(struct mountfs *mount, struct scratch *scratch)
+{
+	struct workspace *workspace = scratch->workspace;
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = scratch_read_all(scratch->descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+	bool complete = false;
+	if (rc == 0) {
+		json_error_t parse_error;
+		json_t *value = json_loadb((const char *)bytes.data, bytes.size, 0, &parse_error);
+		complete = value != NULL;
+		json_decref(value);
+	}
+	buf_free(&bytes);
+	if (rc < 0 || !complete)
+		return rc;
+	pthread_mutex_lock(&workspace->commit_lock);
+	staging_reset(workspace);
+	rc = scratch->named ? staging_transaction(mount, workspace) : 0;
+	pthread_mutex_unlock(&workspace->commit_lock);
+	return rc;
 }
 
 /* Rebuilds a staged file's writer from its bytes (commit_lock held). 0 or the
@@ -75,7 +149,7 @@ void staging_settle(struct workspace *workspace)
 	pthread_mutex_lock(&workspace->lock);
 	bool any = false;
 	for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
-		if (scratch->named && scratch->staged)
+		if (scratch->named && (scratch->staged || scratch->schema_staged))
 			any = true;
 	pthread_mutex_unlock(&workspace->lock);
 	if (!any && workspace->staging) {
@@ -108,7 +182,7 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 	bool committed = false;
 	pthread_mutex_lock(&workspace->lock);
 	for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
-		if (scratch->named && scratch->staged)
+		if (scratch->named && (scratch->staged || scratch->schema_staged))
 			capacity++;
 	if (capacity) {
 		staged = calloc(capacity, sizeof *staged);
@@ -119,7 +193,7 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 		rc = -ENOMEM;
 	} else {
 		for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
-			if (scratch->named && scratch->staged) {
+			if (scratch->named && (scratch->staged || scratch->schema_staged)) {
 				scratch->references++;
 				staged[count] = scratch;
 				snprintf(tables[count], sizeof tables[count], "%s", scratch->table);
@@ -135,9 +209,14 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 		mount_error_record(mount, commit_path, &error, -ENODATA);
 		rc = -ENODATA;
 	}
-	/* Every staged file's writer must hold exactly its bytes, finished. */
+	/* The staged schemas first, then every staged file's writer holding exactly its
+	 * bytes, finished. */
+	if (rc == 0)
+		rc = staging_transaction(mount, workspace);
 	for (size_t i = 0; i < count && rc == 0; i++) {
 		struct scratch *scratch = staged[i];
+		if (scratch->schema_staged)
+			continue;
 		if (!scratch->writer || scratch->writer_failed)
 			rc = staging_rebuild(mount, workspace, scratch);
 		if (rc == 0 && !scratch->writer_finished) {

@@ -39,13 +39,13 @@ def test_two_staged_tables_publish_as_one_commit(m):
 def test_staging_is_empty_after_a_commit(m):
     m.write("staging/City.jsonl", jsonl(CITIES))
     m.sh("echo done > staging/.commit")
-    assert os.listdir(m.path("staging")) == [".commit"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "schema"]
 
 
 def test_staged_files_are_readable_and_tables_unchanged_until_commit(m):
     m.write("staging/Person.jsonl", jsonl([{"id": "z", "name": "Zed"}]))
     assert m.read("staging", "Person.jsonl") == jsonl([{"id": "z", "name": "Zed"}])
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl", "schema"]
     assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
 
 
@@ -64,7 +64,7 @@ def test_rm_staging_abandons_everything(m):
     m.write("staging/Person.jsonl", jsonl([{"id": "z", "name": "Zed"}]))
     m.write("staging/City.jsonl", jsonl(CITIES))
     m.sh("rm staging/*")
-    assert os.listdir(m.path("staging")) == [".commit"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "schema"]
     assert m.log_count() == before
     with pytest.raises(OSError) as error:
         m.write("staging/.commit", "nothing\n")
@@ -91,7 +91,7 @@ def test_a_refused_commit_leaves_the_files_staged_to_fix(m):
     result = m.sh("echo broken > staging/.commit", check=False)
     assert result.returncode != 0
     assert m.log_count() == before
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Knows.jsonl"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Knows.jsonl", "schema"]
     error = m.errors()[-1]
     assert error["path"] == "staging/Knows.jsonl"
     # Fix the staged file and commit again.
@@ -127,6 +127,30 @@ def test_a_staged_file_ending_inside_a_row_refuses_the_commit(m):
 def test_sed_i_in_staging_restages(m):
     m.write("staging/Person.jsonl", jsonl(PEOPLE))
     m.sh("sed -i 's/Bob/Rob/' staging/Person.jsonl")
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl", "schema"]
     m.sh("echo edited > staging/.commit")
     assert exported(m, "Person") == jsonl([{"id": "a", "name": "Ada"}, {"id": "b", "name": "Rob"}])
+
+
+def test_a_staged_schema_is_published_with_its_rows_in_one_commit(m):
+    before = m.log_count()
+    schema = {"kind": "node", "key": ["name"], "properties": {
+        "name": {"type": "string", "nullable": False}, "at": {"type": "vector<2>", "nullable": True}}}
+    m.write("staging/schema/Place.json", json.dumps(schema))
+    m.write("staging/Place.jsonl", jsonl([{"name": "Oslo", "at": [1.5, 2.5]}]))
+    m.sh("echo places > staging/.commit")
+    assert m.log_count() == before + 1
+    assert json.loads(m.read("schema", "Place.json"))["properties"]["at"]["type"] == "vector<2>"
+    assert sorted(os.listdir(m.path("staging", "schema"))) == []
+
+
+def test_a_dropped_table_restored_from_history_through_staging_keeps_its_schema(m, tmp_path):
+    schema = {"kind": "node", "properties": {"v": {"type": "vector<2>", "nullable": False}}}
+    m.write("schema/Vec.json", json.dumps(schema))
+    m.write("tables/Vec.jsonl", jsonl([{"id": "k", "v": [1.0, 2.0]}]))
+    version = m.log()[0]["version"]
+    os.unlink(m.path("tables", "Vec.jsonl"))
+    m.sh(f"cp history/@{version}/schema/Vec.json staging/schema/ && "
+         f"cp history/@{version}/tables/Vec.jsonl staging/ && echo restore > staging/.commit")
+    assert m.read("schema", "Vec.json") == m.read("history", f"@{version}", "schema", "Vec.json")
+    assert m.read("tables", "Vec.jsonl") == m.read("history", f"@{version}", "tables", "Vec.jsonl")

@@ -69,10 +69,17 @@ def test_redirect_of_an_external_command_overwrites_once(m, source):
     assert table(m) == jsonl(NEW)
 
 
-def test_cat_redirect_round_trips_exactly(m, tmp_path):
+def test_cat_redirect_round_trips_exactly_and_publishes_nothing(m, tmp_path):
     before = m.log_count()
     m.sh(f"cat tables/Person.jsonl > {tmp_path}/copy && cp {tmp_path}/copy tables/Person.jsonl")
-    one_commit(m, before, "overwrite")
+    assert m.log_count() == before
+    assert table(m) == jsonl(PEOPLE)
+
+
+def test_vim_write_without_a_change_publishes_nothing(m):
+    before = m.log_count()
+    m.sh("vim -es -c 'wq' tables/Person.jsonl")
+    assert m.log_count() == before
     assert table(m) == jsonl(PEOPLE)
 
 

@@ -105,7 +105,7 @@ static int fs_parent(const char *path, uint64_t *parent, const char **name)
  * in *handle and the node id in *id (either may be NULL). 0 or -errno. */
 static int fs_open(const char *path, int flags, mode_t mode, uint64_t *handle, uint64_t *id)
 {
-	uint64_t parent, node;
+	uint64_t parent, node = 0;
 	const char *name;
 	int rc = fs_parent(path, &parent, &name);
 	if (rc < 0)
@@ -285,6 +285,8 @@ struct names_collector {
 	size_t taken;
 	int zero_inodes;
 	size_t count;
+	const char *watch;    /* a name whose inode number to keep */
+	uint64_t watched_ino;
 };
 
 static int collect_name(void *context, const char *name, const struct mountfs_entry *entry,
@@ -297,6 +299,8 @@ static int collect_name(void *context, const char *name, const struct mountfs_en
 	collector->taken++;
 	if (entry->attr.st_ino == 0)
 		collector->zero_inodes++;
+	if (collector->watch && strcmp(name, collector->watch) == 0)
+		collector->watched_ino = entry->attr.st_ino;
 	collector->count++;
 	int written = snprintf(collector->out + collector->used, collector->size - collector->used, "%s\n", name);
 	if (written > 0 && (size_t)written < collector->size - collector->used)

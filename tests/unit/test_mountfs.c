@@ -363,6 +363,274 @@ TEST(an_editor_backup_cycle_without_a_change_publishes_nothing_and_keeps_the_tab
 	fixture_close();
 }
 
+/* ---- staging schemas ------------------------------------------------------------------- */
+
+#define CITY_SCHEMA "{\"kind\":\"node\",\"key\":[\"name\"],\"properties\":{\"name\":{\"type\":\"string\",\"nullable\":false}," \
+		    "\"at\":{\"type\":\"vector<2>\",\"nullable\":true}}}\n"
+
+TEST(a_staged_schema_and_its_rows_are_published_as_one_commit)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("staging/schema/City.json", CITY_SCHEMA) == 0);
+	CHECK(fs_overwrite("staging/City.jsonl", "{\"name\":\"Oslo\",\"at\":[1.5,2.5]}\n") == 0);
+	CHECK_EQ(fs_version(), 0);
+	CHECK(fs_overwrite("staging/.commit", "a city\n") == 0);
+	CHECK_EQ(fs_version(), 1);
+	CHECK(fs_read_file("schema/City.json", text, sizeof text) > 0);
+	CHECK(strstr(text, "vector<2>") != NULL);
+	CHECK(strstr(text, "\"key\"") != NULL);
+	CHECK(fs_read_file("tables/City.jsonl", text, sizeof text) > 0);
+	CHECK(strstr(text, "\"id\":\"Oslo\"") != NULL);
+	struct names_collector names = { .out = text, .size = sizeof text };
+	CHECK(fs_list("staging/schema", false, 0, &names) == 0);
+	CHECK_EQ(names.count, 2);
+	fixture_close();
+}
+
+TEST(staged_rows_are_validated_against_the_staged_schema)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("staging/schema/City.json", CITY_SCHEMA) == 0);
+	CHECK_EQ(fs_overwrite("staging/City.jsonl", "{\"name\":\"Oslo\",\"at\":[1.5]}\n"), -EINVAL);
+	CHECK(fs_errors_mention("staging/City.jsonl"));
+	fixture_close();
+}
+
+TEST(a_bad_staged_schema_fails_its_write)
+{
+	CHECK(fixture_open() == 0);
+	CHECK_EQ(fs_overwrite("staging/schema/City.json", "{\"kind\":\"rock\"}\n"), -EINVAL);
+	CHECK(fs_errors_mention("staging/schema/City.json"));
+	fixture_close();
+}
+
+TEST(a_restored_table_keeps_its_schema_when_it_is_staged_with_it)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("schema/City.json", CITY_SCHEMA) == 0);
+	CHECK(fs_append("tables/City.jsonl", "{\"name\":\"Oslo\",\"at\":[1.5,2.5]}\n") == 0);
+	uint64_t version = fs_version();
+	CHECK(fs_unlink("tables/City.jsonl") == 0);
+	char path[128], rows[4096], schema[4096];
+	snprintf(path, sizeof path, "history/@%llu/tables/City.jsonl", (unsigned long long)version);
+	CHECK(fs_read_file(path, rows, sizeof rows) > 0);
+	snprintf(path, sizeof path, "history/@%llu/schema/City.json", (unsigned long long)version);
+	CHECK(fs_read_file(path, schema, sizeof schema) > 0);
+	CHECK(fs_overwrite("staging/schema/City.json", schema) == 0);
+	CHECK(fs_overwrite("staging/City.jsonl", rows) == 0);
+	CHECK(fs_overwrite("staging/.commit", "restore City\n") == 0);
+	CHECK(fs_read_file("schema/City.json", text, sizeof text) > 0);
+	CHECK(strcmp(text, schema) == 0);
+	CHECK(fs_read_file("tables/City.jsonl", text, sizeof text) > 0);
+	CHECK(strcmp(text, rows) == 0);
+	fixture_close();
+}
+
+/* ---- who and where -------------------------------------------------------------------------- */
+
+TEST(a_branch_a_mount_serves_cannot_be_deleted_by_another_process)
+{
+	CHECK(fixture_open_branch(NULL) == 0);
+	struct error_info error;
+	error_info_clear(&error);
+	CHECK(store_branch_create(fx.store, "side", "main", &error) == 0);
+	fixture_close();
+	/* Mount "side"; a second handle (another process, as far as the lock can tell) tries to delete it. */
+	memset(&fx, 0, sizeof fx);
+	snprintf(fx.store_path, sizeof fx.store_path, "%s/store", harness_temp_directory());
+	CHECK(store_open(fx.store_path, NULL, &fx.store, &error) == 0);
+	struct mountfs_config config = { .store = fx.store, .branch = "side", .mountpoint = "/mnt/side",
+					 .temporary_directory = harness_temp_directory() };
+	CHECK(mountfs_new(&config, &fx.mount) == 0);
+	struct store *other = NULL;
+	CHECK(store_open(fx.store_path, NULL, &other, &error) == 0);
+	error_info_clear(&error);
+	CHECK_EQ(store_branch_delete(other, "side", "main", &error), -EBUSY);
+	CHECK(strstr(error.message, "/mnt/side") != NULL);
+	fixture_close();
+	/* Unmounted: the branch can go. */
+	error_info_clear(&error);
+	CHECK_EQ(store_branch_delete(other, "side", "main", &error), 0);
+	store_close(other);
+}
+
+TEST(a_commit_names_the_writing_user_as_its_actor)
+{
+	CHECK(fixture_open() == 0);
+	struct passwd *nobody = getpwnam("nobody");
+	CHECK(nobody != NULL);
+	fx.caller.uid = nobody->pw_uid;
+	CHECK(fs_overwrite("tables/Person.jsonl", PEOPLE) == 0);
+	CHECK(fs_read_file("log", text, sizeof text) > 0);
+	CHECK(strstr(text, "\"actor\":\"nobody@") != NULL);
+	fixture_close();
+}
+
+/* ---- attributes ------------------------------------------------------------------------------ */
+
+TEST(fstat_on_an_open_table_reports_the_size_of_the_version_it_reads)
+{
+	CHECK(with_people() == 0);
+	uint64_t handle, id;
+	CHECK(fs_open("tables/Person.jsonl", O_RDONLY, 0, &handle, &id) == 0);
+	CHECK(fs_append("tables/Person.jsonl", "{\"id\":\"c\",\"name\":\"Cyrus the Great\"}\n") == 0);
+	struct stat st;
+	double timeout;
+	CHECK(mountfs_getattr(fx.mount, id, handle, &st, &timeout) == 0);
+	CHECK_EQ(st.st_size, strlen(PEOPLE));
+	CHECK(mountfs_getattr(fx.mount, id, 0, &st, &timeout) == 0);
+	CHECK(st.st_size > (off_t)strlen(PEOPLE));
+	mountfs_release(fx.mount, handle);
+	fixture_close();
+}
+
+TEST(fstat_on_an_open_scratch_file_works_after_it_is_removed)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/notes.txt", "hello\n") == 0);
+	uint64_t handle, id;
+	CHECK(fs_open("tables/notes.txt", O_RDONLY, 0, &handle, &id) == 0);
+	CHECK(fs_unlink("tables/notes.txt") == 0);
+	struct stat st;
+	double timeout;
+	CHECK(mountfs_getattr(fx.mount, id, handle, &st, &timeout) == 0);
+	CHECK_EQ(st.st_size, 6);
+	CHECK_EQ(st.st_nlink, 0);
+	char bytes[16];
+	CHECK_EQ(mountfs_read(fx.mount, handle, bytes, sizeof bytes, 0), 6);
+	mountfs_release(fx.mount, handle);
+	fixture_close();
+}
+
+TEST(a_scratch_file_created_with_mode_0000_has_mode_0000)
+{
+	CHECK(fixture_open() == 0);
+	uint64_t handle;
+	CHECK(fs_open("tables/locked", O_WRONLY | O_CREAT, 0000, &handle, NULL) == 0);
+	CHECK(fs_close(handle) == 0);
+	struct stat st;
+	CHECK(fs_stat("tables/locked", &st) == 0);
+	CHECK_EQ(st.st_mode & 07777, 0);
+	fixture_close();
+}
+
+static bool later(struct timespec a, struct timespec b)
+{
+	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
+}
+
+TEST(truncate_o_trunc_and_chmod_of_a_scratch_file_move_its_times)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/notes.txt", "hello\n") == 0);
+	uint64_t id;
+	CHECK(fs_resolve("tables/notes.txt", &id) == 0);
+	struct stat before, after, change;
+	double timeout;
+	CHECK(fs_stat("tables/notes.txt", &before) == 0);
+	usleep(2000);
+	memset(&change, 0, sizeof change);
+	change.st_size = 2;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_SIZE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK(later(after.st_mtim, before.st_mtim));
+	CHECK(later(after.st_ctim, before.st_ctim));
+	before = after;
+	usleep(2000);
+	change.st_mode = 0600;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0600);
+	CHECK(later(after.st_ctim, before.st_ctim));
+	before = after;
+	usleep(2000);
+	uint64_t handle;
+	CHECK(fs_open("tables/notes.txt", O_WRONLY | O_TRUNC, 0, &handle, NULL) == 0);
+	CHECK(fs_close(handle) == 0);
+	CHECK(fs_stat("tables/notes.txt", &after) == 0);
+	CHECK(later(after.st_mtim, before.st_mtim));
+	fixture_close();
+}
+
+TEST(setuid_and_setgid_bits_can_be_cleared_by_the_kernel_on_write)
+{
+	/* The daemon leaves HANDLE_KILLPRIV off: the kernel clears the bits with a setattr. */
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/run.sh", "echo\n") == 0);
+	uint64_t id;
+	CHECK(fs_resolve("tables/run.sh", &id) == 0);
+	struct stat change, after;
+	double timeout;
+	memset(&change, 0, sizeof change);
+	change.st_mode = 06755;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_mode & 07777, 06755);
+	change.st_mode = 0755;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0755);
+	fixture_close();
+}
+
+TEST(a_directory_mtime_moves_when_its_entries_change)
+{
+	CHECK(fixture_open() == 0);
+	struct stat before, after;
+	CHECK(fs_stat("tables", &before) == 0);
+	usleep(2000);
+	CHECK(fs_overwrite("tables/Person.jsonl", PEOPLE) == 0);
+	CHECK(fs_stat("tables", &after) == 0);
+	CHECK(later(after.st_mtim, before.st_mtim));
+	before = after;
+	usleep(2000);
+	CHECK(fs_overwrite("tables/notes.txt", "x\n") == 0);
+	CHECK(fs_stat("tables", &after) == 0);
+	CHECK(later(after.st_mtim, before.st_mtim));
+	fixture_close();
+}
+
+TEST(symlinks_devices_and_hard_links_are_eperm)
+{
+	CHECK(fixture_open() == 0);
+	uint64_t tables;
+	CHECK(fs_resolve("tables", &tables) == 0);
+	CHECK_EQ(mountfs_make_node(fx.mount, tables, "link"), -EPERM);
+	CHECK_EQ(mountfs_make_node(fx.mount, MOUNTFS_ROOT_ID, "fifo"), -EPERM);
+	CHECK_EQ(mountfs_make_node(fx.mount, MOUNTFS_ROOT_ID, "tables"), -EEXIST);
+	fixture_close();
+}
+
+/* ---- listings ------------------------------------------------------------------------------------ */
+
+TEST(plain_readdir_entries_carry_the_inode_numbers_lookup_gives)
+{
+	CHECK(with_people() == 0);
+	struct names_collector names = { .out = text, .size = sizeof text, .watch = "Person.jsonl" };
+	CHECK(fs_list("tables", false, 0, &names) == 0);
+	CHECK_EQ(names.zero_inodes, 0);
+	struct stat st;
+	CHECK(fs_stat("tables/Person.jsonl", &st) == 0);
+	CHECK_EQ(names.watched_ino, st.st_ino);
+	fixture_close();
+}
+
+TEST(a_listing_of_thousands_of_entries_is_complete_in_small_batches)
+{
+	CHECK(fixture_open() == 0);
+	char path[64];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(path, sizeof path, "tables/scratch%04d", i);
+		CHECK(fs_overwrite(path, "") == 0);
+	}
+	static char many[1 << 20];
+	struct names_collector plain = { .out = many, .size = sizeof many };
+	CHECK(fs_list("tables", false, 100, &plain) == 0);
+	CHECK_EQ(plain.count, 3002);
+	CHECK_EQ(plain.zero_inodes, 0);
+	struct names_collector plus = { .out = many, .size = sizeof many };
+	CHECK(fs_list("tables", true, 77, &plus) == 0);
+	CHECK_EQ(plus.count, 3002);
+	CHECK_EQ(plus.zero_inodes, 0);
+	fixture_close();
+}
+
 int main(void)
 {
 	return harness_run();
