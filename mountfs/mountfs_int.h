@@ -146,7 +146,8 @@ struct workspace {
 	struct pending *pendings;
 	struct store_txn *staging;         /* NULL while nothing is staged */
 	char hidden[WORKSPACE_HIDDEN_MAX][JOURNAL_NAME_MAX + 1]; /* tables renamed to a scratch name */
-	struct timespec changed;           /* the last time a scratch name came or went */
+	struct timespec changed;           /* the last time a scratch name came or went, or this
+					    * mount saw the branch change (directory times) */
 };
 
 /* ---- the mount ---------------------------------------------------------------- */
@@ -408,8 +409,10 @@ void scratch_attr(const struct scratch *scratch, struct stat *st);
 int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode);
 /* setattr on a scratch (mode, times). */
 void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set);
-/* The newest time a scratch name of the workspace came or went (0 if never). */
+/* The newest time a scratch name of the workspace came or went or its branch was
+ * seen to change (0 if never); workspace_touch makes it now. */
 struct timespec workspace_changed(struct workspace *workspace);
+void workspace_touch(struct workspace *workspace);
 /* Marks a scratch file changed now (mtime and ctime). */
 void scratch_touch(struct scratch *scratch);
 

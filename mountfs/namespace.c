@@ -340,7 +340,6 @@ static int resolve_history(struct mountfs *mount, struct node *parent, const cha
 		rc = view_snapshot(mount, &view, &snapshot);
 		if (rc < 0)
 			return rc == -EINVAL ? -ENOENT : rc;
-		out->time_us = store_snapshot_time_us(snapshot);
 		store_snapshot_release(snapshot);
 		out->kind = NODE_VERSION_ROOT;
 		out->view = view;
@@ -571,27 +570,17 @@ static bool time_later(struct timespec a, struct timespec b)
 	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
 }
 
-/* A directory's times: the commit its view shows, or the last scratch name that
- * came or went in it, whichever is newer (never before the mount). */
+/* A directory's times: for a live view, the last time this mount saw its branch
+ * change (a commit it made, or one a refresh found) or a scratch name in it come
+ * or go; for a version, its commit's time once a listing told it. No store I/O:
+ * a stat costs the same at any history depth. */
 static void attr_directory(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	struct timespec newest = mount->mount_time;
-	struct store_snapshot *snapshot = NULL;
 	if (node->kind == NODE_VERSION_ROOT && node->time_us) {
-		/* known from the listing or the lookup: no snapshot per listed version */
 		newest.tv_sec = (time_t)(node->time_us / 1000000);
 		newest.tv_nsec = (long)(node->time_us % 1000000) * 1000;
-	} else if (node->kind != NODE_META_DIR && node->kind != NODE_BRANCHES_DIR &&
-	    view_snapshot(mount, &node->view, &snapshot) == 0) {
-		uint64_t time_us = store_snapshot_time_us(snapshot);
-		struct timespec committed = { (time_t)(time_us / 1000000), (long)(time_us % 1000000) * 1000 };
-		if (time_later(committed, newest) || !node_is_live(node))
-			newest = committed;
-		store_snapshot_release(snapshot);
-	}
-	bool has_scratch = node->kind == NODE_TABLES_DIR || node->kind == NODE_SCHEMA_DIR ||
-			   node->kind == NODE_STAGING_DIR || node->kind == NODE_STAGED_SCHEMA_DIR;
-	if (has_scratch && node_is_live(node)) {
+	} else if (node_is_live(node) && node->kind != NODE_META_DIR) {
 		struct workspace *workspace = workspace_get(mount, node->view.branch);
 		if (workspace) {
 			struct timespec changed = workspace_changed(workspace);
@@ -847,6 +836,32 @@ static int list_branches(struct mountfs *mount, struct node *directory, struct l
 	return rc < 0 ? rc : 0;
 }
 
+static int count_scratch(const char *name, const struct stat *st, void *context)
+{
+	(*(size_t *)context)++;
+	return 0;
+}
+
+/* staging/schema/ is listed only while it holds something, so that `rm staging/...`
+ * finds only files (it still resolves: `cp x.json staging/schema/` works). */
+static int hide_empty_staged_schemas(struct mountfs *mount, struct node *staging, struct dir_listing *listing)
+{
+	struct node probe = *staging;
+	probe.kind = NODE_STAGED_SCHEMA_DIR;
+	size_t count = 0;
+	int rc = scratch_list(mount, &probe, count_scratch, &count);
+	if (rc < 0 || count > 0)
+		return rc;
+	for (size_t i = 0; i < listing->count; i++)
+		if (listing->entries[i].child.kind == NODE_STAGED_SCHEMA_DIR) {
+			memmove(&listing->entries[i], &listing->entries[i + 1],
+				(listing->count - i - 1) * sizeof listing->entries[0]);
+			listing->count--;
+			break;
+		}
+	return 0;
+}
+
 int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out)
 {
 	memset(out, 0, sizeof *out);
@@ -865,6 +880,8 @@ int namespace_list(struct mountfs *mount, struct node *directory, struct dir_lis
 	}
 	const struct node_class *class = &node_classes[directory->kind];
 	rc = class->list ? class->list(mount, directory, &lister) : 0;
+	if (rc == 0 && directory->kind == NODE_STAGING_DIR)
+		rc = hide_empty_staged_schemas(mount, directory, out);
 out:
 	if (rc < 0)
 		dir_listing_free(out);

@@ -240,6 +240,9 @@ void mount_invalidate_branch(struct mountfs *mount, const char *branch, const ch
 			     size_t name_count, bool removed)
 {
 	view_cache_drop_live(mount);
+	struct workspace *workspace = workspace_get(mount, branch);
+	if (workspace)
+		workspace_touch(workspace);
 	invalidate(mount, branch, names, name_count, removed);
 }
 
@@ -262,6 +265,10 @@ void mount_refresh(struct mountfs *mount)
 	}
 	if (changed) {
 		view_cache_drop_live(mount);
+		pthread_mutex_lock(&mount->workspaces_lock);
+		for (struct workspace *workspace = mount->workspaces; workspace; workspace = workspace->next)
+			workspace_touch(workspace);
+		pthread_mutex_unlock(&mount->workspaces_lock);
 		/* Attributes only: entries of a directory whose lookup is in flight
 		 * cannot be invalidated from here; they expire after the live timeout. */
 		invalidate(mount, NULL, NULL, 0, false);

@@ -273,6 +273,13 @@ struct timespec workspace_changed(struct workspace *workspace)
 	return changed;
 }
 
+void workspace_touch(struct workspace *workspace)
+{
+	pthread_mutex_lock(&workspace->lock);
+	clock_gettime(CLOCK_REALTIME, &workspace->changed);
+	pthread_mutex_unlock(&workspace->lock);
+}
+
 void scratch_unname(struct workspace *workspace, struct scratch *scratch)
 {
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);

@@ -269,7 +269,7 @@ class MountedTree(RuleBasedStateMachine):
         staged = [(names[0], first, "a" if first_is_merge else "w"), (names[1], second, "a")]
         for name, lines, mode in staged:
             self.write_file(("staging", f"{name}.jsonl"), "".join(line for _, line in lines), mode)
-        assert sorted(os.listdir(self.path("staging"))) == sorted([".commit", "schema"] + [f"{n}.jsonl" for n in names])
+        assert sorted(os.listdir(self.path("staging"))) == [".commit"] + sorted(f"{n}.jsonl" for n in names)
         # Nothing is visible before the commit: the invariants of the previous step still hold.
         for name in names:
             assert self.path("tables", f"{name}.jsonl").read_text() == render(self.main.tables[name].rows)
@@ -280,7 +280,7 @@ class MountedTree(RuleBasedStateMachine):
         newest = json.loads(self.path("log").read_text().splitlines()[0])
         assert newest["message"] == message
         assert sorted(change["table"] for change in newest["changes"]) == sorted(names)
-        assert sorted(os.listdir(self.path("staging"))) == [".commit", "schema"]
+        assert os.listdir(self.path("staging")) == [".commit"]
 
     @precondition(lambda self: self.main.tables)
     @rule(data=st.data(), bad=st.sampled_from(['{"id":"a","n":"seven"}\n', '{"id":"a","n":1.5}\n',
@@ -340,7 +340,7 @@ class MountedTree(RuleBasedStateMachine):
         self.in_step = True
         self.check_tree(None)
         assert sorted(os.listdir(self.path("heads", ".dropped"))) == sorted(self.dropped)
-        assert sorted(os.listdir(self.path("staging"))) == [".commit", "schema"]
+        assert os.listdir(self.path("staging")) == [".commit"]
         self.in_step = False
 
     @invariant()

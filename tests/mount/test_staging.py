@@ -39,13 +39,13 @@ def test_two_staged_tables_publish_as_one_commit(m):
 def test_staging_is_empty_after_a_commit(m):
     m.write("staging/City.jsonl", jsonl(CITIES))
     m.sh("echo done > staging/.commit")
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "schema"]
+    assert os.listdir(m.path("staging")) == [".commit"]
 
 
 def test_staged_files_are_readable_and_tables_unchanged_until_commit(m):
     m.write("staging/Person.jsonl", jsonl([{"id": "z", "name": "Zed"}]))
     assert m.read("staging", "Person.jsonl") == jsonl([{"id": "z", "name": "Zed"}])
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl", "schema"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl"]
     assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
 
 
@@ -64,7 +64,7 @@ def test_rm_staging_abandons_everything(m):
     m.write("staging/Person.jsonl", jsonl([{"id": "z", "name": "Zed"}]))
     m.write("staging/City.jsonl", jsonl(CITIES))
     m.sh("rm staging/*")
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "schema"]
+    assert os.listdir(m.path("staging")) == [".commit"]
     assert m.log_count() == before
     with pytest.raises(OSError) as error:
         m.write("staging/.commit", "nothing\n")
@@ -91,7 +91,7 @@ def test_a_refused_commit_leaves_the_files_staged_to_fix(m):
     result = m.sh("echo broken > staging/.commit", check=False)
     assert result.returncode != 0
     assert m.log_count() == before
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Knows.jsonl", "schema"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Knows.jsonl"]
     error = m.errors()[-1]
     assert error["path"] == "staging/Knows.jsonl"
     # Fix the staged file and commit again.
@@ -127,7 +127,7 @@ def test_a_staged_file_ending_inside_a_row_refuses_the_commit(m):
 def test_sed_i_in_staging_restages(m):
     m.write("staging/Person.jsonl", jsonl(PEOPLE))
     m.sh("sed -i 's/Bob/Rob/' staging/Person.jsonl")
-    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl", "schema"]
+    assert sorted(os.listdir(m.path("staging"))) == [".commit", "Person.jsonl"]
     m.sh("echo edited > staging/.commit")
     assert exported(m, "Person") == jsonl([{"id": "a", "name": "Ada"}, {"id": "b", "name": "Rob"}])
 
