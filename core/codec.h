@@ -40,7 +40,7 @@ enum block_type {
 	BLOCK_BITMAP = 7,     /* deletion bitmap of one fragment (CRoaring portable format) */
 	BLOCK_SIDECAR = 8,    /* recovery sidecar body */
 	BLOCK_SEGMENT = 9,    /* first block of a segment file (identifies it) */
-	BLOCK_INDEX = 10,     /* manifest version / commit index node (fixed depth) */
+	BLOCK_INDEX = 10,     /* manifest version index node (fixed depth, FORMAT.md §16.1) */
 	BLOCK_TYPE_MAX = 10
 };
 

@@ -13,7 +13,7 @@
  * carries the stable id and incarnation.
  *
  * A head row is the durable current-state row of one table on one branch
- * (DESIGN §1, RFC-024 §3). It is also the value stored in the heads tree.
+ * (docs/ARCHITECTURE.md "Concepts"). It is also the value stored in the heads tree.
  * Byte layouts: docs/FORMAT.md "Head row", "Commit record".
  */
 #ifndef GRAPHFS_JOURNAL_H
@@ -50,7 +50,7 @@ struct head_row {
 /* Appends / reads the fixed layout of a head row. decode returns 0 or -EIO (also for an unknown state). */
 int head_row_encode(const struct head_row *head, struct buf *out);
 int head_row_decode(const void *bytes, size_t size, struct head_row *out);
-/* Renders the head file JSON (DESIGN §2 field names, one object, "\n" at the end). */
+/* Renders the head file JSON (docs/MOUNT.md "The tree" field names, one object, "\n" at the end). */
 int head_row_render_json(const struct head_row *head, struct buf *out);
 
 enum change_op {
@@ -94,7 +94,7 @@ int commit_record_encode(const struct commit_record *record, struct buf *out);
 /* Decodes a payload into record (initialised by the callee). 0, -EIO, -ENOMEM. */
 int commit_record_decode(const void *bytes, size_t size, struct commit_record *record);
 /*
- * Renders one `log` line (DESIGN §2): {"version","commit","parents","branch",
+ * Renders one `log` line (docs/MOUNT.md "The tree"): {"version","commit","parents","branch",
  * "time" (RFC 3339 UTC with µs),"actor","message","changes":[{"table","op","rows"}]}
  * followed by "\n".
  */

@@ -1,7 +1,7 @@
 /*
  * manifest — the store's commit point: file header and format version, the
  * two meta slots, root records, branches, heads and names trees, the version
- * and commit indexes, the publisher and crash recovery (layer: manifest).
+ * index, the publisher and crash recovery (layer: manifest).
  *
  * Files of a store directory (created 0700/0600, opened without following
  * symlinks, invariant 10):
@@ -21,7 +21,8 @@
  *               (compare-and-swap)
  *   APPENDED    new table versions, tree nodes, commit record and root
  *               record written after the old end with one pwrite, over
- *               preallocated zeros (padded to the next MiB past the file's end)
+ *               preallocated zeros (past the file's end: padded to the next
+ *               chunk, an eighth of the file, 64 KiB to 1 MiB; FORMAT.md §4)
  *   DURABLE     one fsync: the root record is the commit point
  *   PUBLISHED   meta slot updated (a hint, not fsynced), sidecar removed, lock released
  * A crash before DURABLE leaves a tail that recovery truncates, and sidecar
@@ -141,7 +142,7 @@ int manifest_refresh(struct manifest *manifest, bool *changed);
 /* The latest root this handle knows (after the last refresh or own publish). */
 int manifest_latest(struct manifest *manifest, struct root_record *out);
 
-/* Resolves branch at the latest version, or at version (DESIGN §2 history
+/* Resolves branch at the latest version, or at version (docs/MOUNT.md "History"
  * rules: -ENOENT if the branch did not exist then, at or below the horizon,
  * or version > latest). */
 int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
@@ -220,7 +221,7 @@ struct manifest_commit_result {
 int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
 		    struct manifest_commit_result *result, struct error_info *error);
 
-/* Branch create from another branch's head (O(1)) and delete (DESIGN §3 rules;
+/* Branch create from another branch's head (O(1)) and delete (docs/MOUNT.md "Branches";
  * mounted_branch may be NULL). */
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
 			   struct error_info *error);

@@ -6,7 +6,7 @@
  * its path that exist: all of them, except for the first version of a new
  * leaf). A B+tree grows a level every ~100× more commits, which would make
  * the cost of a commit and of resolving an old version depend on history;
- * this index does not (DESIGN invariants 2 and 3). Every node is a dense
+ * this index does not (docs/ARCHITECTURE.md invariants 2 and 3). Every node is a dense
  * array of 256 slots (2 KiB), so a commit also reads and writes exactly the
  * same bytes at every depth, and a node counts one manifest row.
  *

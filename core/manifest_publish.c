@@ -8,7 +8,7 @@
  *              truncated; the branch resolved; every operation's
  *              compare-and-swap checked against the CURRENT heads
  *   APPENDED   table versions, commit record, heads/names nodes, branch
- *              record (branches tree), version and commit indexes and, last,
+ *              record (branches tree), version index and, last,
  *              the root record, all in one pager_append buffer, written with
  *              one pwrite ("publish.before_write", "publish.torn_write") over
  *              the zeros preallocated after the latest root; when it reaches
@@ -28,7 +28,7 @@
  *   2. A commit's version is the latest root's version + 1 on any branch;
  *      branch create/delete publish a root of the same version.
  *   3. Every change carries head_after, and the heads tree gets exactly those
- *      rows: the journal and the heads agree (DESIGN invariant 7).
+ *      rows: the journal and the heads agree (docs/ARCHITECTURE.md invariant 7).
  *   4. A name whose head is tombstoned is not live: writing it mints a new
  *      stable id and incarnation; a tombstoned head never becomes live again.
  */

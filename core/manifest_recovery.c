@@ -15,7 +15,8 @@
  * Recovery (every read-write open, under the store lock, after the torn
  * tail is truncated): for each sidecar whose flock is free (its writer is
  * dead) — version read first, an unknown one refuses the open — if its
- * commit ULID is in the commit index, roll forward (remove the sidecar);
+ * commit ULID names a published commit (the root of the version the id
+ * carries has that commit, FORMAT.md §16.2), roll forward (remove the sidecar);
  * otherwise roll back (remove its segments, "recovery.before_segment_remove",
  * then the sidecar, "recovery.before_sidecar_remove"). Stale temp files of
  * dead writers are removed.

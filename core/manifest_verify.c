@@ -9,7 +9,8 @@
  *      space, docs/FORMAT.md §4): anything else is a torn tail;
  *   3. the chain of root records from the latest back to the first, the
  *      version index (every version below the latest names the last root of
- *      that version) and the commit index (every commit, its record);
+ *      that version) and every commit id (its version's root names its
+ *      record, FORMAT.md §16.2);
  *   4. the branches tree, and for every branch its heads and names trees,
  *      its heads against a replay of its journal (first-parent chain from
  *      the head to the first commit; for a forked branch the chain continues
@@ -22,7 +23,7 @@
  * Repair publishes, for each branch whose heads or names differ from the
  * replay, one commit (actor "graphfs:repair", no changes) whose heads and
  * names trees are rebuilt from the replay: afterwards heads and journal
- * agree again (DESIGN invariant 7).
+ * agree again (docs/ARCHITECTURE.md invariant 7).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * schema — table schemas, row validation, inference and canonical rendering
  * (layer: codec; depends on buf, ulid, error_info and jansson only).
  *
- * Schema file (what schema/<Name>.json shows and accepts), DESIGN §3:
+ * Schema file (what schema/<Name>.json shows and accepts), docs/MOUNT.md "Writing":
  *   {"kind":"node"|"edge", "from":"<Node>", "to":"<Node>" (edges only),
  *    "key":["p",...] (optional, nodes only),
  *    "properties":{"p":{"type":T,"nullable":bool}, ...}}

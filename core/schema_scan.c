@@ -3,7 +3,7 @@
  * common input line, one JSON object whose values are scalars or arrays of
  * scalars. See schema_int.h for how it pairs with the jansson path.
  *
- * Why this is hand-written although DESIGN asks not to hand-write what the
+ * Why this is hand-written although the project does not hand-write what its
  * libraries do: jansson has no streaming (event) API, and building its tree
  * (an allocation and a hash insertion per value) cost a third of `graphfs
  * import` time; this is the performance exception. jansson stays the judge

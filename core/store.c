@@ -9,7 +9,7 @@
  *
  * Invariants kept:
  *   1. Everything read through a snapshot is read from its own root and
- *      branch record, never from anything newer (DESIGN invariant 4).
+ *      branch record, never from anything newer (docs/ARCHITECTURE.md invariant 4).
  *   2. Every call that means "latest" refreshes the manifest first, so
  *      commits of other processes are seen.
  *   3. No caller-supplied visitor runs with a store lock held (the store

@@ -9,7 +9,8 @@
  *     block or null, live rows, live bytes}. In-order iteration of the
  *     fragment tree, skipping deleted rows, is the table's row order
  *     (insertion order; an updated row moves to the end);
- *   - the key tree: B+tree row id -> {fragment sequence u64, row index u32};
+ *   - the key tree: B+tree row id -> {fragment sequence u64, row index u32,
+ *     line length u32} (docs/FORMAT.md §12);
  *   - row count, rendered byte size (exact st_size), the next fragment sequence.
  * Fragments (BLOCK_FRAGMENT, zstd by default) hold up to TABLE_FRAGMENT_ROWS
  * rows or about TABLE_FRAGMENT_BYTES of canonical lines; deletion bitmaps

@@ -1,4 +1,4 @@
-"""branch list | create NAME [--from B] | delete NAME, and the rules of DESIGN §3."""
+"""branch list | create NAME [--from B] | delete NAME, and the rules of docs/MOUNT.md "Writing"."""
 import pytest
 
 from conftest import jsonl, store_digest

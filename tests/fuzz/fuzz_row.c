@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the row parser and schema inference (DESIGN §9).
+ * libFuzzer target for the row parser and schema inference (docs/ARCHITECTURE.md "Reliability tests").
  *
  * Input: the first byte picks a fixture schema (or inference); the rest is
  * split at "\n" into lines. Beyond "no crash, no sanitizer report", every

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the schema parser (DESIGN §9). Beyond "no crash, no
+ * libFuzzer target for the schema parser (docs/ARCHITECTURE.md "Reliability tests"). Beyond "no crash, no
  * sanitizer report": a refused schema leaves the output empty and carries a
  * line within the text; an accepted one renders, parses and renders to the
  * same bytes with the same hash, is compatible with itself, and validates a

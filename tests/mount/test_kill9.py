@@ -1,4 +1,4 @@
-"""kill -9 under load (DESIGN §9, §5.1): a writer thread commits random overwrites and
+"""kill -9 under load (docs/ARCHITECTURE.md "Reliability tests", invariant 1): a writer thread commits random overwrites and
 appends through the mount while the daemon is killed at a random moment. Every
 commit whose close(2) returned 0 must be in the store, at the version it was
 predicted to get; the one write in flight at the kill is either wholly in the

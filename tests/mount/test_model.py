@@ -1,4 +1,4 @@
-"""Model-based test of the mounted tree (DESIGN §9): a hypothesis state machine
+"""Model-based test of the mounted tree (docs/ARCHITECTURE.md "Reliability tests"): a hypothesis state machine
 drives one mount through real file operations and compares every visible file
 with a small in-memory model after every step.
 
@@ -9,7 +9,7 @@ read `history/@V`, and a rejected write that must change nothing.
 
 Every table is a node table with one fixed schema written to schema/X.json, so
 a row is just an id and two nullable properties. The model renders rows the
-way DESIGN §2 defines: keys in schema order (id, name, n), nulls omitted,
+way docs/MOUNT.md "The tree" defines: keys in schema order (id, name, n), nulls omitted,
 compact, one "\\n" each; insertion order, an upserted row moving to the end.
 """
 import copy

@@ -1,4 +1,4 @@
-"""staging/: several tables published as ONE commit (DESIGN §3)."""
+"""staging/: several tables published as ONE commit (docs/MOUNT.md "Writing")."""
 import errno
 import json
 import os

@@ -1,4 +1,4 @@
-"""The mounted tree (DESIGN §2) as ordinary tools see it."""
+"""The mounted tree (docs/MOUNT.md "The tree") as ordinary tools see it."""
 import errno
 import json
 import os

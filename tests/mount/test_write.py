@@ -1,4 +1,4 @@
-"""Writing through the mount (DESIGN §3): every row of the table, with real tools.
+"""Writing through the mount (docs/MOUNT.md "Writing"): every row of the table, with real tools.
 
 Each tool write must publish exactly one commit with the intended content;
 rejected writes publish nothing and leave one line in .graphfs/errors.

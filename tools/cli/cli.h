@@ -1,5 +1,5 @@
 /*
- * cli — the `graphfs` command line (DESIGN §4): shared declarations.
+ * cli — the `graphfs` command line (docs/graphfs.1): shared declarations.
  *
  * Every subcommand is `int cmd_<name>(int argc, char **argv)` with argv[0]
  * the subcommand's name; it returns the process exit status:
