@@ -115,6 +115,8 @@ void inode_table_free(struct inode_table *table)
 	while (table->all) {
 		struct node_private *node = table->all;
 		all_unlink(table, node);
+		if (node->node.scratch)
+			scratch_put(node->node.scratch);
 		free(node);
 	}
 	free(private_of(table->root));
@@ -164,6 +166,8 @@ static void maybe_free(struct inode_table *table, struct node *node)
 		struct node *parent = node->parent;
 		hash_remove(table, node);
 		all_unlink(table, private_of(node));
+		if (node->scratch)
+			scratch_put(node->scratch);
 		free(private_of(node));
 		if (!parent)
 			break;

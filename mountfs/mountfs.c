@@ -210,9 +210,12 @@ int mountfs_getattr(struct mountfs *mount, uint64_t id, uint64_t handle, struct 
 		mount_refresh(mount);
 	*timeout = namespace_timeout(node);
 	if (handle) {
+		/* What this handle reads; not to be kept by the kernel for the path. */
 		int rc = file_attr(mount, file_of(handle), out);
-		if (rc <= 0)
+		if (rc <= 0) {
+			*timeout = 0;
 			return rc;
+		}
 	}
 	return namespace_attr(mount, node, out);
 }
@@ -428,6 +431,8 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	struct node *node = inode_get(mount, parent, name, child.kind, &child.view, child.table, 1);
 	if (!node)
 		return -ENOMEM;
+	if (child.kind == NODE_SCRATCH_FILE || child.kind == NODE_STAGED_FILE)
+		namespace_bind_scratch(mount, node);
 	struct open_file *file = NULL;
 	rc = file_open(mount, node, flags, created, caller_uid(caller), &file);
 	if (rc == 0)

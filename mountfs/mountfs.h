@@ -131,8 +131,9 @@ int mountfs_lookup(struct mountfs *mount, uint64_t parent, const char *name, str
 /* Drops count lookups of id (the kernel forgot them). */
 void mountfs_forget(struct mountfs *mount, uint64_t id, uint64_t count);
 /* Attributes of id, or of the open file handle (non-zero) on it: an open
- * handle answers for what it reads (its pinned version, its scratch file even
- * when renamed over or removed). */
+ * handle answers for what it reads (its pinned version, its private copy, its
+ * scratch file), with timeout 0. A scratch file's node answers after rm or a
+ * rename over it too (the kernel asks fstat by node, without the handle). */
 int mountfs_getattr(struct mountfs *mount, uint64_t id, uint64_t handle, struct stat *out,
 		    double *timeout);
 /* Applies the fields in to_set (enum mountfs_set); a size change of a table is

@@ -94,6 +94,8 @@ struct node {
 	uint64_t references;         /* open files, children, scratch bindings */
 	uint64_t version_target;     /* NODE_COMMIT_LINK: the version it points at */
 	uint64_t time_us;            /* NODE_VERSION_ROOT: its commit's time, once known (0: not yet) */
+	struct scratch *scratch;     /* scratch and staged files: the file this node names (a
+				      * reference), so it answers after rm or a rename over it */
 };
 
 /* ---- scratch files, staged files, pending creations -------------------------- */
@@ -113,7 +115,7 @@ struct scratch {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec ctime;
-	uint64_t references;         /* the workspace list (while named) + open files */
+	_Atomic uint64_t references; /* the workspace list (while named) + open files + nodes bound to it */
 	bool named;                  /* still in its directory */
 	bool schema_staged;          /* a <Name>.json in staging/schema/ (table holds Name) */
 	/* staged tables only (a <Name>.jsonl in staging/) */
@@ -314,6 +316,8 @@ bool node_is_writable(const struct mountfs *mount, const struct node *node);
 bool node_is_live(const struct node *node);
 /* Resolves name in parent. 0, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -errno. */
 int namespace_resolve(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+/* Binds a scratch-file node to the scratch its name holds now (a reference). */
+void namespace_bind_scratch(struct mountfs *mount, struct node *node);
 /* Finds or creates the node of a resolved child with one lookup and fills entry. */
 int namespace_entry(struct mountfs *mount, struct node *parent, const char *name,
 		    const struct child *child, struct mountfs_entry *entry, struct node **out);

@@ -532,13 +532,35 @@ static int attr_log(struct mountfs *mount, struct node *node, struct stat *st)
 	return rc;
 }
 
-static int attr_scratch(struct mountfs *mount, struct node *node, struct stat *st)
+void namespace_bind_scratch(struct mountfs *mount, struct node *node)
 {
 	struct scratch *scratch = scratch_find(mount, node->parent, node->name);
 	if (!scratch)
-		return -ENOENT;
+		return;
+	pthread_mutex_lock(&mount->inodes.lock);
+	struct scratch *old = node->scratch;
+	node->scratch = scratch;
+	pthread_mutex_unlock(&mount->inodes.lock);
+	if (old)
+		scratch_put(old);
+}
+
+static int attr_scratch(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct scratch *scratch = scratch_find(mount, node->parent, node->name);
+	if (!scratch) {
+		/* Removed or renamed over: a node bound to it still answers (an open
+		 * descriptor's fstat asks by node). */
+		pthread_mutex_lock(&mount->inodes.lock);
+		scratch = node->scratch;
+		if (scratch)
+			scratch->references++;
+		pthread_mutex_unlock(&mount->inodes.lock);
+		if (!scratch)
+			return -ENOENT;
+	}
 	scratch_attr(scratch, st);
-	scratch_release(scratch);
+	scratch_put(scratch);
 	return 0;
 }
 
@@ -624,6 +646,8 @@ int namespace_entry(struct mountfs *mount, struct node *parent, const char *name
 	node->version_target = child->version_target;
 	if (child->time_us)
 		node->time_us = child->time_us;
+	if (child->kind == NODE_SCRATCH_FILE || child->kind == NODE_STAGED_FILE)
+		namespace_bind_scratch(mount, node);
 	memset(entry, 0, sizeof *entry);
 	int rc = attr_of_child(mount, node, child, &entry->attr);
 	if (rc < 0) {

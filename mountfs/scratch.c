@@ -246,7 +246,8 @@ static void scratch_free(struct scratch *scratch)
 	free(scratch);
 }
 
-/* Drops a reference; the caller holds the workspace lock or owns the last reference. */
+/* Drops a reference (atomically: no lock needed; the last one is never the list's,
+ * so a scratch freed here is already unnamed). */
 void scratch_put(struct scratch *scratch)
 {
 	assert(scratch->references > 0);
