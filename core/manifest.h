@@ -12,19 +12,10 @@
  *   recovery/<ulid>     sidecars: intent of a commit that writes segments
  *   lock                flock(2) target: the store lock (held only to publish)
  *
- * States a publish moves through (one writer at a time, under the store lock):
- *   STAGED      rows validated, small fragments in memory, large ones in a
- *               fsynced segment named by a fsynced sidecar
- *   LOCKED      store lock held; latest root re-read; torn tail (bytes after
- *               the last valid root that are not zeros) truncated; every
- *               touched table head and the branch head re-validated
- *               (compare-and-swap)
- *   APPENDED    new table versions, tree nodes, commit record and root
- *               record written after the old end with one pwrite, over
- *               preallocated zeros (past the file's end: padded to the next
- *               chunk, an eighth of the file, 64 KiB to 1 MiB; FORMAT.md §4)
- *   DURABLE     one fsync: the root record is the commit point
- *   PUBLISHED   meta slot updated (a hint, not fsynced), sidecar removed, lock released
+ * A publish moves through the states of enum publish_state (LOCKED,
+ * APPENDED, DURABLE, PUBLISHED; manifest_int.h), all in manifest_publish.c,
+ * whose publish_durably() is the commit point: one pwrite of every new block,
+ * root record last, over preallocated zeros, then one fsync.
  * A crash before DURABLE leaves a tail that recovery truncates, and sidecar
  * segments that recovery deletes: the store opens to the state before. A
  * crash after DURABLE opens to the state after (the sidecar's commit is found

@@ -152,13 +152,24 @@ int manifest_version_commit(struct manifest *manifest, const struct root_record 
 /* ---- publishing (manifest_publish.c) ------------------------------------ */
 
 /* One publish in progress: the store lock is held from begin to end. */
+/* Where a publish is (manifest_publish.c): a crash before DURABLE leaves the
+ * store as before, from DURABLE on as after; nothing cuts a DURABLE root. */
+enum publish_state {
+	PUBLISH_IDLE,       /* not started, or ended */
+	PUBLISH_LOCKED,     /* store lock held, base re-read; blocks being appended in memory */
+	PUBLISH_APPENDED,   /* the blocks are in the file (one pwrite), not yet durable */
+	PUBLISH_DURABLE,    /* fsynced: the root record is the commit point */
+	PUBLISH_PUBLISHED,  /* the handle's state and the meta slot show the new root */
+};
+
 struct manifest_publish {
 	struct manifest *manifest;
+	enum publish_state state;
 	struct root_record base;        /* the latest root under the lock */
 	uint64_t base_size;
 	struct pager_append *append;
 	struct btree *branches;
-	bool locked;
+	bool locked;                    /* store lock held (LOCKED .. PUBLISHED) */
 };
 
 int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,

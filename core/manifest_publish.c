@@ -2,29 +2,35 @@
  * manifest_publish — the publisher (manifest_commit), branch create and
  * delete, and the shared publish tail used by repair.
  *
- * States of one publish (manifest.h):
+ * States of one publish (enum publish_state, checked by publish_state_check):
  *   LOCKED     process mutex + flock(lock); "publish.after_lock"; latest root
  *              re-read (the bytes after it always scanned) and any torn tail
  *              truncated; the branch resolved; every operation's
- *              compare-and-swap checked against the CURRENT heads
- *   APPENDED   table versions, commit record, heads/names nodes, branch
- *              record (branches tree), version index and, last,
- *              the root record, all in one pager_append buffer, written with
- *              one pwrite ("publish.before_write", "publish.torn_write") over
- *              the zeros preallocated after the latest root; when it reaches
- *              past the file's end the same pwrite pads it with zeros to the
- *              next manifest_preallocation(file size) boundary
- *   DURABLE    one fsync ("publish.before_fsync", "publish.after_fsync"): the
- *              root record is the commit point
- *   PUBLISHED  meta slot written (no fsync) — "publish.after_meta"; the
- *              request's sidecar removed — "publish.after_sidecar_remove";
- *              stages marked published; lock released
+ *              compare-and-swap checked against the CURRENT heads; table
+ *              versions, commit record, heads/names nodes, branch record
+ *              (branches tree), version index and, last, the root record
+ *              appended in memory (one pager_append buffer)
+ *   APPENDED   the buffer written with one pwrite ("publish.before_write",
+ *              "publish.torn_write") over the zeros preallocated after the
+ *              latest root; when it reaches past the file's end the same
+ *              pwrite pads it with zeros to the next manifest_preallocation
+ *              (file size) boundary
+ *   DURABLE    one fsync ("publish.before_fsync"): the root record is the
+ *              commit point; "publish.after_fsync"
+ *   PUBLISHED  the handle's state shows the new root; meta slot written (no
+ *              fsync) — "publish.after_meta"; the request's sidecar removed —
+ *              "publish.after_sidecar_remove"; stages marked published; lock
+ *              released
+ * The commit point is publish_durably(): everything before it can be undone
+ * (the tail is cut), nothing after it is (a DURABLE root is never cut, and
+ * the publish is reported as done even if a later step fails).
  *
  * Invariants kept:
  *   1. Nothing is written before every check passed; on any error before
  *      DURABLE the file is truncated back to the end of the latest root
  *      (preallocated zeros included), so nothing is published and the
- *      caller's stages and intent are untouched (it may retry).
+ *      caller's stages and intent are untouched (it may retry). From DURABLE
+ *      on, the publish succeeds.
  *   2. A commit's version is the latest root's version + 1 on any branch;
  *      branch create/delete publish a root of the same version.
  *   3. Every change carries head_after, and the heads tree gets exactly those
@@ -43,6 +49,21 @@
 
 /* ---- the shared publish tail ------------------------------------------------ */
 
+/* Debug check of a state change: each state follows the one before it. */
+static void publish_state_check(const struct manifest_publish *publish, enum publish_state next)
+{
+	(void)publish;
+	(void)next;
+	assert(next == PUBLISH_IDLE || (publish->state == PUBLISH_IDLE && next == PUBLISH_LOCKED) ||
+	       (int)next == (int)publish->state + 1);
+}
+
+static void publish_enter(struct manifest_publish *publish, enum publish_state next)
+{
+	publish_state_check(publish, next);
+	publish->state = next;
+}
+
 int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,
 			   struct error_info *error)
 {
@@ -52,6 +73,7 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	if (rc < 0)
 		return rc;
 	publish->locked = true;
+	publish_enter(publish, PUBLISH_LOCKED);
 	rc = io_failpoint("publish.after_lock");
 	if (rc < 0) {
 		error_info_set(error, rc, "the store lock failed");
@@ -87,6 +109,50 @@ void manifest_publish_end(struct manifest_publish *publish)
 	if (publish->locked)
 		manifest_unlock(publish->manifest);
 	publish->locked = false;
+	publish_enter(publish, PUBLISH_IDLE);
+}
+
+/*
+ * LOCKED -> APPENDED -> DURABLE: the commit point. Writes the appended
+ * blocks (root record last) with one pwrite and makes them durable with one
+ * fsync. Before the fsync succeeds, any failure cuts what reached the file
+ * back to the latest root's end (unless the file is not as the publish found
+ * it: -ESTALE, nothing was written) and returns the error: nothing is
+ * published. Once it succeeds, nothing is cut and this returns 0.
+ */
+static int publish_durably(struct manifest_publish *publish, struct error_info *error)
+{
+	struct manifest *manifest = publish->manifest;
+	struct pager_append *append = publish->append;
+	int rc = io_failpoint("publish.before_write");
+	if (rc == 0 && io_failpoint_armed("publish.torn_write")) {
+		rc = pager_append_write_part(append, (size_t)pager_append_size(append) / 2);
+		if (rc == 0)
+			rc = io_failpoint("publish.torn_write");
+	}
+	if (rc == 0)
+		rc = pager_append_write(append);
+	if (rc == 0) {
+		publish_enter(publish, PUBLISH_APPENDED);
+		rc = io_failpoint("publish.before_fsync");
+	}
+	if (rc == 0)
+		rc = pager_append_sync(append);
+	if (rc < 0) {
+		/* Not durable, not published: cut whatever reached the file (invariant 1). */
+		pager_append_abandon(append);
+		uint64_t now_size;
+		if (rc != -ESTALE && io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
+		    io_truncate(&manifest->file, publish->base_size) == 0)
+			io_fsync(&manifest->file);
+		return error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));
+	}
+	publish_enter(publish, PUBLISH_DURABLE);
+	/* The commit stands from here on: an error now is reported, never undone. */
+	if (io_failpoint("publish.after_fsync") < 0)
+		io_log(LOG_WARNING, "%s/manifest: failpoint publish.after_fsync: an error after the commit point does not undo the commit",
+		       manifest->path);
+	return 0;
 }
 
 int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
@@ -118,22 +184,15 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 		goto failed;
 	uint64_t size = publish->base_size + pager_append_size(publish->append);
 	assert(root.self.offset + MANIFEST_ROOT_BLOCK_SIZE == size);
-	rc = pager_append_write(publish->append);
-	if (rc < 0) {
-		/* not published: cut whatever reached the file (invariant 1) */
-		uint64_t now_size;
-		if (rc != -ESTALE && io_size(&manifest->file, &now_size) == 0 &&
-		    now_size > publish->base_size &&
-		    io_truncate(&manifest->file, publish->base_size) == 0)
-			io_fsync(&manifest->file);
-		error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));
+	rc = publish_durably(publish, error);
+	if (rc < 0)
 		goto out;
-	}
-	/* DURABLE. The meta slot is a hint: a failure to write it is not an error. */
+	/* PUBLISHED. The meta slot is a hint: a failure to write it is not an error. */
+	manifest_state_publish(manifest, &root, size, pager_append_file_size(publish->append));
+	publish_enter(publish, PUBLISH_PUBLISHED);
 	if (manifest_meta_write(manifest, &root, size) < 0)
 		io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)",
 			manifest->path);
-	manifest_state_publish(manifest, &root, size, pager_append_file_size(publish->append));
 	io_failpoint("publish.after_meta");
 	if (root_out)
 		*root_out = root;

@@ -699,16 +699,16 @@ int pager_append_read(struct pager_append *append, struct block_address address,
 	return rc;
 }
 
-static int append_write(struct pager_append *append)
+/* Checks that the manifest still ends where the append began and pads the
+ * blocks reaching past the preallocated zeros to the next chunk. */
+static int append_prepare(struct pager_append *append)
 {
-	struct io_file *manifest = append->pager->manifest;
 	uint64_t size;
-	int rc = io_size(manifest, &size);
+	int rc = io_size(append->pager->manifest, &size);
 	if (rc < 0)
 		return rc;
 	if (size != append->file_size)
 		return -ESTALE;
-	/* Blocks reaching past the preallocated zeros extend them to the next chunk. */
 	uint64_t end = append->base + append->blocks_size;
 	if (append->chunk && end > append->file_size && append->buffer.size == append->blocks_size) {
 		uint64_t padded = (end + append->chunk - 1) & ~(append->chunk - 1);
@@ -717,46 +717,51 @@ static int append_write(struct pager_append *append)
 		memset(append->buffer.data + append->blocks_size, 0, (size_t)(padded - end));
 		append->buffer.size = (size_t)(padded - append->base);
 	}
-	rc = io_failpoint("publish.before_write");
+	return 0;
+}
+
+int pager_append_write_part(struct pager_append *append, size_t size)
+{
+	if (append->written)
+		return -EINVAL;
+	int rc = append_prepare(append);
+	if (rc == 0)
+		rc = io_pwrite(append->pager->manifest, append->buffer.data,
+			       size < append->buffer.size ? size : append->buffer.size, append->base);
 	if (rc < 0)
-		return rc;
-	if (io_failpoint_armed("publish.torn_write")) {
-		size_t half = append->buffer.size / 2;
-		rc = io_pwrite(manifest, append->buffer.data, half, append->base);
-		if (rc < 0)
-			return rc;
-		rc = io_failpoint("publish.torn_write");
-		if (rc < 0)
-			return rc;
-		/* Disarmed in between by another thread: finish the write. */
-		rc = io_pwrite(manifest, append->buffer.data + half, append->buffer.size - half,
-			       append->base + half);
-	} else {
-		rc = io_pwrite(manifest, append->buffer.data, append->buffer.size, append->base);
-	}
-	if (rc < 0)
-		return rc;
-	rc = io_failpoint("publish.before_fsync");
-	if (rc < 0)
-		return rc;
-	rc = io_fsync(manifest);
-	if (rc < 0)
-		return rc;
-	return io_failpoint("publish.after_fsync");
+		pager_append_abandon(append);
+	return rc;
 }
 
 int pager_append_write(struct pager_append *append)
 {
 	if (append->written)
 		return -EINVAL;
-	int rc = append_write(append);
+	int rc = append_prepare(append);
+	if (rc == 0)
+		rc = io_pwrite(append->pager->manifest, append->buffer.data, append->buffer.size, append->base);
 	if (rc < 0) {
-		/* Not published; the caller cuts what reached the file (invariant 6). */
-		cache_forget_from(&append->pager->cache, append->base);
+		pager_append_abandon(append);
 		return rc;
 	}
 	append->written = true;
 	return 0;
+}
+
+int pager_append_sync(struct pager_append *append)
+{
+	if (!append->written)
+		return -EINVAL;
+	int rc = io_fsync(append->pager->manifest);
+	if (rc < 0)
+		pager_append_abandon(append);
+	return rc;
+}
+
+void pager_append_abandon(struct pager_append *append)
+{
+	/* Not published: the caller cuts what reached the file (invariant 6). */
+	cache_forget_from(&append->pager->cache, append->base);
 }
 
 void pager_append_free(struct pager_append *append)

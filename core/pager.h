@@ -150,16 +150,22 @@ uint64_t pager_append_file_size(const struct pager_append *append);
 int pager_append_read(struct pager_append *append, struct block_address address,
 		      enum block_type expected_type, struct buf *raw_out);
 /*
- * Writes the buffer (and any preallocation padding) at base with one pwrite,
- * then fsyncs the manifest.
- * Failpoints: "publish.before_write", "publish.torn_write" (writes half, then
- * the action), "publish.before_fsync", "publish.after_fsync". Returns 0,
- * -ESTALE if the manifest size is no longer base (or the size given to
- * pager_append_preallocate; nothing written), -EINVAL
- * if already written, or -errno; on error the manifest may hold a torn tail,
- * which the next recovery truncates (it is beyond the last valid root record).
+ * Writes the buffer (and any preallocation padding) at base with one pwrite;
+ * not durable until pager_append_sync. Returns 0, -ESTALE if the manifest size
+ * is no longer base (or the size given to pager_append_preallocate; nothing
+ * written), -EINVAL if already written, or -errno; on error the manifest may
+ * hold a torn tail, which the next recovery truncates (it is beyond the last
+ * valid root record), and the append's blocks are forgotten by the cache.
  */
 int pager_append_write(struct pager_append *append);
+/* Writes only the first size bytes of what pager_append_write would (a torn
+ * write, for the "publish.torn_write" failpoint). 0 or -errno as above. */
+int pager_append_write_part(struct pager_append *append, size_t size);
+/* fsyncs the manifest after pager_append_write: the blocks are durable. 0,
+ * -EINVAL (not written), -errno (then the blocks are forgotten by the cache). */
+int pager_append_sync(struct pager_append *append);
+/* Forgets cached blocks of the append's range (it will not be published). */
+void pager_append_abandon(struct pager_append *append);
 void pager_append_free(struct pager_append *append);
 
 /* ---- segment files (no lock needed) ------------------------------------ */

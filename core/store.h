@@ -170,7 +170,8 @@ struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
  * Opens a writer for one table in the transaction (at most one per table).
  * based_on_version non-zero makes the publish fail with -EBUSY if the table
  * is no longer at that version (in-place edits). A missing table is created
- * at commit, its schema inferred from the rows. path names the input in
+ * at commit, its schema inferred from the rows; so is the schema of a table
+ * that has no rows and an empty node schema (`touch`), in the same commit. path names the input in
  * error messages (e.g. "tables/Person.jsonl" or the imported file; NULL: the
  * table name). A writer of an existing table validates against its schema (or
  * the schema of a SCHEMA operation earlier in this transaction). Returns 0,
@@ -184,14 +185,16 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 /*
  * Streams bytes into the writer; every line completed by these bytes is
  * parsed and validated now (syntax, types, ids, duplicate ids in an
- * overwrite, edge endpoints unless deferred). Returns 0, -EINVAL (error
+ * overwrite, edge endpoints unless deferred), and so is a last line without
+ * "\n" as soon as it is a complete JSON object (or cannot become one). Returns 0, -EINVAL (error
  * names path and line), -EFBIG (line over row_max), -ENOSPC (staged_max).
  * After an error the writer refuses further bytes with the same error.
  */
 int store_writer_write(struct store_writer *writer, const void *bytes, size_t size,
 		       struct error_info *error);
-/* Ends the input: a last line without "\n" is -EINVAL (sticky, like write errors).
- * A commit also refuses a writer whose last line has no "\n". */
+/* Ends the input: a last line without "\n" is a row if it is a complete JSON
+ * object (it was validated by the write that completed it), else -EINVAL
+ * (sticky, like write errors); a commit refuses such a writer too. */
 int store_writer_finish(struct store_writer *writer, struct error_info *error);
 uint64_t store_writer_lines(const struct store_writer *writer);
 /* Drops this writer's staged rows from the transaction and frees the writer. */
@@ -226,11 +229,15 @@ struct store_commit_result {
  * out; an overwrite of zero lines empties the table). message NULL or "":
  * a summary such as "overwrite Person (3 rows)". Returns 0 (the transaction
  * is then empty and pinned to the snapshot it published), -ENODATA (nothing
- * staged), -EINVAL (a failed writer's error, a last line without "\n", a
- * dangling deferred endpoint: error names path and line), -EBUSY (a writer
- * is being written right now, a based-on version moved, the schema changed
- * under the rows), -ENOENT, -EEXIST, -EIO. On error nothing is published
- * and the transaction stays as it was (fix and retry, or free).
+ * staged), -EINVAL (a failed writer's error, a last line that is not a
+ * complete JSON object, a dangling deferred endpoint: error names path and
+ * line), -EBUSY (a writer is being written right now, a based-on version
+ * moved, the schema changed under the rows), -ENOENT, -EEXIST, -EIO. On error
+ * nothing is published and the transaction keeps every operation: commit it
+ * again, leave a writer out (store_writer_discard) and commit, or free it. A
+ * writer whose rows a refused commit already sealed takes no more input. Once
+ * the commit is durable it is reported as done: nothing after the commit
+ * point undoes it.
  */
 int store_txn_commit(struct store_txn *txn, const char *message, struct store_commit_result *result,
 		     struct error_info *error);

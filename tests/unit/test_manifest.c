@@ -1426,6 +1426,63 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	manifest_close(manifest);
 }
 
+/* ---- the commit point ------------------------------------------------------------------ */
+
+/* One merge commit with failpoint armed to fail once; the commit's result. */
+static int merge_with_failpoint(const char *failpoint, uint64_t *version_before, uint64_t *version_after,
+				uint64_t *version_reopened)
+{
+	struct manifest *manifest = NULL;
+	int rc = fixture_create_open(&manifest);
+	if (rc == 0)
+		rc = fixture_merge_one(manifest, "main", "T", "a", 1);
+	if (rc < 0)
+		return -1000;
+	*version_before = fixture_version(manifest);
+	io_failpoint_arm(failpoint, IO_FAILPOINT_ERROR);
+	rc = fixture_merge_one(manifest, "main", "T", "b", 2);
+	io_failpoint_arm(failpoint, IO_FAILPOINT_OFF);
+	*version_after = fixture_version(manifest);
+	manifest_close(manifest);
+	if (fixture_open(&manifest) < 0)
+		return -1001;
+	*version_reopened = fixture_version(manifest);
+	manifest_close(manifest);
+	return rc;
+}
+
+TEST(an_error_before_the_write_publishes_nothing)
+{
+	uint64_t before, after, reopened;
+	CHECK_EQ(merge_with_failpoint("publish.before_write", &before, &after, &reopened), -EIO);
+	CHECK_EQ(after, before);
+	CHECK_EQ(reopened, before);
+}
+
+TEST(a_torn_write_error_is_cut_back_and_publishes_nothing)
+{
+	uint64_t before, after, reopened;
+	CHECK_EQ(merge_with_failpoint("publish.torn_write", &before, &after, &reopened), -EIO);
+	CHECK_EQ(after, before);
+	CHECK_EQ(reopened, before);
+}
+
+TEST(an_error_before_the_fsync_is_cut_back_and_publishes_nothing)
+{
+	uint64_t before, after, reopened;
+	CHECK_EQ(merge_with_failpoint("publish.before_fsync", &before, &after, &reopened), -EIO);
+	CHECK_EQ(after, before);
+	CHECK_EQ(reopened, before);
+}
+
+TEST(an_error_after_the_fsync_never_cuts_the_durable_root)
+{
+	uint64_t before, after, reopened;
+	CHECK_EQ(merge_with_failpoint("publish.after_fsync", &before, &after, &reopened), 0);
+	CHECK_EQ(after, before + 1);
+	CHECK_EQ(reopened, before + 1);
+}
+
 int main(void)
 {
 	return harness_run();

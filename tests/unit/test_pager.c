@@ -391,7 +391,24 @@ TEST(append_write_is_one_pwrite_and_one_fsync)
 	io_counters_get(IO_MANIFEST, &counters);
 	CHECK_EQ(counters.writes, 1);
 	CHECK_EQ(counters.bytes_written, 50 * 28);
+	CHECK_EQ(counters.fsyncs, 0);
+	CHECK_EQ(pager_append_sync(append), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.writes, 1);
 	CHECK_EQ(counters.fsyncs, 1);
+	pager_append_free(append);
+	store_close(&store);
+}
+
+TEST(a_sync_before_the_write_is_einval)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address address;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "node", 4, &address), 0);
+	CHECK_EQ(pager_append_sync(append), -EINVAL);
 	pager_append_free(append);
 	store_close(&store);
 }
@@ -565,93 +582,21 @@ TEST(the_wrong_block_type_is_eio_and_leaves_the_output_unchanged)
 
 /* ---- publish failpoints ------------------------------------------------ */
 
-static int write_with_failpoint(struct store *store, const char *failpoint, uint64_t *tail_size)
+TEST(a_partial_write_leaves_that_many_bytes_of_the_tail)
 {
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
 	struct pager_append *append;
-	int rc = pager_append_begin(store->pager, manifest_size(store), &append);
-	if (rc < 0)
-		return rc;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
 	struct block_address address;
 	for (int i = 0; i < 10; i++)
-		pager_append_block(append, BLOCK_NODE, CODEC_NONE, "0123456789", 10, &address);
-	*tail_size = pager_append_size(append);
-	io_failpoint_arm(failpoint, IO_FAILPOINT_ERROR);
-	rc = pager_append_write(append);
-	pager_append_free(append);
-	return rc;
-}
-
-TEST(before_write_error_writes_nothing)
-{
-	struct store store;
-	CHECK_EQ(store_open(&store), 0);
-	uint64_t tail;
-	CHECK_EQ(write_with_failpoint(&store, "publish.before_write", &tail), -EIO);
-	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK);
-	store_close(&store);
-}
-
-TEST(torn_write_error_leaves_half_of_the_tail)
-{
-	struct store store;
-	CHECK_EQ(store_open(&store), 0);
-	uint64_t tail;
-	CHECK_EQ(write_with_failpoint(&store, "publish.torn_write", &tail), -EIO);
+		CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "0123456789", 10, &address), 0);
+	uint64_t tail = pager_append_size(append);
+	CHECK_EQ(pager_append_write_part(append, (size_t)tail / 2), 0);
 	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail / 2);
+	pager_append_free(append);
 	store_close(&store);
 }
-
-TEST(before_and_after_fsync_errors_leave_the_whole_tail)
-{
-	struct store store;
-	CHECK_EQ(store_open(&store), 0);
-	uint64_t tail;
-	io_counters_reset();
-	CHECK_EQ(write_with_failpoint(&store, "publish.before_fsync", &tail), -EIO);
-	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail);
-	struct io_counters counters;
-	io_counters_get(IO_MANIFEST, &counters);
-	CHECK_EQ(counters.fsyncs, 0);
-	uint64_t second;
-	CHECK_EQ(write_with_failpoint(&store, "publish.after_fsync", &second), -EIO);
-	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + tail + second);
-	io_counters_get(IO_MANIFEST, &counters);
-	CHECK_EQ(counters.fsyncs, 1);
-	store_close(&store);
-}
-
-static struct store *crash_store;
-
-static void crash_mid_publish(void)
-{
-	io_failpoint_arm("publish.torn_write", IO_FAILPOINT_CRASH);
-	struct pager_append *append;
-	struct block_address address;
-	pager_append_begin(crash_store->pager, MANIFEST_FIRST_BLOCK, &append);
-	for (int i = 0; i < 10; i++)
-		pager_append_block(append, BLOCK_NODE, CODEC_NONE, "0123456789", 10, &address);
-	pager_append_write(append);
-	_exit(0);
-}
-
-TEST(torn_write_crash_exits_86_with_half_the_tail_on_disk)
-{
-	struct store store;
-	CHECK_EQ(store_open(&store), 0);
-	crash_store = &store;
-	fflush(NULL);
-	pid_t child = fork();
-	if (child == 0)
-		crash_mid_publish();
-	int status;
-	waitpid(child, &status, 0);
-	CHECK(WIFEXITED(status));
-	CHECK_EQ(WEXITSTATUS(status), IO_FAILPOINT_EXIT_CODE);
-	CHECK_EQ(manifest_size(&store), MANIFEST_FIRST_BLOCK + 10 * 34 / 2);
-	store_close(&store);
-}
-
-/* ---- segments ---------------------------------------------------------- */
 
 TEST(segment_create_write_finish_and_read_back)
 {
@@ -790,6 +735,8 @@ TEST(segment_before_fsync_error_fails_finish)
 	pager_segment_free(segment);
 	store_close(&store);
 }
+
+static struct store *crash_store;
 
 static void crash_before_segment_fsync(void)
 {
@@ -1157,14 +1104,14 @@ TEST(bytes_cut_from_the_manifest_are_never_served_from_the_cache)
 	CHECK_EQ(pager_read(store.pager, second, BLOCK_NODE, &raw), 0);
 	CHECK(raw.size == 5 && memcmp(raw.data, "other", 5) == 0);
 
-	/* a write that fails after reaching the file drops its range too */
+	/* a publish abandoned after its write reached the file drops its range too */
 	struct pager_append *append = NULL;
 	struct block_address third;
 	uint64_t before = manifest_size(&store);
 	CHECK_EQ(pager_append_begin(store.pager, before, &append), 0);
 	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "third", 5, &third), 0);
-	CHECK_EQ(io_failpoint_arm("publish.after_fsync", IO_FAILPOINT_ERROR), 0);
-	CHECK_EQ(pager_append_write(append), -EIO);
+	CHECK_EQ(pager_append_write(append), 0);
+	pager_append_abandon(append);   /* as a publish that fails after the write does */
 	pager_append_free(append);
 	buf_reset(&raw);
 	CHECK_EQ(pager_read(store.pager, third, BLOCK_NODE, &raw), 0);   /* on disk, now cached */

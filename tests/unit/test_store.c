@@ -915,6 +915,44 @@ TEST(text_after_a_staged_last_line_on_the_same_line_is_refused)
 	store_close(store);
 }
 
+TEST(a_commit_refused_with_ebusy_can_be_fixed_and_retried)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	struct error_info error;
+	struct head_row head;
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error), 0);
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &head), 0);
+	store_snapshot_release(snapshot);
+	/* One transaction: an edit of Person based on its version, and a new table. */
+	struct store_txn *txn = NULL;
+	struct store_writer *edit = NULL, *city = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_OVERWRITE, head.table_version, NULL, &edit, &error), 0);
+	const char *edited = "{\"id\":\"z\",\"name\":\"Zed\"}\n";
+	CHECK_EQ(store_writer_write(edit, edited, strlen(edited), &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "City", STORE_OVERWRITE, 0, NULL, &city, &error), 0);
+	const char *cities = "{\"id\":\"o\"}\n";
+	CHECK_EQ(store_writer_write(city, cities, strlen(cities), &error), 0);
+	/* Person moves meanwhile: the commit is refused, nothing is published. */
+	CHECK_EQ(write_table(store, "Person", STORE_MERGE, "{\"id\":\"m\"}\n", NULL, &error), 0);
+	uint64_t version = store_version(store);
+	struct store_commit_result result;
+	CHECK_EQ(store_txn_commit(txn, NULL, &result, &error), -EBUSY);
+	CHECK_EQ(store_version(store), version);
+	/* Fixed by leaving the edit out: the rest of the transaction is intact. */
+	store_writer_discard(edit);
+	CHECK_EQ(store_txn_commit(txn, NULL, &result, &error), 0);
+	CHECK_EQ(result.version, version + 1);
+	store_txn_free(txn);
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error), 0);
+	CHECK_EQ(store_snapshot_head(snapshot, "City", &head), 0);
+	CHECK_EQ(head.row_count, 1);
+	store_snapshot_release(snapshot);
+	store_close(store);
+}
+
 /* ---- deferred endpoint checks ------------------------------------------------------ */
 
 TEST(deferred_endpoints_accept_a_node_staged_in_another_table_of_the_transaction)
