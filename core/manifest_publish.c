@@ -498,6 +498,28 @@ static int table_create(struct commit_state *state, const char *name, const stru
 	return 0;
 }
 
+/* The change and head row of a write: the table version info at address,
+ * with schema as its new schema (NULL: unchanged). Stores the head. */
+static int written_head(struct commit_state *state, const struct manifest_op *op, const struct head_row *head,
+			const struct table_info *info, struct block_address address, const struct schema *schema,
+			struct change *change)
+{
+	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
+	change->rows = table_stage_rows(op->stage);
+	change->head_after = *head;
+	struct head_row *after = &change->head_after;
+	after->table_version = info->table_version;
+	after->row_count = info->row_count;
+	after->byte_size = info->byte_size;
+	after->table = address;
+	if (schema)
+		schema_hash(schema, after->schema_hash);
+	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
+	after->commit = state->commit;
+	after->commit_time_us = state->time_us;
+	return head_store(state, after);
+}
+
 /* The first rows of a table created empty without a schema (`touch`): the
  * schema inferred from them becomes the table's, in the same table version. */
 static int op_write_refining(struct commit_state *state, const struct manifest_op *op,
@@ -525,19 +547,7 @@ static int op_write_refining(struct commit_state *state, const struct manifest_o
 		return rc;
 	table->written = true;
 	table->check_endpoints = op->schema->kind == SCHEMA_EDGE;
-	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
-	change->rows = table_stage_rows(op->stage);
-	change->head_after = *head;
-	struct head_row *after = &change->head_after;
-	after->table_version = info.table_version;
-	after->row_count = info.row_count;
-	after->byte_size = info.byte_size;
-	after->table = address;
-	schema_hash(op->schema, after->schema_hash);
-	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
-	after->commit = state->commit;
-	after->commit_time_us = state->time_us;
-	return head_store(state, after);
+	return written_head(state, op, head, &info, address, op->schema, change);
 }
 
 static int op_write(struct commit_state *state, const struct manifest_op *op, struct change *change)
@@ -581,18 +591,7 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
 	table->info = info;
 	table->written = true;
-	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
-	change->rows = table_stage_rows(op->stage);
-	change->head_after = head;
-	struct head_row *after = &change->head_after;
-	after->table_version = info.table_version;
-	after->row_count = info.row_count;
-	after->byte_size = info.byte_size;
-	after->table = address;
-	snprintf(after->owner, sizeof after->owner, "%s", state->owner);
-	after->commit = state->commit;
-	after->commit_time_us = state->time_us;
-	return head_store(state, after);
+	return written_head(state, op, &head, &info, address, NULL, change);
 }
 
 static int op_schema(struct commit_state *state, const struct manifest_op *op, struct change *change)

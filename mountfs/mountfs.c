@@ -594,16 +594,8 @@ ssize_t mountfs_getxattr(struct mountfs *mount, uint64_t id, const char *name, c
 			which = i;
 	if (!has_xattrs(node) || which == XATTR_COUNT)
 		return -ENODATA;
-	struct store_snapshot *snapshot = NULL;
-	int rc = view_snapshot(mount, &node->view, &snapshot);
-	if (rc < 0)
-		return rc;
 	struct head_row head;
-	if (node->kind == NODE_DROPPED_FILE)
-		rc = view_dropped_head(snapshot, node->name, &head);
-	else
-		rc = view_head(mount, snapshot, node->table, &head);
-	store_snapshot_release(snapshot);
+	int rc = namespace_head(mount, node, &head);
 	if (rc < 0)
 		return rc == -ENOENT ? -ENODATA : rc;
 	char value[64];

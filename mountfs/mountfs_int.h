@@ -316,6 +316,8 @@ bool node_is_writable(const struct mountfs *mount, const struct node *node);
 bool node_is_live(const struct node *node);
 /* Resolves name in parent. 0, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -errno. */
 int namespace_resolve(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+/* The head row a table, head or dropped-head file node shows. 0, -ENOENT, -errno. */
+int namespace_head(struct mountfs *mount, const struct node *node, struct head_row *out);
 /* Binds a scratch-file node to the scratch its name holds now (a reference). */
 void namespace_bind_scratch(struct mountfs *mount, struct node *node);
 /* Finds or creates the node of a resolved child with one lookup and fills entry. */
@@ -403,6 +405,8 @@ struct scratch *scratch_lookup(struct workspace *workspace, enum scratch_dir dir
 struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 			    enum scratch_dir directory, const char *name, mode_t mode, int *rc);
 void scratch_unname(struct workspace *workspace, struct scratch *scratch);
+/* Renames a named scratch within its directory, replacing a scratch of that name. */
+void scratch_rename(struct workspace *workspace, struct scratch *scratch, const char *new_name);
 void scratch_put(struct scratch *scratch);
 /* Visits scratch names (and staged tables) of a live directory, for readdir. */
 int scratch_list(struct mountfs *mount, const struct node *directory,

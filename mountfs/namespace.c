@@ -70,7 +70,6 @@ static int list_history(struct mountfs *, struct node *, struct lister *);
 static int list_branches(struct mountfs *, struct node *, struct lister *);
 static int attr_table(struct mountfs *, struct node *, struct stat *);
 static int attr_head(struct mountfs *, struct node *, struct stat *);
-static int attr_dropped(struct mountfs *, struct node *, struct stat *);
 static int attr_schema(struct mountfs *, struct node *, struct stat *);
 static int attr_log(struct mountfs *, struct node *, struct stat *);
 static int attr_scratch(struct mountfs *, struct node *, struct stat *);
@@ -102,7 +101,7 @@ static const struct node_class node_classes[] = {
 			      NULL, NULL, attr_table },
 	[NODE_HEAD_FILE] = { NULL, "heads/<Name>.json", 0, CLASS_HEAD_ATTR, NULL, NULL, attr_head },
 	[NODE_DROPPED_FILE] = { NULL, "heads/.dropped/<Name>.<incarnation>.json", 0, CLASS_HEAD_ATTR,
-				NULL, NULL, attr_dropped },
+				NULL, NULL, attr_head },
 	[NODE_SCHEMA_FILE] = { NULL, "schema/<Name>.json", 0, CLASS_WRITABLE, NULL, NULL, attr_schema },
 	[NODE_LOG_FILE] = { "log", NULL, ROOTS, 0, NULL, NULL, attr_log },
 	[NODE_STAGED_FILE] = { NULL, "staging/<Name>.jsonl", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch },
@@ -451,18 +450,25 @@ static bool pending_attr(struct mountfs *mount, struct node *node, struct stat *
 	return true;
 }
 
+int namespace_head(struct mountfs *mount, const struct node *node, struct head_row *out)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc < 0)
+		return rc;
+	rc = node->kind == NODE_DROPPED_FILE ? view_dropped_head(snapshot, node->name, out)
+					     : view_head(mount, snapshot, node->table, out);
+	store_snapshot_release(snapshot);
+	return rc;
+}
+
 static int attr_table(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	if (node_is_live(node) && workspace_hidden(mount, node->view.branch, node->table) &&
 	    !pending_find(mount, node->view.branch, SCRATCH_TABLES, node->table, NULL))
 		return -ENOENT;
-	struct store_snapshot *snapshot = NULL;
-	int rc = view_snapshot(mount, &node->view, &snapshot);
-	if (rc < 0)
-		return rc;
 	struct head_row head;
-	rc = view_head(mount, snapshot, node->table, &head);
-	store_snapshot_release(snapshot);
+	int rc = namespace_head(mount, node, &head);
 	if (rc == 0)
 		return attr_from_head(node, &head, st);
 	if (rc == -ENOENT && pending_attr(mount, node, st))
@@ -470,27 +476,11 @@ static int attr_table(struct mountfs *mount, struct node *node, struct stat *st)
 	return rc;
 }
 
+/* heads/<Name>.json and heads/.dropped/<Name>.<incarnation>.json */
 static int attr_head(struct mountfs *mount, struct node *node, struct stat *st)
 {
-	struct store_snapshot *snapshot = NULL;
-	int rc = view_snapshot(mount, &node->view, &snapshot);
-	if (rc < 0)
-		return rc;
 	struct head_row head;
-	rc = view_head(mount, snapshot, node->table, &head);
-	store_snapshot_release(snapshot);
-	return rc < 0 ? rc : attr_from_head(node, &head, st);
-}
-
-static int attr_dropped(struct mountfs *mount, struct node *node, struct stat *st)
-{
-	struct store_snapshot *snapshot = NULL;
-	int rc = view_snapshot(mount, &node->view, &snapshot);
-	if (rc < 0)
-		return rc;
-	struct head_row head;
-	rc = view_dropped_head(snapshot, node->name, &head);
-	store_snapshot_release(snapshot);
+	int rc = namespace_head(mount, node, &head);
 	return rc < 0 ? rc : attr_from_head(node, &head, st);
 }
 

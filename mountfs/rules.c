@@ -252,11 +252,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		if (directory == SCRATCH_STAGED_SCHEMA) {
 			/* staging/schema: the name says whether the file is a staged schema. */
 			pthread_mutex_lock(&workspace->lock);
-			struct scratch *existing = scratch_lookup(workspace, directory, new_name);
-			if (existing && existing != scratch)
-				scratch_unname(workspace, existing);
-			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
-			clock_gettime(CLOCK_REALTIME, &workspace->changed);
+			scratch_rename(workspace, scratch, new_name);
 			scratch->schema_staged = to_is_table;
 			if (to_is_table)
 				snprintf(scratch->table, sizeof scratch->table, "%s", to_table);
@@ -269,15 +265,11 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		if (directory == SCRATCH_STAGING) {
 			/* Staging: the name says whether the file is staged. */
 			pthread_mutex_lock(&workspace->lock);
-			struct scratch *existing = scratch_lookup(workspace, directory, new_name);
-			if (existing && existing != scratch)
-				scratch_unname(workspace, existing);
+			scratch_rename(workspace, scratch, new_name);
 			if (scratch->writer) {
 				store_writer_discard(scratch->writer);
 				scratch->writer = NULL;
 			}
-			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
-			clock_gettime(CLOCK_REALTIME, &workspace->changed);
 			scratch->staged = to_is_table;
 			if (to_is_table) {
 				snprintf(scratch->table, sizeof scratch->table, "%s", to_table);
@@ -293,11 +285,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		}
 		if (!to_is_table) {
 			pthread_mutex_lock(&workspace->lock);
-			struct scratch *existing = scratch_lookup(workspace, directory, new_name);
-			if (existing && existing != scratch)
-				scratch_unname(workspace, existing);
-			snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
-			clock_gettime(CLOCK_REALTIME, &workspace->changed);
+			scratch_rename(workspace, scratch, new_name);
 			pthread_mutex_unlock(&workspace->lock);
 			scratch_release(scratch);
 			goto out;

@@ -274,6 +274,15 @@ struct timespec workspace_changed(struct workspace *workspace)
 	return changed;
 }
 
+void scratch_rename(struct workspace *workspace, struct scratch *scratch, const char *new_name)
+{
+	struct scratch *existing = scratch_lookup(workspace, scratch->directory, new_name);
+	if (existing && existing != scratch)
+		scratch_unname(workspace, existing);
+	snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
+	clock_gettime(CLOCK_REALTIME, &workspace->changed);
+}
+
 void workspace_touch(struct workspace *workspace)
 {
 	pthread_mutex_lock(&workspace->lock);
