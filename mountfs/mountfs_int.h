@@ -10,9 +10,12 @@
  *                node address), stable st_ino, lookup counts, forget
  *   view.c       views (a branch live, or a branch as of a version), the
  *                snapshot cache, renderings of head/schema/log/stats files
- *   notify.c     .graphfs/errors, the log hook, refresh of other processes'
- *                commits, kernel cache invalidation after commits
- *   scratch.c    scratch files, names being created, hidden names
+ *   names.c      table names and the scratch-name rule
+ *   errors.c     the log hook, .graphfs/errors
+ *   commit.c     commits as the writing user, refusals recorded
+ *   notify.c     refresh of other processes' commits, kernel cache
+ *                invalidation after commits
+ *   scratch.c    workspaces: scratch files, names being created, hidden names
  *   staging.c    the staging area of a branch (one transaction)
  *   open_file.c  open files: pinned readers, write handles, publishing
  *   rules.c      unlink, rename, mkdir and rmdir: what each name change means
@@ -236,7 +239,17 @@ struct mountfs {
 	atomic_uint_fast64_t rejected;
 };
 
-/* ---- notify.c ---------------------------------------------------------------- */
+/* ---- names.c ---------------------------------------------------------------- */
+
+/* Whether table names are valid, and the parts of file names. */
+bool table_name_valid(const char *name);
+/* "X.jsonl" -> "X" (returns false if not of that form); suffix ".jsonl" or ".json". */
+bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1]);
+/* The scratch-name rule: a name starting with '.', ending in '~', or not ending
+ * in suffix is private to the mount until renamed onto a table name. */
+bool is_scratch_name(const char *name, const char *suffix);
+
+/* ---- errors.c ---------------------------------------------------------------- */
 
 /* Logs one line through the configured hook. */
 void mount_log(struct mountfs *mount, int priority, const char *format, ...)
@@ -249,6 +262,19 @@ void mount_error_refuse(struct mountfs *mount, const char *path, int code, const
 	__attribute__((format(printf, 4, 5)));
 /* Renders .graphfs/errors. 0 or -ENOMEM. */
 int mount_errors_render(struct mountfs *mount, struct buf *out);
+
+/* ---- commit.c ---------------------------------------------------------------- */
+
+/* "user@host" for uid, into out. */
+void mount_actor(struct mountfs *mount, uid_t uid, char *out, size_t size);
+/* Begins a transaction on branch whose commit names the caller as its actor. */
+int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct store_txn **out,
+		    struct error_info *error);
+/* Commits txn; a refusal is recorded in .graphfs/errors against path. */
+int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path);
+
+/* ---- notify.c ---------------------------------------------------------------- */
+
 /* Picks up other processes' commits, at most once per interval; invalidates live attrs. */
 void mount_refresh(struct mountfs *mount);
 /* After a commit on branch by this mount: drops cached live snapshots and tells the
@@ -259,11 +285,6 @@ void mount_refresh(struct mountfs *mount);
 void mount_invalidate_branch(struct mountfs *mount, const char *branch, const char *const *names,
 			     size_t name_count, bool removed);
 uint64_t mount_now_ms(void);
-/* "user@host" for uid, into out. */
-void mount_actor(struct mountfs *mount, uid_t uid, char *out, size_t size);
-/* Begins a transaction on branch whose commit names the caller as its actor. */
-int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct store_txn **out,
-		    struct error_info *error);
 
 /* ---- inode.c ---------------------------------------------------------------- */
 
@@ -342,13 +363,6 @@ void namespace_attr_base(struct mountfs *mount, const struct node *node, struct 
 /* Fills *st for node. 0, -ENOENT (gone), -errno. */
 int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st);
 double namespace_timeout(const struct node *node);
-/* Whether table names are valid, and the parts of file names. */
-bool table_name_valid(const char *name);
-/* "X.jsonl" -> "X" (returns false if not of that form); suffix ".jsonl" or ".json". */
-bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1]);
-/* The scratch-name rule: a name starting with '.', ending in '~', or not ending
- * in suffix is private to the mount until renamed onto a table name. */
-bool is_scratch_name(const char *name, const char *suffix);
 
 /* ---- view.c ----------------------------------------------------------------- */
 
@@ -370,12 +384,12 @@ int view_render(struct mountfs *mount, const struct node *node, struct store_sna
 		struct buf *out);
 /* The tombstoned head heads/.dropped/<file> denotes. 0, -ENOENT, -errno. */
 int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct head_row *out);
-/* The workspace for a live branch (created on first use; never freed before unmount). */
-struct workspace *workspace_get(struct mountfs *mount, const char *branch);
-void workspaces_free(struct mountfs *mount);
 
 /* ---- scratch.c ---------------------------------------------------------------- */
 
+/* The workspace for a live branch (created on first use; never freed before unmount). */
+struct workspace *workspace_get(struct mountfs *mount, const char *branch);
+void workspaces_free(struct mountfs *mount);
 /* The scratch directory a live directory node is (tables/, schema/, staging/). */
 enum scratch_dir scratch_dir_of(const struct node *directory);
 const char *scratch_dir_name(enum scratch_dir directory);
@@ -425,18 +439,18 @@ void workspace_touch(struct workspace *workspace);
 void scratch_touch(struct scratch *scratch);
 
 /* Live table names being created by open handles, and their sizes. */
-void pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory, const char *table);
-void pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+void scratch_pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory, const char *table);
+void scratch_pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		    const char *table);
-void pending_set_size(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+void scratch_pending_resize(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		      const char *table, uint64_t size);
-bool pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+bool scratch_pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		  const char *table, uint64_t *size);
-int pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+int scratch_pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		 int (*visit)(const char *table, uint64_t size, void *context), void *context);
 /* Whether a live table name is hidden (renamed to a scratch name by this mount). */
-bool workspace_hidden(struct mountfs *mount, const char *branch, const char *table);
-void hidden_set(struct mountfs *mount, const char *branch, const char *table, bool hide);
+bool scratch_hidden(struct mountfs *mount, const char *branch, const char *table);
+void scratch_hide(struct mountfs *mount, const char *branch, const char *table, bool hide);
 
 /* ---- staging.c ---------------------------------------------------------------- */
 
@@ -474,8 +488,6 @@ void file_release(struct mountfs *mount, struct open_file *file);
 /* setattr size through an open handle (or NULL: a path truncate, published now). */
 int file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
 		  uid_t uid);
-/* Commits txn; a refusal is recorded in .graphfs/errors against path. */
-int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path);
 /* The node an open file was opened on. */
 struct node *file_node(const struct open_file *file);
 /* Attributes of what the handle reads: 0, or 1 if the handle has nothing of its

@@ -116,46 +116,6 @@ static const struct node_class node_classes[] = {
 
 #define CLASS_COUNT (sizeof node_classes / sizeof node_classes[0])
 
-/* ---- names ---------------------------------------------------------------- */
-
-bool table_name_valid(const char *name)
-{
-	size_t length = strlen(name);
-	if (length == 0 || length > 128)
-		return false;
-	for (size_t i = 0; i < length; i++) {
-		char c = name[i];
-		bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-		bool digit = c >= '0' && c <= '9';
-		if (!letter && !(digit && i > 0))
-			return false;
-	}
-	return true;
-}
-
-bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1])
-{
-	size_t length = strlen(file);
-	size_t suffix_length = strlen(suffix);
-	if (length <= suffix_length || strcmp(file + length - suffix_length, suffix) != 0)
-		return false;
-	size_t name_length = length - suffix_length;
-	if (name_length > JOURNAL_NAME_MAX)
-		return false;
-	memcpy(out, file, name_length);
-	out[name_length] = '\0';
-	return table_name_valid(out);
-}
-
-bool is_scratch_name(const char *name, const char *suffix)
-{
-	size_t length = strlen(name);
-	size_t suffix_length = strlen(suffix);
-	if (name[0] == '.' || (length > 0 && name[length - 1] == '~'))
-		return true;
-	return length < suffix_length || strcmp(name + length - suffix_length, suffix) != 0;
-}
-
 bool node_is_directory(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_DIRECTORY);
@@ -279,9 +239,9 @@ static int resolve_tables(struct mountfs *mount, struct node *parent, const char
 		return -ENOENT;
 	out->kind = NODE_TABLE_FILE;
 	if (node_is_live(parent)) {
-		if (pending_find(mount, parent->view.branch, SCRATCH_TABLES, out->table, NULL))
+		if (scratch_pending_find(mount, parent->view.branch, SCRATCH_TABLES, out->table, NULL))
 			return 0;
-		if (workspace_hidden(mount, parent->view.branch, out->table))
+		if (scratch_hidden(mount, parent->view.branch, out->table))
 			return -ENOENT;
 	}
 	return head_exists(mount, &parent->view, out->table, out);
@@ -318,7 +278,7 @@ static int resolve_schema(struct mountfs *mount, struct node *parent, const char
 	if (!table_name_from_file(name, ".json", out->table))
 		return -ENOENT;
 	out->kind = NODE_SCHEMA_FILE;
-	if (node_is_live(parent) && pending_find(mount, parent->view.branch, SCRATCH_SCHEMA, out->table, NULL))
+	if (node_is_live(parent) && scratch_pending_find(mount, parent->view.branch, SCRATCH_SCHEMA, out->table, NULL))
 		return 0;
 	return head_exists(mount, &parent->view, out->table, out);
 }
@@ -444,7 +404,7 @@ static bool pending_attr(struct mountfs *mount, struct node *node, struct stat *
 	if (!node_is_live(node))
 		return false;
 	enum scratch_dir directory = node->kind == NODE_TABLE_FILE ? SCRATCH_TABLES : SCRATCH_SCHEMA;
-	if (!pending_find(mount, node->view.branch, directory, node->table, &size))
+	if (!scratch_pending_find(mount, node->view.branch, directory, node->table, &size))
 		return false;
 	st->st_size = (off_t)size;
 	return true;
@@ -464,8 +424,8 @@ int namespace_head(struct mountfs *mount, const struct node *node, struct head_r
 
 static int attr_table(struct mountfs *mount, struct node *node, struct stat *st)
 {
-	if (node_is_live(node) && workspace_hidden(mount, node->view.branch, node->table) &&
-	    !pending_find(mount, node->view.branch, SCRATCH_TABLES, node->table, NULL))
+	if (node_is_live(node) && scratch_hidden(mount, node->view.branch, node->table) &&
+	    !scratch_pending_find(mount, node->view.branch, SCRATCH_TABLES, node->table, NULL))
 		return -ENOENT;
 	struct head_row head;
 	int rc = namespace_head(mount, node, &head);
@@ -697,7 +657,7 @@ static int list_head(const struct head_row *head, void *context)
 		snprintf(name, sizeof name, "%s.%s.json", head->name, ulid_format(&head->incarnation, incarnation));
 	} else {
 		if (lister->kind == NODE_TABLE_FILE && node_is_live(lister->parent) &&
-		    workspace_hidden(lister->mount, lister->parent->view.branch, head->name))
+		    scratch_hidden(lister->mount, lister->parent->view.branch, head->name))
 			return 0;
 		snprintf(name, sizeof name, "%s%s", head->name, lister->suffix);
 	}
@@ -771,7 +731,7 @@ static int list_table_files(struct mountfs *mount, struct lister *lister, enum s
 {
 	int rc = list_heads_of(mount, lister, false);
 	if (rc == 0 && node_is_live(lister->parent))
-		rc = pending_list(mount, lister->parent->view.branch, directory, list_pending, lister);
+		rc = scratch_pending_list(mount, lister->parent->view.branch, directory, list_pending, lister);
 	if (rc == 0 && node_is_live(lister->parent))
 		rc = scratch_list(mount, lister->parent, list_scratch, lister);
 	return rc;

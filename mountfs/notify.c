@@ -1,7 +1,6 @@
 /*
- * notify — what the mount tells others: diagnostics through the log hook,
- * rejected writes in .graphfs/errors, and the kernel's caches after commits
- * (this mount's, and other processes' found by a refresh).
+ * notify — the kernel's caches after commits: this mount's, and other
+ * processes' found by a refresh.
  *
  * Invariants:
  *   1. Commits by other processes become visible within refresh_interval_ms +
@@ -12,7 +11,6 @@
  *      file of the tables it changed (and of the branch's log) before the
  *      request that made it returns, or right after its reply for requests
  *      that hold the directory (struct mountfs_changes).
- *   3. .graphfs/errors keeps the last GRAPHFS_ERRORS_KEPT rejected writes.
  */
 #include <errno.h>
 #include <pwd.h>
@@ -28,107 +26,11 @@
 
 #include "mountfs_int.h"
 
-void mount_log(struct mountfs *mount, int priority, const char *format, ...)
-{
-	if (!mount->log)
-		return;
-	char line[2048];
-	va_list arguments;
-	va_start(arguments, format);
-	vsnprintf(line, sizeof line, format, arguments);
-	va_end(arguments);
-	mount->log(mount->log_context, priority, line);
-}
-
-void mount_error_refuse(struct mountfs *mount, const char *path, int code, const char *format, ...)
-{
-	struct error_info error;
-	error_info_clear(&error);
-	va_list arguments;
-	va_start(arguments, format);
-	vsnprintf(error.message, sizeof error.message, format, arguments);
-	va_end(arguments);
-	error.code = code;
-	mount_error_record(mount, path, &error, code);
-}
-
-void mount_actor(struct mountfs *mount, uid_t uid, char *out, size_t size)
-{
-	struct passwd entry, *found = NULL;
-	char buffer[1024];
-	if (getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found)
-		snprintf(out, size, "%s@%s", found->pw_name, mount->host);
-	else
-		snprintf(out, size, "%u@%s", (unsigned)uid, mount->host);
-}
-
-int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct store_txn **out,
-		    struct error_info *error)
-{
-	int rc = store_txn_begin(mount->store, branch, out, error);
-	if (rc < 0)
-		return rc;
-	char actor[512];
-	mount_actor(mount, uid, actor, sizeof actor);
-	rc = store_txn_set_actor(*out, actor);
-	if (rc < 0) {
-		store_txn_free(*out);
-		*out = NULL;
-	}
-	return rc;
-}
-
 uint64_t mount_now_ms(void)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-}
-
-/* ---- .graphfs/errors ------------------------------------------------------------ */
-
-void mount_error_record(struct mountfs *mount, const char *path, const struct error_info *error,
-			int code)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	char time_text[32];
-	journal_format_time((uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000, time_text);
-	const char *reason = error && error->message[0] ? error->message : strerror(code < 0 ? -code : code);
-	json_t *line = json_object();
-	json_object_set_new(line, "time", json_string(time_text));
-	json_object_set_new(line, "path", json_string(path));
-	json_object_set_new(line, "line", json_integer(error ? (json_int_t)error->line : 0));
-	json_object_set_new(line, "errno", json_integer(code < 0 ? -code : code));
-	json_object_set_new(line, "reason", json_string(reason));
-	char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-	json_decref(line);
-	atomic_fetch_add(&mount->rejected, 1);
-	if (!text)
-		return;
-	pthread_mutex_lock(&mount->errors_lock);
-	struct error_line *slot = &mount->errors[mount->errors_next];
-	snprintf(slot->text, sizeof slot->text, "%s", text);
-	mount->errors_next = (mount->errors_next + 1) % GRAPHFS_ERRORS_KEPT;
-	if (mount->errors_count < GRAPHFS_ERRORS_KEPT)
-		mount->errors_count++;
-	pthread_mutex_unlock(&mount->errors_lock);
-	if (mount->log_rejections)
-		mount_log(mount, LOG_INFO, "rejected: %s", text);
-	free(text);
-}
-
-int mount_errors_render(struct mountfs *mount, struct buf *out)
-{
-	int rc = 0;
-	pthread_mutex_lock(&mount->errors_lock);
-	size_t first = (mount->errors_next + GRAPHFS_ERRORS_KEPT - mount->errors_count) % GRAPHFS_ERRORS_KEPT;
-	for (size_t i = 0; i < mount->errors_count && rc >= 0; i++) {
-		const struct error_line *line = &mount->errors[(first + i) % GRAPHFS_ERRORS_KEPT];
-		rc = buf_printf(out, "%s\n", line->text);
-	}
-	pthread_mutex_unlock(&mount->errors_lock);
-	return rc < 0 ? rc : 0;
 }
 
 /* ---- cache invalidation ---------------------------------------------------------- */

@@ -97,20 +97,6 @@ struct open_file {
 	bool staged_edit;                  /* staged, edited in place: rebuild the writer */
 };
 
-int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path)
-{
-	struct store_commit_result result;
-	struct error_info error;
-	error_info_clear(&error);
-	int rc = store_txn_commit(txn, message, &result, &error);
-	if (rc < 0) {
-		mount_error_record(mount, path, &error, rc);
-		return rc;
-	}
-	atomic_fetch_add(&mount->commits, 1);
-	return 0;
-}
-
 /* ---- opening ------------------------------------------------------------------------- */
 
 static void file_register(struct mountfs *mount, struct open_file *file)
@@ -167,7 +153,7 @@ static void file_free(struct mountfs *mount, struct open_file *file)
 	if (file->copy_descriptor >= 0)
 		close(file->copy_descriptor);
 	if (file->pending_registered)
-		pending_remove(mount, file->branch,
+		scratch_pending_remove(mount, file->branch,
 			       file->role == FILE_SCHEMA_WRITE ? SCRATCH_SCHEMA : SCRATCH_TABLES, file->table);
 	scratch_release(file->scratch);
 	buf_free(&file->bytes);
@@ -242,11 +228,11 @@ static int open_table_write(struct mountfs *mount, struct open_file *file, int f
 	store_snapshot_release(snapshot);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;   /* not "absent": that would publish an overwrite */
-	bool exists = rc == 0 && !workspace_hidden(mount, file->branch, file->table);
+	bool exists = rc == 0 && !scratch_hidden(mount, file->branch, file->table);
 	if (created || !exists) {
-		hidden_set(mount, file->branch, file->table, false);
+		scratch_hide(mount, file->branch, file->table, false);
 		if (!exists) {
-			pending_add(mount, file->branch, SCRATCH_TABLES, file->table);
+			scratch_pending_add(mount, file->branch, SCRATCH_TABLES, file->table);
 			file->pending_registered = true;
 		}
 	}
@@ -287,7 +273,7 @@ static int open_schema_write(struct mountfs *mount, struct open_file *file, int 
 	if (rc < 0)
 		return rc;
 	if (!exists) {
-		pending_add(mount, file->branch, SCRATCH_SCHEMA, file->table);
+		scratch_pending_add(mount, file->branch, SCRATCH_SCHEMA, file->table);
 		file->pending_registered = true;
 	}
 	if (flags & O_APPEND)
@@ -392,7 +378,7 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 	switch (role) {
 	case FILE_TABLE_READ:
 		rc = pin_table(mount, file);
-		if (rc == -ENOENT && live && pending_find(mount, file->branch, SCRATCH_TABLES, file->table, NULL))
+		if (rc == -ENOENT && live && scratch_pending_find(mount, file->branch, SCRATCH_TABLES, file->table, NULL))
 			rc = 0;   /* being created by another handle: empty until published */
 		break;
 	case FILE_RENDERED: {
@@ -403,7 +389,7 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 		if (rc == 0)
 			rc = view_render(mount, node, snapshot, &file->bytes);
 		if (rc == -ENOENT && node->kind == NODE_SCHEMA_FILE && live &&
-		    pending_find(mount, file->branch, SCRATCH_SCHEMA, file->table, NULL))
+		    scratch_pending_find(mount, file->branch, SCRATCH_SCHEMA, file->table, NULL))
 			rc = 0;
 		store_snapshot_release(snapshot);
 		break;
@@ -562,7 +548,7 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 		XXH3_64bits_update(file->input_hash, bytes, size);
 	file->dirty = true;
 	if (file->pending_registered)
-		pending_set_size(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
+		scratch_pending_resize(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
 	return (ssize_t)size;
 }
 
@@ -702,11 +688,11 @@ static void after_publish(struct mountfs *mount, struct open_file *file)
 {
 	const char *names[1] = { file->table };
 	if (file->pending_registered) {
-		pending_remove(mount, file->branch,
+		scratch_pending_remove(mount, file->branch,
 			       file->role == FILE_SCHEMA_WRITE ? SCRATCH_SCHEMA : SCRATCH_TABLES, file->table);
 		file->pending_registered = false;
 	}
-	hidden_set(mount, file->branch, file->table, false);
+	scratch_hide(mount, file->branch, file->table, false);
 	mount_invalidate_branch(mount, file->branch, names, 1, false);
 }
 

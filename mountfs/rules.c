@@ -60,7 +60,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 		pthread_mutex_unlock(&workspace->commit_lock);
 		if (scratch) {
 			/* `mv X.jsonl X.bak; rm X.bak`: the table goes. */
-			if (detached[0] && workspace_hidden(mount, parent->view.branch, detached)) {
+			if (detached[0] && scratch_hidden(mount, parent->view.branch, detached)) {
 				struct store_txn *txn = NULL;
 				struct error_info error;
 				error_info_clear(&error);
@@ -75,7 +75,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 				store_txn_free(txn);
 				if (rc < 0)
 					return rc;
-				hidden_set(mount, parent->view.branch, detached, false);
+				scratch_hide(mount, parent->view.branch, detached, false);
 				snprintf(dropped, JOURNAL_NAME_MAX + 1, "%s", detached);
 			}
 			return 0;
@@ -87,7 +87,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 															: -ENOENT;
 		if (!table_name_from_file(name, ".jsonl", table))
 			return -ENOENT;
-		if (workspace_hidden(mount, parent->view.branch, table))
+		if (scratch_hidden(mount, parent->view.branch, table))
 			return -ENOENT;
 		scratch_path(mount, parent->view.branch, SCRATCH_TABLES, name, path, sizeof path);
 		struct store_txn *txn = NULL;
@@ -100,7 +100,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 		if (rc < 0) {
 			if (rc != -ENOENT)
 				mount_error_record(mount, path, &error, rc);
-			else if (pending_find(mount, parent->view.branch, SCRATCH_TABLES, table, NULL))
+			else if (scratch_pending_find(mount, parent->view.branch, SCRATCH_TABLES, table, NULL))
 				rc = -EBUSY;
 			store_txn_free(txn);
 			return rc;
@@ -215,7 +215,7 @@ static int detach_table(struct mountfs *mount, struct workspace *workspace, enum
 	if (rc < 0)
 		return rc;
 	if (directory == SCRATCH_TABLES)
-		hidden_set(mount, workspace->branch, table, true);
+		scratch_hide(mount, workspace->branch, table, true);
 	return 0;
 }
 
@@ -300,7 +300,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 			if (scratch->named)
 				scratch_unname(workspace, scratch);
 			pthread_mutex_unlock(&workspace->lock);
-			hidden_set(mount, branch, to_table, false);
+			scratch_hide(mount, branch, to_table, false);
 			snprintf(changed[0], JOURNAL_NAME_MAX + 1, "%s", to_table);
 		}
 		scratch_release(scratch);
@@ -310,7 +310,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		rc = -ENOENT;
 		goto out;
 	}
-	if (!table_name_from_file(name, suffix, from_table) || workspace_hidden(mount, branch, from_table)) {
+	if (!table_name_from_file(name, suffix, from_table) || scratch_hidden(mount, branch, from_table)) {
 		rc = -ENOENT;
 		goto out;
 	}
@@ -338,7 +338,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		rc = mount_commit(mount, txn, NULL, path);
 	store_txn_free(txn);
 	if (rc == 0) {
-		hidden_set(mount, branch, to_table, false);
+		scratch_hide(mount, branch, to_table, false);
 		snprintf(changed[0], JOURNAL_NAME_MAX + 1, "%s", from_table);
 		snprintf(changed[1], JOURNAL_NAME_MAX + 1, "%s", to_table);
 	}

@@ -228,6 +228,28 @@ out:
 	return rc;
 }
 
+/* ---- workspaces: a live branch's private state -------------------------------------- */
+
+struct workspace *workspace_get(struct mountfs *mount, const char *branch)
+{
+	pthread_mutex_lock(&mount->workspaces_lock);
+	struct workspace *workspace = mount->workspaces;
+	while (workspace && strcmp(workspace->branch, branch) != 0)
+		workspace = workspace->next;
+	if (!workspace) {
+		workspace = calloc(1, sizeof *workspace);
+		if (workspace) {
+			snprintf(workspace->branch, sizeof workspace->branch, "%s", branch);
+			pthread_mutex_init(&workspace->lock, NULL);
+			pthread_mutex_init(&workspace->commit_lock, NULL);
+			workspace->next = mount->workspaces;
+			mount->workspaces = workspace;
+		}
+	}
+	pthread_mutex_unlock(&mount->workspaces_lock);
+	return workspace;
+}
+
 /* ---- scratch files ------------------------------------------------------------------ */
 
 struct scratch *scratch_lookup(struct workspace *workspace, enum scratch_dir directory,
@@ -436,7 +458,7 @@ int scratch_list(struct mountfs *mount, const struct node *directory,
 
 /* ---- pending creations and hidden names ------------------------------------------------- */
 
-void pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+void scratch_pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			const char *table)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
@@ -460,7 +482,7 @@ void pending_add(struct mountfs *mount, const char *branch, enum scratch_dir dir
 	pthread_mutex_unlock(&workspace->lock);
 }
 
-void pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+void scratch_pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			   const char *table)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
@@ -478,7 +500,7 @@ void pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir 
 	pthread_mutex_unlock(&workspace->lock);
 }
 
-void pending_set_size(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+void scratch_pending_resize(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			     const char *table, uint64_t size)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
@@ -491,7 +513,7 @@ void pending_set_size(struct mountfs *mount, const char *branch, enum scratch_di
 	pthread_mutex_unlock(&workspace->lock);
 }
 
-bool pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+bool scratch_pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		  const char *table, uint64_t *size)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
@@ -509,7 +531,7 @@ bool pending_find(struct mountfs *mount, const char *branch, enum scratch_dir di
 	return found;
 }
 
-int pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
+int scratch_pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		 int (*visit)(const char *table, uint64_t size, void *context), void *context)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
@@ -532,7 +554,7 @@ static int hidden_index(struct workspace *workspace, const char *table)
 	return -1;
 }
 
-bool workspace_hidden(struct mountfs *mount, const char *branch, const char *table)
+bool scratch_hidden(struct mountfs *mount, const char *branch, const char *table)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
 	if (!workspace)
@@ -543,7 +565,7 @@ bool workspace_hidden(struct mountfs *mount, const char *branch, const char *tab
 	return hidden;
 }
 
-void hidden_set(struct mountfs *mount, const char *branch, const char *table, bool hide)
+void scratch_hide(struct mountfs *mount, const char *branch, const char *table, bool hide)
 {
 	struct workspace *workspace = workspace_get(mount, branch);
 	if (!workspace)

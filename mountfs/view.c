@@ -415,24 +415,3 @@ int view_render(struct mountfs *mount, const struct node *node, struct store_sna
 	}
 }
 
-/* ---- workspaces ------------------------------------------------------------------ */
-
-struct workspace *workspace_get(struct mountfs *mount, const char *branch)
-{
-	pthread_mutex_lock(&mount->workspaces_lock);
-	struct workspace *workspace = mount->workspaces;
-	while (workspace && strcmp(workspace->branch, branch) != 0)
-		workspace = workspace->next;
-	if (!workspace) {
-		workspace = calloc(1, sizeof *workspace);
-		if (workspace) {
-			snprintf(workspace->branch, sizeof workspace->branch, "%s", branch);
-			pthread_mutex_init(&workspace->lock, NULL);
-			pthread_mutex_init(&workspace->commit_lock, NULL);
-			workspace->next = mount->workspaces;
-			mount->workspaces = workspace;
-		}
-	}
-	pthread_mutex_unlock(&mount->workspaces_lock);
-	return workspace;
-}
