@@ -48,17 +48,18 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 		pthread_mutex_lock(&workspace->lock);
 		struct scratch *scratch = scratch_lookup(workspace, directory, name);
 		char detached[JOURNAL_NAME_MAX + 1] = "";
+		bool found = scratch != NULL, schema_staged = scratch && scratch->schema_staged;
 		if (scratch) {
 			snprintf(detached, sizeof detached, "%s", scratch->detached_from);
-			scratch_unname(workspace, scratch);
+			scratch_unname(workspace, scratch);   /* may free it */
 		}
 		pthread_mutex_unlock(&workspace->lock);
-		if (scratch && scratch->schema_staged)
+		if (schema_staged)
 			staging_reset(workspace);
-		if (scratch && (directory == SCRATCH_STAGING || directory == SCRATCH_STAGED_SCHEMA))
+		if (found && (directory == SCRATCH_STAGING || directory == SCRATCH_STAGED_SCHEMA))
 			staging_settle(workspace);
 		pthread_mutex_unlock(&workspace->commit_lock);
-		if (scratch) {
+		if (found) {
 			/* `mv X.jsonl X.bak; rm X.bak`: the table goes. */
 			if (detached[0] && scratch_hidden(mount, parent->view.branch, detached)) {
 				struct store_txn *txn = NULL;

@@ -272,7 +272,10 @@ static int fs_errors_mention(const char *text)
 	while (length > 0 && errors[length - 1] == '\n')
 		errors[--length] = '\0';
 	const char *last = strrchr(errors, '\n');
-	snprintf(fx.last_error, sizeof fx.last_error, "%s", last ? last + 1 : errors);
+	const char *line = last ? last + 1 : errors;
+	size_t length_kept = strlen(line) < sizeof fx.last_error - 1 ? strlen(line) : sizeof fx.last_error - 1;
+	memcpy(fx.last_error, line, length_kept);
+	fx.last_error[length_kept] = '\0';
 	return strstr(errors, text) != NULL;
 }
 
