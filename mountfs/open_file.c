@@ -41,7 +41,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <xxhash.h>
 
 #include "mountfs_int.h"
 
@@ -88,7 +87,11 @@ struct open_file {
 	uint64_t based_on;                 /* edits: the table version copied */
 
 	bool check_each_write;             /* schema streams: validate when the JSON completes */
-	XXH3_state_t *input_hash;          /* overwrite streams: the bytes written so far */
+	/* overwrite streams: the table as the stream began while every byte written so
+	 * far equals its bytes (NULL: they differ, or there was no table) */
+	struct store_table *same_as;
+	uint64_t same_as_version;
+	char *compare_buffer;
 	uid_t uid;                         /* who opened it: the actor of its commits */
 
 	/* scratch and staged files */
@@ -143,8 +146,9 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 /* Frees a file's resources (no publishing). */
 static void file_free(struct mountfs *mount, struct open_file *file)
 {
-	if (file->input_hash)
-		XXH3_freeState(file->input_hash);
+	if (file->same_as)
+		store_table_close(file->same_as);
+	free(file->compare_buffer);
 	if (file->txn)
 		store_txn_free(file->txn);
 	if (file->reader)
@@ -189,6 +193,67 @@ static int pin_table(struct mountfs *mount, struct open_file *file)
 	return rc;
 }
 
+static void same_as_forget(struct open_file *file)
+{
+	if (file->same_as)
+		store_table_close(file->same_as);
+	file->same_as = NULL;
+	free(file->compare_buffer);
+	file->compare_buffer = NULL;
+}
+
+/* Pins the table as it is now (if it exists) to compare an overwrite with. */
+static void same_as_begin(struct mountfs *mount, struct open_file *file)
+{
+	struct store_snapshot *snapshot = NULL;
+	if (store_snapshot_open(mount->store, file->branch, STORE_LATEST, &snapshot, NULL) < 0)
+		return;
+	struct head_row head;
+	if (store_snapshot_head(snapshot, file->table, &head) == 0 &&
+	    store_table_open(snapshot, file->table, &file->same_as) == 0)
+		file->same_as_version = head.table_version;
+	store_snapshot_release(snapshot);
+}
+
+/* The stream's bytes at offset: still the table's? Stops comparing at the first difference. */
+static void same_as_compare(struct open_file *file, const char *bytes, size_t size, uint64_t offset)
+{
+	if (!file->same_as)
+		return;
+	if (offset + size > store_table_size(file->same_as)) {
+		same_as_forget(file);
+		return;
+	}
+	if (!file->compare_buffer && !(file->compare_buffer = malloc(COPY_CHUNK))) {
+		same_as_forget(file);
+		return;
+	}
+	for (size_t done = 0; done < size;) {
+		size_t piece = size - done < COPY_CHUNK ? size - done : COPY_CHUNK;
+		ssize_t got = store_table_pread(file->same_as, file->compare_buffer, piece, offset + done);
+		if (got != (ssize_t)piece || memcmp(file->compare_buffer, bytes + done, piece) != 0) {
+			same_as_forget(file);
+			return;
+		}
+		done += piece;
+	}
+}
+
+/* Whether a finished overwrite stream is exactly the table as it is now. */
+static bool same_as_table(struct mountfs *mount, struct open_file *file)
+{
+	if (!file->same_as || file->stream_bytes != store_table_size(file->same_as))
+		return false;
+	struct store_snapshot *snapshot = NULL;
+	if (store_snapshot_open(mount->store, file->branch, STORE_LATEST, &snapshot, NULL) < 0)
+		return false;
+	struct head_row head;
+	bool same = store_snapshot_head(snapshot, file->table, &head) == 0 &&
+		    head.table_version == file->same_as_version;
+	store_snapshot_release(snapshot);
+	return same;
+}
+
 static int begin_stream(struct mountfs *mount, struct open_file *file, enum store_write_mode mode)
 {
 	struct error_info error;
@@ -204,16 +269,11 @@ static int begin_stream(struct mountfs *mount, struct open_file *file, enum stor
 		mount_error_record(mount, file->path, &error, rc);
 		return rc;
 	}
-	/* An overwrite remembers what it was given, to publish nothing if that is
-	 * exactly what the table already is. */
-	if (mode == STORE_OVERWRITE) {
-		if (!file->input_hash && !(file->input_hash = XXH3_createState()))
-			return -ENOMEM;
-		XXH3_64bits_reset(file->input_hash);
-	} else if (file->input_hash) {
-		XXH3_freeState(file->input_hash);
-		file->input_hash = NULL;
-	}
+	/* An overwrite compares what it is given with what the table is, to publish
+	 * nothing if they are the same bytes. */
+	same_as_forget(file);
+	if (mode == STORE_OVERWRITE)
+		same_as_begin(mount, file);
 	return 0;
 }
 
@@ -543,9 +603,8 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 		file->failed = rc;
 		return rc;
 	}
+	same_as_compare(file, bytes, size, file->stream_bytes);
 	file->stream_bytes += size;
-	if (file->input_hash)
-		XXH3_64bits_update(file->input_hash, bytes, size);
 	file->dirty = true;
 	if (file->pending_registered)
 		scratch_pending_resize(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
@@ -711,9 +770,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 		mount_error_record(mount, file->path, &error, rc);
 		return rc;
 	}
-	if (file->input_hash &&
-	    mount_table_is(mount, file->branch, file->table, file->stream_bytes,
-			   XXH3_64bits_digest(file->input_hash), -1) == 1) {
+	if (same_as_table(mount, file)) {
 		/* The same bytes as the table now: an overwrite that changes nothing. */
 		rc = -ENODATA;
 	} else {
