@@ -109,15 +109,6 @@ void mountfs_set_notify(struct mountfs *mount, const struct mountfs_notify *noti
 		memset(&mount->notify, 0, sizeof mount->notify);
 }
 
-struct store *mountfs_store(struct mountfs *mount)
-{
-	return mount->store;
-}
-
-const char *mountfs_branch(const struct mountfs *mount)
-{
-	return mount->branch;
-}
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 

@@ -118,10 +118,6 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out);
 /* Frees every open file, staging area and node, then closes the store. */
 void mountfs_free(struct mountfs *mount);
 void mountfs_set_notify(struct mountfs *mount, const struct mountfs_notify *notify);
-/* The store the mount serves (for the embedding's own calls on it). */
-struct store *mountfs_store(struct mountfs *mount);
-/* The branch this mount serves. */
-const char *mountfs_branch(const struct mountfs *mount);
 
 /* ---- names ------------------------------------------------------------------------ */
 

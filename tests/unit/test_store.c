@@ -866,6 +866,16 @@ TEST(a_last_line_ending_inside_a_row_is_refused_at_finish)
 	store_close(store);
 }
 
+/* A transaction with one merge writer of Person. */
+static int merge_writer(struct store *store, struct store_txn **txn, struct store_writer **writer,
+			struct error_info *error)
+{
+	int rc = store_txn_begin(store, "main", txn, error);
+	if (rc == 0)
+		rc = store_txn_writer(*txn, "Person", STORE_MERGE, 0, NULL, writer, error);
+	return rc;
+}
+
 TEST(a_last_line_without_newline_that_is_a_complete_object_is_a_row)
 {
 	struct store *store = store_with_people();
@@ -873,8 +883,7 @@ TEST(a_last_line_without_newline_that_is_a_complete_object_is_a_row)
 	struct error_info error;
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
-	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
-	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(merge_writer(store, &txn, &writer, &error), 0);
 	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\"}", strlen("{\"id\":\"z\"}"), &error), 0);
 	CHECK_EQ(store_writer_lines(writer), 1);
 	CHECK_EQ(store_writer_finish(writer, &error), 0);
@@ -891,8 +900,7 @@ TEST(a_complete_last_line_that_is_invalid_fails_the_write_that_completes_it)
 	struct error_info error;
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
-	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
-	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(merge_writer(store, &txn, &writer, &error), 0);
 	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\",", strlen("{\"id\":\"z\","), &error), 0);
 	CHECK_EQ(store_writer_write(writer, "\"nope\":1}", strlen("\"nope\":1}"), &error), -EINVAL);
 	store_txn_free(txn);
@@ -906,8 +914,7 @@ TEST(text_after_a_staged_last_line_on_the_same_line_is_refused)
 	struct error_info error;
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
-	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
-	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, NULL, &writer, &error), 0);
+	CHECK_EQ(merge_writer(store, &txn, &writer, &error), 0);
 	CHECK_EQ(store_writer_write(writer, "{\"id\":\"z\"}", strlen("{\"id\":\"z\"}"), &error), 0);
 	CHECK_EQ(store_writer_write(writer, "  \n{\"id\":\"y\"}", strlen("  \n{\"id\":\"y\"}"), &error), 0);
 	CHECK_EQ(store_writer_write(writer, "{", strlen("{"), &error), -EINVAL);
