@@ -224,20 +224,20 @@ int mountfs_setattr(struct mountfs *mount, uint64_t id, uint64_t handle, const s
 	int rc = 0;
 	bool published = false;
 	if (to_set & MOUNTFS_SET_SIZE) {
-		switch (node->kind) {
-		case NODE_TABLE_FILE:
-		case NODE_SCHEMA_FILE:
-		case NODE_SCRATCH_FILE:
-		case NODE_STAGED_FILE:
+		enum node_content content = node_content_of(node->kind);
+		switch (content) {
+		case CONTENT_TABLE:
+		case CONTENT_SCHEMA:
+		case CONTENT_SCRATCH:
 			rc = file_truncate(mount, node, file, (uint64_t)attr->st_size, caller_uid(caller));
-			published = !file && (node->kind == NODE_TABLE_FILE || node->kind == NODE_SCHEMA_FILE);
+			published = !file && content != CONTENT_SCRATCH;
 			break;
 		default:
 			rc = node_is_directory(node->kind) ? -EISDIR : -EACCES;
 			break;
 		}
 	}
-	if (rc == 0 && (node->kind == NODE_SCRATCH_FILE || node->kind == NODE_STAGED_FILE)) {
+	if (rc == 0 && node_content_of(node->kind) == CONTENT_SCRATCH) {
 		struct scratch *scratch = scratch_find(mount, node->parent, node->name);
 		if (scratch) {
 			scratch_set_attr(scratch, attr, to_set);
@@ -552,10 +552,10 @@ static const char *const xattr_names[] = {
 };
 #define XATTR_COUNT (sizeof xattr_names / sizeof xattr_names[0])
 
+/* Table, head and dropped-head files: the files that show a head row. */
 static bool has_xattrs(const struct node *node)
 {
-	return node->kind == NODE_TABLE_FILE || node->kind == NODE_HEAD_FILE ||
-	       node->kind == NODE_DROPPED_FILE;
+	return node_shows_head(node->kind);
 }
 
 static ssize_t reply_value(const char *value, size_t length, char *out, size_t size)

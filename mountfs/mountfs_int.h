@@ -332,6 +332,21 @@ struct child {
 };
 
 bool node_is_directory(enum node_kind kind);
+/* What opening a node of this kind gives (node_classes[] says). */
+enum node_content {
+	CONTENT_NONE,       /* a directory or a link: not opened as a file */
+	CONTENT_TABLE,      /* tables/<Name>.jsonl: pinned reads, write streams, edits */
+	CONTENT_SCHEMA,     /* schema/<Name>.json: rendered; written as one schema operation */
+	CONTENT_SCRATCH,    /* a private file of the mount */
+	CONTENT_COMMIT,     /* staging/.commit: each write publishes the staging area */
+	CONTENT_RENDERED,   /* read-only bytes rendered at open */
+};
+enum node_content node_content_of(enum node_kind kind);
+/* Whether files of this kind show a table's head row (table, head, dropped head). */
+bool node_shows_head(enum node_kind kind);
+/* Renders a node's bytes (schema and rendered files); the snapshot is opened
+ * here unless the file is mount-wide. 0, -ENOENT, -errno. */
+int namespace_render(struct mountfs *mount, const struct node *node, struct buf *out);
 /* Whether a node of this kind may be written (on a live, writable mount). */
 bool node_is_writable(const struct mountfs *mount, const struct node *node);
 bool node_is_live(const struct node *node);
@@ -379,9 +394,23 @@ void heads_list_release(struct heads_list *list);
 /* store_snapshot_head, answered from the snapshot's heads list when one was built. */
 int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char *table,
 	      struct head_row *out);
-/* Renders the file's bytes (heads, schema, log, stats, errors, version, dropped heads). */
-int view_render(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
-		struct buf *out);
+/* Renderings of the read-only files (namespace.c's class table names them): a head
+ * or dropped head, a schema, the log, and the mount-wide .graphfs files (which
+ * take no snapshot: NULL). 0 or -errno; out holds the bytes. */
+typedef int (*view_render_fn)(struct mountfs *mount, const struct node *node,
+			      struct store_snapshot *snapshot, struct buf *out);
+int view_render_head(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		     struct buf *out);
+int view_render_schema(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out);
+int view_render_log(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		    struct buf *out);
+int view_render_stats(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		      struct buf *out);
+int view_render_errors(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out);
+int view_render_version(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			struct buf *out);
 /* The tombstoned head heads/.dropped/<file> denotes. 0, -ENOENT, -errno. */
 int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct head_row *out);
 

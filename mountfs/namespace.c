@@ -38,6 +38,7 @@ enum class_flags {
 	CLASS_DIRECTORY = 1 << 0,
 	CLASS_WRITABLE = 1 << 1,    /* writable when live on a writable mount */
 	CLASS_HEAD_ATTR = 1 << 2,   /* attributes come from the table's head row */
+	CLASS_MOUNT_WIDE = 1 << 3,  /* renders the mount's own state: no snapshot */
 };
 
 struct lister;
@@ -50,8 +51,11 @@ struct node_class {
 	/* directories: names other than the fixed children, and listing them */
 	int (*resolve)(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
 	int (*list)(struct mountfs *mount, struct node *directory, struct lister *lister);
-	/* files: attributes beyond the common ones */
+	/* files: attributes beyond the common ones, what opening gives, the bytes of
+	 * read-only renderings */
 	int (*attr)(struct mountfs *mount, struct node *node, struct stat *st);
+	enum node_content content;
+	view_render_fn render;
 };
 
 static int resolve_tables(struct mountfs *, struct node *, const char *, struct child *);
@@ -98,19 +102,26 @@ static const struct node_class node_classes[] = {
 				resolve_branches, list_branches },
 	[NODE_META_DIR] = { ".graphfs", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY },
 	[NODE_TABLE_FILE] = { NULL, "tables/<Name>.jsonl", 0, CLASS_WRITABLE | CLASS_HEAD_ATTR,
-			      NULL, NULL, attr_table },
-	[NODE_HEAD_FILE] = { NULL, "heads/<Name>.json", 0, CLASS_HEAD_ATTR, NULL, NULL, attr_head },
+			      NULL, NULL, attr_table, CONTENT_TABLE },
+	[NODE_HEAD_FILE] = { NULL, "heads/<Name>.json", 0, CLASS_HEAD_ATTR, NULL, NULL, attr_head,
+			     CONTENT_RENDERED, view_render_head },
 	[NODE_DROPPED_FILE] = { NULL, "heads/.dropped/<Name>.<incarnation>.json", 0, CLASS_HEAD_ATTR,
-				NULL, NULL, attr_head },
-	[NODE_SCHEMA_FILE] = { NULL, "schema/<Name>.json", 0, CLASS_WRITABLE, NULL, NULL, attr_schema },
-	[NODE_LOG_FILE] = { "log", NULL, ROOTS, 0, NULL, NULL, attr_log },
-	[NODE_STAGED_FILE] = { NULL, "staging/<Name>.jsonl", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch },
+				NULL, NULL, attr_head, CONTENT_RENDERED, view_render_head },
+	[NODE_SCHEMA_FILE] = { NULL, "schema/<Name>.json", 0, CLASS_WRITABLE, NULL, NULL, attr_schema,
+			       CONTENT_SCHEMA, view_render_schema },
+	[NODE_LOG_FILE] = { "log", NULL, ROOTS, 0, NULL, NULL, attr_log, CONTENT_RENDERED, view_render_log },
+	[NODE_STAGED_FILE] = { NULL, "staging/<Name>.jsonl", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch,
+			       CONTENT_SCRATCH },
 	[NODE_COMMIT_FILE] = { ".commit", NULL, PARENT(NODE_STAGING_DIR), CLASS_WRITABLE, NULL, NULL,
-			       attr_commit_file },
-	[NODE_SCRATCH_FILE] = { NULL, "a scratch name", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch },
-	[NODE_STATS_FILE] = { "stats", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
-	[NODE_ERRORS_FILE] = { "errors", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
-	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), 0, NULL, NULL, attr_rendered },
+			       attr_commit_file, CONTENT_COMMIT },
+	[NODE_SCRATCH_FILE] = { NULL, "a scratch name", 0, CLASS_WRITABLE, NULL, NULL, attr_scratch,
+				CONTENT_SCRATCH },
+	[NODE_STATS_FILE] = { "stats", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
+			      attr_rendered, CONTENT_RENDERED, view_render_stats },
+	[NODE_ERRORS_FILE] = { "errors", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
+			       attr_rendered, CONTENT_RENDERED, view_render_errors },
+	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
+				attr_rendered, CONTENT_RENDERED, view_render_version },
 	[NODE_COMMIT_LINK] = { NULL, "history/<commit>", 0, 0, NULL, NULL, attr_link },
 };
 
@@ -119,6 +130,31 @@ static const struct node_class node_classes[] = {
 bool node_is_directory(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_DIRECTORY);
+}
+
+bool node_shows_head(enum node_kind kind)
+{
+	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_HEAD_ATTR);
+}
+
+enum node_content node_content_of(enum node_kind kind)
+{
+	return (size_t)kind < CLASS_COUNT ? node_classes[kind].content : CONTENT_NONE;
+}
+
+int namespace_render(struct mountfs *mount, const struct node *node, struct buf *out)
+{
+	const struct node_class *class = &node_classes[node->kind];
+	if (!class->render)
+		return -EINVAL;
+	if (class->flags & CLASS_MOUNT_WIDE)
+		return class->render(mount, node, NULL, out);
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &node->view, &snapshot);
+	if (rc == 0)
+		rc = class->render(mount, node, snapshot, out);
+	store_snapshot_release(snapshot);
+	return rc;
 }
 
 bool node_is_live(const struct node *node)
@@ -456,7 +492,7 @@ static int attr_schema(struct mountfs *mount, struct node *node, struct stat *st
 	rc = view_head(mount, snapshot, node->table, &head);
 	if (rc == 0) {
 		set_time(st, head.commit_time_us);
-		rc = view_render(mount, node, snapshot, &rendered);
+		rc = view_render_schema(mount, node, snapshot, &rendered);
 		st->st_size = (off_t)rendered.size;
 	}
 	buf_free(&rendered);
@@ -475,7 +511,7 @@ static int attr_log(struct mountfs *mount, struct node *node, struct stat *st)
 	struct buf rendered;
 	buf_init(&rendered);
 	set_time(st, store_snapshot_time_us(snapshot));
-	rc = view_render(mount, node, snapshot, &rendered);
+	rc = view_render_log(mount, node, snapshot, &rendered);
 	st->st_size = (off_t)rendered.size;
 	buf_free(&rendered);
 	store_snapshot_release(snapshot);
@@ -518,7 +554,7 @@ static int attr_rendered(struct mountfs *mount, struct node *node, struct stat *
 {
 	struct buf rendered;
 	buf_init(&rendered);
-	int rc = view_render(mount, node, NULL, &rendered);
+	int rc = namespace_render(mount, node, &rendered);
 	st->st_size = (off_t)rendered.size;
 	buf_free(&rendered);
 	return rc;

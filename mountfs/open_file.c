@@ -402,26 +402,20 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 		return -EROFS;
 
 	enum file_role role;
-	switch (node->kind) {
-	case NODE_TABLE_FILE:
+	switch (node_content_of(node->kind)) {
+	case CONTENT_TABLE:
 		role = writable ? FILE_TABLE_WRITE : FILE_TABLE_READ;
 		break;
-	case NODE_SCHEMA_FILE:
+	case CONTENT_SCHEMA:
 		role = writable ? FILE_SCHEMA_WRITE : FILE_RENDERED;
 		break;
-	case NODE_SCRATCH_FILE:
-	case NODE_STAGED_FILE:
+	case CONTENT_SCRATCH:
 		role = FILE_SCRATCH;
 		break;
-	case NODE_COMMIT_FILE:
+	case CONTENT_COMMIT:
 		role = FILE_COMMIT;
 		break;
-	case NODE_HEAD_FILE:
-	case NODE_DROPPED_FILE:
-	case NODE_LOG_FILE:
-	case NODE_STATS_FILE:
-	case NODE_ERRORS_FILE:
-	case NODE_VERSION_FILE:
+	case CONTENT_RENDERED:
 		if (writable || (flags & O_TRUNC))
 			return -EACCES;
 		role = FILE_RENDERED;
@@ -441,19 +435,12 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 		if (rc == -ENOENT && live && scratch_pending_find(mount, file->branch, SCRATCH_TABLES, file->table, NULL))
 			rc = 0;   /* being created by another handle: empty until published */
 		break;
-	case FILE_RENDERED: {
-		struct store_snapshot *snapshot = NULL;
-		if (node->kind != NODE_STATS_FILE && node->kind != NODE_ERRORS_FILE &&
-		    node->kind != NODE_VERSION_FILE)
-			rc = view_snapshot(mount, &node->view, &snapshot);
-		if (rc == 0)
-			rc = view_render(mount, node, snapshot, &file->bytes);
+	case FILE_RENDERED:
+		rc = namespace_render(mount, node, &file->bytes);
 		if (rc == -ENOENT && node->kind == NODE_SCHEMA_FILE && live &&
 		    scratch_pending_find(mount, file->branch, SCRATCH_SCHEMA, file->table, NULL))
-			rc = 0;
-		store_snapshot_release(snapshot);
+			rc = 0;   /* being created by another handle: empty until published */
 		break;
-	}
 	case FILE_TABLE_WRITE:
 		rc = open_table_write(mount, file, flags, created);
 		break;

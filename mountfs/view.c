@@ -383,35 +383,42 @@ static int render_stats(struct mountfs *mount, struct buf *out)
 	return rc;
 }
 
-int view_render(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
-		struct buf *out)
+int view_render_head(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		     struct buf *out)
 {
 	struct head_row head;
-	int rc;
-	switch (node->kind) {
-	case NODE_HEAD_FILE:
-		rc = view_head(mount, snapshot, node->table, &head);
-		if (rc < 0)
-			return rc;
-		return head_row_render_json(&head, out);
-	case NODE_DROPPED_FILE:
-		rc = view_dropped_head(snapshot, node->name, &head);
-		if (rc < 0)
-			return rc;
-		return head_row_render_json(&head, out);
-	case NODE_SCHEMA_FILE:
-		return store_snapshot_schema(snapshot, node->table, out);
-	case NODE_LOG_FILE:
-		return render_log(mount, &node->view, snapshot, out);
-	case NODE_STATS_FILE:
-		return render_stats(mount, out);
-	case NODE_ERRORS_FILE:
-		return mount_errors_render(mount, out);
-	case NODE_VERSION_FILE:
-		return buf_printf(out, "{\"graphfs\":\"%s\",\"format\":%d}\n", GRAPHFS_VERSION_STRING,
-				  STORE_FORMAT_VERSION);
-	default:
-		return -EINVAL;
-	}
+	int rc = node->kind == NODE_DROPPED_FILE ? view_dropped_head(snapshot, node->name, &head)
+						 : view_head(mount, snapshot, node->table, &head);
+	return rc < 0 ? rc : head_row_render_json(&head, out);
 }
 
+int view_render_schema(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out)
+{
+	return store_snapshot_schema(snapshot, node->table, out);
+}
+
+int view_render_log(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		    struct buf *out)
+{
+	return render_log(mount, &node->view, snapshot, out);
+}
+
+int view_render_stats(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		      struct buf *out)
+{
+	return render_stats(mount, out);
+}
+
+int view_render_errors(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out)
+{
+	return mount_errors_render(mount, out);
+}
+
+int view_render_version(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			struct buf *out)
+{
+	return buf_printf(out, "{\"graphfs\":\"%s\",\"format\":%d}\n", GRAPHFS_VERSION_STRING,
+			  STORE_FORMAT_VERSION);
+}
