@@ -216,6 +216,16 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
  * mounted_branch may be NULL). */
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
 			   struct error_info *error);
+/* A check that branch delete makes under the store lock, before it publishes:
+ * a negative result refuses the delete with that error (the store: a branch a
+ * running mount serves). */
+void manifest_set_delete_check(struct manifest *manifest,
+			       int (*check)(const char *name, void *context, struct error_info *error),
+			       void *context);
+/* Runs fn under the store lock, after a refresh: no commit lands while it runs.
+ * Returns fn's result, or the lock's error. */
+int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *manifest, void *context),
+			void *context, struct error_info *error);
 int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
 			   struct error_info *error);
 

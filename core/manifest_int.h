@@ -60,6 +60,9 @@ struct manifest {
 	int flags;
 	struct ulid store_id;
 	pthread_mutex_t publish_mutex;  /* one publish at a time in this process */
+	/* branch delete asks this under the store lock before it publishes (NULL: nothing) */
+	int (*delete_check)(const char *name, void *context, struct error_info *error);
+	void *delete_check_context;
 	pthread_mutex_t state_mutex;    /* guards the fields below */
 	bool have_latest;
 	struct root_record latest;      /* newest root known to this handle */

@@ -922,6 +922,25 @@ static int find_fork(const struct branch_record *branch, void *context)
 	return 0;
 }
 
+void manifest_set_delete_check(struct manifest *manifest,
+			       int (*check)(const char *name, void *context, struct error_info *error),
+			       void *context)
+{
+	manifest->delete_check = check;
+	manifest->delete_check_context = context;
+}
+
+int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *manifest, void *context),
+			void *context, struct error_info *error)
+{
+	struct manifest_publish publish;
+	int rc = manifest_publish_begin(manifest, &publish, error);
+	if (rc == 0)
+		rc = fn(manifest, context);
+	manifest_publish_end(&publish);
+	return rc;
+}
+
 int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
 			   struct error_info *error)
 {
@@ -950,6 +969,8 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
 				    search.child, name);
 		goto out;
 	}
+	if (manifest->delete_check && (rc = manifest->delete_check(name, manifest->delete_check_context, error)) < 0)
+		goto out;
 	if ((rc = btree_delete(publish.branches, name, strlen(name))) < 0) {
 		error_info_set(error, rc, "cannot delete branch %s: %s", name, strerror(-rc));
 		goto out;

@@ -90,6 +90,7 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (rc < 0)
 		goto cleanup;
 	store->pager = manifest_pager(store->manifest);
+	manifest_set_delete_check(store->manifest, store_delete_check, store);
 	if (options->block_cache && (rc = pager_cache_limit(store->pager, options->block_cache)) < 0) {
 		error_info_set(error, rc, "out of memory for the block cache");
 		manifest_close(store->manifest);
@@ -458,18 +459,6 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	char where[4200];
-	rc = store_branch_served(store, name, where, sizeof where);
-	if (rc > 0) {
-		const char *space = strchr(where, ' ');
-		return error_info_set(error, -EBUSY,
-				      "branch %s is mounted at %s (graphfs process %.*s); unmount it first",
-				      name, space && space[1] ? space + 1 : "?", space ? (int)(space - where) : 0,
-				      where);
-	}
-	if (rc < 0)
-		return error_info_set(error, rc, "cannot tell whether branch %s is mounted: %s", name,
-				      strerror(-rc));
 	return manifest_branch_delete(store->manifest, name, mounted_branch, error);
 }
 

@@ -41,6 +41,8 @@ struct store {
 
 /* Releases the branch this handle serves (store_serving.c). */
 void store_unserve(struct store *store);
+/* The manifest's delete check: -EBUSY (saying where) for a branch a running mount serves. */
+int store_delete_check(const char *name, void *context, struct error_info *error);
 
 struct store_snapshot {
 	atomic_long references;

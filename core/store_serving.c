@@ -13,6 +13,10 @@
  *   1. A store handle serves at most one branch; the lock lives exactly as
  *      long as the handle (store_close releases it).
  *   2. A branch is never reported served by a dead process.
+ *   3. No race between a delete and a mount starting: the delete checks the
+ *      serving files under the store lock just before it publishes, and a
+ *      mount that has locked its serving file checks under the store lock
+ *      that the branch still exists. Whichever takes the lock first wins.
  */
 #include "store_int.h"
 
@@ -43,6 +47,20 @@ out:
 		close(*store_directory);
 		*store_directory = -1;
 	}
+	return rc;
+}
+
+struct branch_check {
+	struct store *store;
+	const char *branch;
+};
+
+static int branch_still_exists(struct manifest *manifest, void *context)
+{
+	struct branch_check *check = context;
+	struct store_snapshot *snapshot = NULL;
+	int rc = store_snapshot_open(check->store, check->branch, STORE_LATEST, &snapshot, NULL);
+	store_snapshot_release(snapshot);
 	return rc;
 }
 
@@ -83,15 +101,14 @@ int store_serve_branch(struct store *store, const char *branch, const char *wher
 	}
 	store->serving = file;
 	snprintf(store->serving_name, sizeof store->serving_name, "%s", name);
-	/* Served from here on: a delete that ran before the lock was taken is seen now. */
-	struct store_snapshot *snapshot = NULL;
-	rc = store_snapshot_open(store, branch, STORE_LATEST, &snapshot, NULL);
+	/* Served from here on; under the store lock, a delete that published first is seen now. */
+	struct branch_check check = { store, branch };
+	rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
 	if (rc < 0) {
-		error_info_set(error, rc, "no branch named \"%s\"", branch);
+		if (rc == -ENOENT)
+			error_info_set(error, rc, "no branch named \"%s\"", branch);
 		store_unserve(store);
-		goto out;
 	}
-	store_snapshot_release(snapshot);
 out:
 	close(serving);
 	close(store_directory);
@@ -162,4 +179,22 @@ int store_branch_served(struct store *store, const char *branch, char *where, si
 	if (rc < 0)
 		return rc;
 	return search.found ? 1 : 0;
+}
+
+int store_delete_check(const char *name, void *context, struct error_info *error)
+{
+	struct store *store = context;
+	char where[4200];
+	int rc = store_branch_served(store, name, where, sizeof where);
+	if (rc > 0) {
+		const char *space = strchr(where, ' ');
+		return error_info_set(error, -EBUSY,
+				      "branch %s is mounted at %s (graphfs process %.*s); unmount it first",
+				      name, space && space[1] ? space + 1 : "?", space ? (int)(space - where) : 0,
+				      where);
+	}
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot tell whether branch %s is mounted: %s", name,
+				      strerror(-rc));
+	return 0;
 }
