@@ -358,7 +358,7 @@ static int add_entry(void *context, const char *name, const struct mountfs_entry
 	if (reply->plus) {
 		struct fuse_entry_param e;
 		to_fuse_entry(entry, &e);
-		e.ino = entry->id ? entry->id : entry->attr.st_ino;
+		/* "." and "..": no node id (the kernel links neither); d_ino is attr.st_ino */
 		needed = fuse_add_direntry_plus(reply->request, reply->buffer + reply->used, room, name, &e,
 						(off_t)next);
 	} else {
