@@ -7,8 +7,14 @@
 
 void error_info_clear(struct error_info *error)
 {
-	if (error)
-		memset(error, 0, sizeof *error);
+	/* Field by field: clearing is on the per-row path, and a memset of the
+	 * whole struct (nearly 800 bytes) was 2% of an import. */
+	if (!error)
+		return;
+	error->code = 0;
+	error->line = 0;
+	error->path[0] = '\0';
+	error->message[0] = '\0';
 }
 
 int error_info_set(struct error_info *error, int code, const char *format, ...)

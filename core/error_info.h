@@ -20,7 +20,7 @@ struct error_info {
 	char message[512];  /* one sentence, no trailing newline */
 };
 
-/* Clears *error (NULL is allowed). */
+/* Clears *error: no code, no line, empty path and message (NULL is allowed). */
 void error_info_clear(struct error_info *error);
 
 /*
