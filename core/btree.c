@@ -27,11 +27,13 @@
  * → dirty (put/delete copied root-to-leaf paths into memory) → clean again
  * after btree_flush() (root = the newly appended root, memory released).
  *
- * Reads never cache: every published node on a lookup path is read through
+ * A handle's reads never cache (btree_finder.c does, for repeated lookups): every
+ * published node on a lookup path is read through
  * pager_read() (one manifest page) and counts its entries as manifest rows,
  * so a lookup's cost depends only on the shape of the tree it searches.
  */
 #include "btree.h"
+#include "btree_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -42,44 +44,6 @@
 #include <syslog.h>
 
 #include "io.h"
-
-enum node_kind {
-	NODE_LEAF = 0,
-	NODE_INTERNAL = 1,
-};
-
-#define NODE_HEADER_SIZE 4                            /* kind, layout, count */
-#define LEAF_EMPTY_SIZE NODE_HEADER_SIZE
-#define INTERNAL_EMPTY_SIZE (NODE_HEADER_SIZE + BLOCK_ADDRESS_SIZE) /* + child 0 */
-
-struct btree_node;
-
-struct btree_child {
-	struct block_address address; /* the published node, used when node is NULL */
-	struct btree_node *node;       /* the in-memory copy, or NULL */
-};
-
-struct btree_entry {
-	const uint8_t *key;       /* in-memory nodes: owned allocation holding key then value */
-	const uint8_t *value;     /* leaves only */
-	uint16_t key_size;
-	uint16_t value_size;
-	struct btree_child child; /* internal nodes only: the child right of key */
-};
-
-struct btree_node {
-	bool leaf;
-	uint8_t layout;                 /* enum btree_layout: how the node is encoded */
-	bool owns_entries;              /* in-memory copy, or read-only view of raw */
-	struct btree_child first_child; /* internal nodes only: child 0 */
-	struct btree_entry *entries;
-	size_t count;
-	size_t capacity;
-	size_t encoded_size;            /* bytes of the node payload in the plain encoding (its size
-					   under either layout: what the node size targets bound) */
-	struct buf raw;                 /* views only: the payload the entries point into */
-	struct buf expanded;            /* views of packed nodes: the keys and values rebuilt */
-};
 
 struct btree {
 	struct pager *pager;
@@ -93,7 +57,7 @@ struct btree {
 
 /* ---- keys and sizes ---------------------------------------------------- */
 
-static int key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
+int btree_key_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
 {
 	size_t common = a_size < b_size ? a_size : b_size;
 	int order = common ? memcmp(a, b, common) : 0;
@@ -136,13 +100,13 @@ static bool node_oversized(const struct btree_node *node)
 }
 
 /* First index whose key is >= key (count if none). */
-static size_t node_lower_bound(const struct btree_node *node, const uint8_t *key, size_t key_size)
+size_t btree_node_lower_bound(const struct btree_node *node, const uint8_t *key, size_t key_size)
 {
 	size_t low = 0, high = node->count;
 	while (low < high) {
 		size_t middle = low + (high - low) / 2;
 		const struct btree_entry *entry = &node->entries[middle];
-		if (key_compare(entry->key, entry->key_size, key, key_size) < 0)
+		if (btree_key_compare(entry->key, entry->key_size, key, key_size) < 0)
 			low = middle + 1;
 		else
 			high = middle;
@@ -151,13 +115,13 @@ static size_t node_lower_bound(const struct btree_node *node, const uint8_t *key
 }
 
 /* The child of an internal node whose key range holds key: the number of keys <= key. */
-static size_t node_child_index(const struct btree_node *node, const uint8_t *key, size_t key_size)
+size_t btree_node_child_index(const struct btree_node *node, const uint8_t *key, size_t key_size)
 {
 	size_t low = 0, high = node->count;
 	while (low < high) {
 		size_t middle = low + (high - low) / 2;
 		const struct btree_entry *entry = &node->entries[middle];
-		if (key_compare(entry->key, entry->key_size, key, key_size) <= 0)
+		if (btree_key_compare(entry->key, entry->key_size, key, key_size) <= 0)
 			low = middle + 1;
 		else
 			high = middle;
@@ -220,7 +184,7 @@ static void node_free(struct btree_node *node)
 }
 
 /* Releases a view's memory and leaves it empty (views are embedded, not allocated). */
-static void view_clear(struct btree_node *view)
+void btree_view_clear(struct btree_node *view)
 {
 	assert(!view->owns_entries);
 	free(view->entries);
@@ -303,7 +267,7 @@ static int view_check(struct btree_node *view)
 	size_t size = node_empty_size(view->leaf);
 	for (size_t i = 0; i < view->count; i++) {
 		const struct btree_entry *entry = &view->entries[i];
-		if (i > 0 && key_compare(entry[-1].key, entry[-1].key_size, entry->key, entry->key_size) >= 0)
+		if (i > 0 && btree_key_compare(entry[-1].key, entry[-1].key_size, entry->key, entry->key_size) >= 0)
 			return -EIO;
 		size += entry_encoded_size(view->leaf, entry);
 	}
@@ -469,7 +433,7 @@ static bool child_precedes(struct block_address child, struct block_address pare
  * reads from disk) and one manifest row per entry. Returns 0, -EIO (damaged
  * or malformed node), -ENOENT or -ENOMEM.
  */
-static int node_read(struct pager *pager, struct pager_append *append,
+int btree_node_read(struct pager *pager, struct pager_append *append,
 		     struct block_address address, struct btree_node *view)
 {
 	assert(!view->owns_entries);
@@ -533,7 +497,7 @@ static int slot_load(struct btree *tree, struct btree_child *slot)
 {
 	if (slot->node)
 		return 0;
-	int rc = node_read(tree->pager, tree->append, slot->address, &tree->scratch);
+	int rc = btree_node_read(tree->pager, tree->append, slot->address, &tree->scratch);
 	if (rc)
 		return rc;
 	return node_copy_view(&tree->scratch, &slot->node);
@@ -712,7 +676,7 @@ static int node_rebalance_child(struct btree *tree, struct btree_node *parent, s
 	struct btree_child *sibling = child_slot(parent, index > 0 ? index - 1 : index + 1);
 	const struct btree_node *sibling_node = sibling->node;
 	if (!sibling_node) {
-		int rc = node_read(tree->pager, tree->append, sibling->address, &tree->scratch);
+		int rc = btree_node_read(tree->pager, tree->append, sibling->address, &tree->scratch);
 		if (rc)
 			return rc;
 		sibling_node = &tree->scratch;
@@ -856,10 +820,10 @@ struct change {
 
 static int leaf_apply(struct btree_node *leaf, struct change *change)
 {
-	size_t index = node_lower_bound(leaf, change->key, change->key_size);
+	size_t index = btree_node_lower_bound(leaf, change->key, change->key_size);
 	struct btree_entry *found = NULL;
 	if (index < leaf->count &&
-	    key_compare(leaf->entries[index].key, leaf->entries[index].key_size, change->key,
+	    btree_key_compare(leaf->entries[index].key, leaf->entries[index].key_size, change->key,
 			change->key_size) == 0)
 		found = &leaf->entries[index];
 	if (change->remove) {
@@ -901,7 +865,7 @@ static int node_modify(struct btree *tree, struct btree_child *slot, struct chan
 	struct btree_node *node = slot->node;
 	if (node->leaf)
 		return leaf_apply(node, change);
-	size_t index = node_child_index(node, change->key, change->key_size);
+	size_t index = btree_node_child_index(node, change->key, change->key_size);
 	rc = node_modify(tree, child_slot(node, index), change);
 	/* A failed rebalance leaves a correct tree; btree_flush completes it (invariant 8). */
 	if (rc == 0 && change->changed)
@@ -972,7 +936,7 @@ void btree_free(struct btree *tree)
 	if (!tree)
 		return;
 	node_free(tree->root.node);
-	view_clear(&tree->scratch);
+	btree_view_clear(&tree->scratch);
 	free(tree);
 }
 
@@ -1001,19 +965,19 @@ int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *
 		if (!node) {
 			if (block_address_is_null(slot.address))
 				return -ENOENT;
-			int rc = node_read(tree->pager, tree->append, slot.address, &tree->scratch);
+			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
 			if (rc)
 				return rc;
 			node = &tree->scratch;
 		}
 		if (!node->leaf) {
-			size_t index = node_child_index(node, key, key_size);
+			size_t index = btree_node_child_index(node, key, key_size);
 			slot = index == 0 ? node->first_child : node->entries[index - 1].child;
 			continue;
 		}
-		size_t index = node_lower_bound(node, key, key_size);
+		size_t index = btree_node_lower_bound(node, key, key_size);
 		if (index == node->count ||
-		    key_compare(node->entries[index].key, node->entries[index].key_size, key,
+		    btree_key_compare(node->entries[index].key, node->entries[index].key_size, key,
 				key_size) != 0)
 			return -ENOENT;
 		return buf_append(value_out, node->entries[index].value,
@@ -1244,17 +1208,17 @@ static int iterator_descend(struct btree_iterator *iterator, struct btree_child 
 		level->memory_node = slot.node;
 		if (!slot.node) {
 			struct btree *tree = iterator->tree;
-			int rc = node_read(tree->pager, tree->append, slot.address, &level->view);
+			int rc = btree_node_read(tree->pager, tree->append, slot.address, &level->view);
 			if (rc)
 				return rc;
 		}
 		iterator->depth++;
 		struct btree_node *node = level_node(level);
 		if (node->leaf) {
-			level->index = start ? node_lower_bound(node, start, start_size) : 0;
+			level->index = start ? btree_node_lower_bound(node, start, start_size) : 0;
 			return 0;
 		}
-		level->index = start ? node_child_index(node, start, start_size) : 0;
+		level->index = start ? btree_node_child_index(node, start, start_size) : 0;
 		slot = *child_slot(node, level->index);
 	}
 }
@@ -1313,7 +1277,7 @@ void btree_iterator_free(struct btree_iterator *iterator)
 	if (!iterator)
 		return;
 	for (size_t i = 0; i < iterator->capacity; i++)
-		view_clear(&iterator->levels[i].view);
+		btree_view_clear(&iterator->levels[i].view);
 	free(iterator->levels);
 	free(iterator);
 }
@@ -1499,7 +1463,7 @@ int btree_builder_add(struct btree_builder *builder, const void *key, size_t key
 	if (value_size > BTREE_MAX_VALUE)
 		return -E2BIG;
 	if (builder->has_last_key &&
-	    key_compare(builder->last_key.data, builder->last_key.size, key, key_size) >= 0)
+	    btree_key_compare(builder->last_key.data, builder->last_key.size, key, key_size) >= 0)
 		return -EINVAL;
 	struct builder_level *level;
 	struct btree_entry entry = { 0 };
@@ -1662,7 +1626,7 @@ static int verify_node(struct verify_walk *walk, struct block_address address, s
 	if (walk->visit)
 		walk->visit(address, walk->context);
 	struct btree_node view = { 0 };
-	int rc = node_read(walk->pager, NULL, address, &view);
+	int rc = btree_node_read(walk->pager, NULL, address, &view);
 	if (rc == -ENOMEM)
 		goto cleanup;
 	if (rc) {
@@ -1680,11 +1644,11 @@ static int verify_node(struct verify_walk *walk, struct block_address address, s
 		goto cleanup;
 	}
 	const struct btree_entry *first = &view.entries[0], *last = &view.entries[view.count - 1];
-	if (lower && key_compare(first->key, first->key_size, lower->key, lower->key_size) < 0) {
+	if (lower && btree_key_compare(first->key, first->key_size, lower->key, lower->key_size) < 0) {
 		rc = verify_fail(walk, address, "key below its separator");
 		goto cleanup;
 	}
-	if (upper && key_compare(last->key, last->key_size, upper->key, upper->key_size) >= 0) {
+	if (upper && btree_key_compare(last->key, last->key_size, upper->key, upper->key_size) >= 0) {
 		rc = verify_fail(walk, address, "key not below the next separator");
 		goto cleanup;
 	}
@@ -1702,7 +1666,7 @@ static int verify_node(struct verify_walk *walk, struct block_address address, s
 				 child_upper);
 	}
 cleanup:
-	view_clear(&view);
+	btree_view_clear(&view);
 	return rc;
 }
 

@@ -118,6 +118,35 @@ int btree_iterator_next(struct btree_iterator *iterator, const uint8_t **key, si
 void btree_iterator_free(struct btree_iterator *iterator);
 
 /*
+ * A finder answers many lookups in one published tree, keeping the nodes it
+ * decoded in a cache bounded by budget bytes (least recently used first out;
+ * a tree smaller than the budget is decoded once, whatever the number of
+ * lookups). Keys looked up in increasing order decode each node on their
+ * path at most once at any budget. Nothing is allocated per lookup once the
+ * cache is full. Reads count as btree_get's do, but only on a miss: a cached
+ * node costs no page and no row. Not thread-safe: one finder per thread.
+ */
+struct btree_finder;
+/* Opens a finder on root (null: the empty tree). Returns 0 or -ENOMEM. */
+int btree_finder_open(struct pager *pager, struct block_address root, size_t budget,
+		      struct btree_finder **out);
+void btree_finder_free(struct btree_finder *finder);
+/*
+ * Looks key up. Returns 0 with *value and *value_size set (valid until the
+ * next call on the finder; value may be NULL), -ENOENT, or -EIO/-ENOMEM.
+ */
+int btree_finder_get(struct btree_finder *finder, const void *key, size_t key_size,
+		     const uint8_t **value, size_t *value_size);
+/*
+ * The first entry whose key is >= key (in-order successor search). Returns 1
+ * with the entry (pointers valid until the next call on the finder), 0 when
+ * no key is >= key, or -errno.
+ */
+int btree_finder_seek(struct btree_finder *finder, const void *key, size_t key_size,
+		      const uint8_t **key_out, size_t *key_size_out, const uint8_t **value,
+		      size_t *value_size);
+
+/*
  * Bulk load: builds a new tree from entries supplied in strictly increasing
  * key order (-EINVAL otherwise), appending full nodes as it goes, in memory
  * proportional to the tree height. Used for overwrites of large tables.

@@ -46,10 +46,14 @@
 #define ENDPOINT_TO 1
 #define PENDING_MEMORY (4u << 20)
 
+#define ENDPOINT_CACHE (32u << 20) /* bytes of decoded key-tree nodes per node table checked */
+
 struct endpoint_table {
 	char name[JOURNAL_NAME_MAX + 1];
 	bool in_snapshot;               /* info is the node table's version in the pinned snapshot */
 	struct table_info info;
+	struct table_finder *finder;    /* over info's key tree, opened by the first check; NULL if !in_snapshot */
+	bool shares_finder;             /* "to" names the same table as "from" and uses its finder */
 };
 
 struct store_writer {
@@ -275,6 +279,9 @@ static void writer_free(struct store_writer *writer)
 	if (writer->pending_file_open)
 		io_file_close(&writer->pending_file);
 	buf_free(&writer->pending_chunks);
+	for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++)
+		if (!writer->endpoints[end].shares_finder)
+			table_finder_free(writer->endpoints[end].finder);
 	pthread_mutex_destroy(&writer->lock);
 	free(writer);
 }
@@ -339,10 +346,21 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 	return manifest_intent_new_segment(txn->intent, segment_id_out);
 }
 
-static int endpoint_table_open(struct store_txn *txn, const char *name, struct endpoint_table *out)
+/*
+ * Resolves an edge table's node table in the pinned snapshot, with a finder
+ * over its key tree (shared with same, the other end, when it names the same
+ * table). Returns 0 (out->in_snapshot false if there is no such table) or -errno.
+ */
+static int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
+			       struct endpoint_table *out)
 {
 	memset(out, 0, sizeof *out);
 	snprintf(out->name, sizeof out->name, "%s", name);
+	if (same && strcmp(same->name, name) == 0) {
+		*out = *same;
+		out->shares_finder = true;
+		return 0;
+	}
 	struct head_row head;
 	int rc = store_snapshot_head(txn->snapshot, name, &head);
 	if (rc == -ENOENT)
@@ -350,6 +368,8 @@ static int endpoint_table_open(struct store_txn *txn, const char *name, struct e
 	if (rc < 0)
 		return rc;
 	rc = table_info_read(txn->store->pager, head.table, &out->info);
+	if (rc == 0)
+		rc = table_finder_open(txn->store->pager, &out->info, ENDPOINT_CACHE, &out->finder);
 	if (rc < 0)
 		return rc;
 	out->in_snapshot = true;
@@ -433,9 +453,10 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 		writer->based_on_incarnation = state.head.incarnation;
 	if (!writer->creates && writer->schema.kind == SCHEMA_EDGE) {
 		writer->is_edge = true;
-		rc = endpoint_table_open(txn, writer->schema.from, &writer->endpoints[ENDPOINT_FROM]);
+		struct endpoint_table *from = &writer->endpoints[ENDPOINT_FROM], *to = &writer->endpoints[ENDPOINT_TO];
+		rc = endpoint_table_open(txn, writer->schema.from, NULL, from);
 		if (rc == 0)
-			rc = endpoint_table_open(txn, writer->schema.to, &writer->endpoints[ENDPOINT_TO]);
+			rc = endpoint_table_open(txn, writer->schema.to, from, to);
 		if (rc < 0) {
 			error_info_set(error, rc, "cannot read the node tables of %s: %s", table,
 				       strerror(-rc));
@@ -501,7 +522,7 @@ static int writer_fail(struct store_writer *writer, struct error_info *error, in
  * deletes it or overwrites the table) a row of the pinned snapshot.
  * Called with txn.lock held. Returns 1, 0, or -errno.
  */
-static int endpoint_exists(struct store_txn *txn, const struct endpoint_table *table,
+static int endpoint_exists(struct store_txn *txn, struct endpoint_table *table,
 			   const void *id, size_t size)
 {
 	struct store_writer *writer = txn_find_writer(txn, table->name);
@@ -517,19 +538,13 @@ static int endpoint_exists(struct store_txn *txn, const struct endpoint_table *t
 	}
 	if (!table->in_snapshot)
 		return 0;
-	struct buf row;
-	buf_init(&row);
-	int rc = table_lookup(txn->store->pager, &table->info, id, size, &row);
-	buf_free(&row);
-	if (rc == 0)
-		return 1;
-	return rc == -ENOENT ? 0 : rc;
+	return table_finder_has(table->finder, id, size);
 }
 
 static int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size,
 			  uint64_t line, struct error_info *error)
 {
-	const struct endpoint_table *table = &writer->endpoints[end];
+	struct endpoint_table *table = &writer->endpoints[end];
 	int found = endpoint_exists(writer->txn, table, id, size);
 	if (found < 0)
 		return writer_fail(writer, error, found, line, "cannot look up %s in %s: %s",

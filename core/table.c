@@ -739,6 +739,47 @@ out:
 	return rc;
 }
 
+/* ---- membership ---------------------------------------------------------------------- */
+
+struct table_finder {
+	struct btree_finder *keys;
+};
+
+int table_finder_open(struct pager *pager, const struct table_info *info, size_t budget,
+		      struct table_finder **out)
+{
+	struct table_finder *finder = calloc(1, sizeof *finder);
+	if (!finder)
+		return -ENOMEM;
+	int rc = btree_finder_open(pager, info->keys, budget, &finder->keys);
+	if (rc < 0) {
+		free(finder);
+		return rc;
+	}
+	*out = finder;
+	return 0;
+}
+
+void table_finder_free(struct table_finder *finder)
+{
+	if (!finder)
+		return;
+	btree_finder_free(finder->keys);
+	free(finder);
+}
+
+int table_finder_has(struct table_finder *finder, const void *id, size_t id_size)
+{
+	const uint8_t *value;
+	size_t value_size;
+	int rc = btree_finder_get(finder->keys, id, id_size, &value, &value_size);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	return value_size == KEY_VALUE_SIZE ? 1 : -EIO;
+}
+
 /* ---- staging ------------------------------------------------------------------------- */
 
 enum {

@@ -92,6 +92,19 @@ ssize_t table_reader_pread(struct table_reader *reader, void *out, size_t size, 
 int table_lookup(struct pager *pager, const struct table_info *info, const void *id, size_t id_size,
 		 struct buf *row_out);
 
+/*
+ * Membership tests against one table version's key tree alone (no fragment
+ * is read): a finder caches the decoded key-tree nodes within budget bytes
+ * (btree.h), so ids asked in increasing order read each node once.
+ */
+struct table_finder;
+/* Returns 0 or -ENOMEM. The finder reads info's key tree as it was when opened. */
+int table_finder_open(struct pager *pager, const struct table_info *info, size_t budget,
+		      struct table_finder **out);
+void table_finder_free(struct table_finder *finder);
+/* 1 if id is a live row of the version, 0 if not, or -EIO/-ENOMEM. */
+int table_finder_has(struct table_finder *finder, const void *id, size_t id_size);
+
 /* ---- staging writes -------------------------------------------------------------- */
 
 enum table_write_mode {

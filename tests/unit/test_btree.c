@@ -1484,6 +1484,116 @@ TEST(a_tree_built_in_a_segment_is_read_and_modified_from_the_manifest)
 	fixture_close(&fixture);
 }
 
+/* ---- finder ---------------------------------------------------------------- */
+
+static uint64_t manifest_pages_since_reset(void)
+{
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	return counters.pages;
+}
+
+TEST(a_finder_answers_every_lookup_and_seek_as_the_tree_holds_it)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address root;
+	uint64_t bytes;
+	CHECK_EQ(build_numbered_layout(&fixture, 30000, BTREE_PACKED, &root, &bytes), 0);
+	static const size_t budgets[] = { 0, 64u << 10, 64u << 20 };
+	for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+		struct btree_finder *finder;
+		CHECK_EQ(btree_finder_open(fixture.pager, root, budgets[b], &finder), 0);
+		for (unsigned step = 0; step < 3000; step++) {
+			unsigned index = (unsigned)(random_next() % 31000);
+			char key[16];
+			size_t key_size = numbered_key(key, index);
+			const uint8_t *value;
+			size_t value_size;
+			int rc = btree_finder_get(finder, key, key_size, &value, &value_size);
+			if (index >= 30000) {
+				CHECK_EQ(rc, -ENOENT);
+				continue;
+			}
+			CHECK_EQ(rc, 0);
+			CHECK_EQ(value_size, 16);
+			CHECK_EQ(buf_load_u32(value + 8), index % 5000);
+			/* "key00001234!" sorts right after key 1234: its successor is key 1235 */
+			key[key_size] = '!';
+			const uint8_t *found;
+			size_t found_size;
+			rc = btree_finder_seek(finder, key, key_size + 1, &found, &found_size, &value, &value_size);
+			if (index == 29999) {
+				CHECK_EQ(rc, 0);
+			} else {
+				char next[16];
+				size_t next_size = numbered_key(next, index + 1);
+				CHECK_EQ(rc, 1);
+				CHECK(found_size == next_size && memcmp(found, next, next_size) == 0);
+			}
+		}
+		const uint8_t *found, *value;
+		size_t found_size, value_size;
+		CHECK_EQ(btree_finder_seek(finder, "", 0, &found, &found_size, &value, &value_size), 1);
+		CHECK(found_size == 11 && memcmp(found, "key00000000", 11) == 0);
+		btree_finder_free(finder);
+	}
+	fixture_close(&fixture);
+}
+
+TEST(lookups_in_key_order_read_each_node_once_even_with_no_cache_budget)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address root;
+	uint64_t bytes;
+	CHECK_EQ(build_numbered_layout(&fixture, 60000, BTREE_PACKED, &root, &bytes), 0);
+	size_t nodes = 0;
+	char message[256];
+	CHECK_EQ(btree_verify(fixture.pager, root, counting_visit, &nodes, message, sizeof message), 0);
+	CHECK(nodes > 3);
+	struct btree_finder *finder;
+	CHECK_EQ(btree_finder_open(fixture.pager, root, 0, &finder), 0);
+	io_counters_reset();
+	for (unsigned i = 0; i < 60000; i += 7) {
+		char key[16];
+		size_t key_size = numbered_key(key, i);
+		const uint8_t *value;
+		size_t value_size;
+		CHECK_EQ(btree_finder_get(finder, key, key_size, &value, &value_size), 0);
+	}
+	/* The path stays pinned: every node is read once. */
+	uint64_t pages = manifest_pages_since_reset();
+	CHECK(pages <= nodes);
+	btree_finder_free(finder);
+	fixture_close(&fixture);
+}
+
+TEST(a_tree_within_the_budget_is_read_once_whatever_the_lookups)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address root;
+	uint64_t bytes;
+	CHECK_EQ(build_numbered_layout(&fixture, 60000, BTREE_PACKED, &root, &bytes), 0);
+	size_t nodes = 0;
+	char message[256];
+	CHECK_EQ(btree_verify(fixture.pager, root, counting_visit, &nodes, message, sizeof message), 0);
+	struct btree_finder *finder;
+	CHECK_EQ(btree_finder_open(fixture.pager, root, 64u << 20, &finder), 0);
+	io_counters_reset();
+	for (unsigned step = 0; step < 20000; step++) {
+		char key[16];
+		size_t key_size = numbered_key(key, (unsigned)(random_next() % 60000));
+		const uint8_t *value;
+		size_t value_size;
+		CHECK_EQ(btree_finder_get(finder, key, key_size, &value, &value_size), 0);
+	}
+	CHECK(manifest_pages_since_reset() <= nodes);
+	btree_finder_free(finder);
+	fixture_close(&fixture);
+}
+
 int main(void)
 {
 	return harness_run();
