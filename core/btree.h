@@ -47,7 +47,7 @@
 
 #define BTREE_NODE_TARGET 4096   /* split plain nodes whose encoding would exceed this */
 #define BTREE_PACKED_NODE_TARGET (32u << 10) /* the same for packed nodes (plain-encoded size) */
-#define BTREE_MAX_KEY 1024       /* bytes; longer keys are refused with -ENAMETOOLONG */
+#define BTREE_MAX_KEY 1040       /* bytes (an adjacency key is two 512-byte ids and a separator); longer: -ENAMETOOLONG */
 #define BTREE_MAX_VALUE 1024     /* bytes; longer values are refused with -E2BIG */
 
 enum btree_layout {

@@ -50,7 +50,7 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 1   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION 2   /* the store format this binary reads and writes */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;

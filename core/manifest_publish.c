@@ -520,6 +520,16 @@ static int written_head(struct commit_state *state, const struct manifest_op *op
 	return head_store(state, after);
 }
 
+/* Rows staged for an edge table carry what its adjacency indexes need; for a node table, nothing. */
+static int check_stage_kind(struct commit_state *state, const struct manifest_op *op, enum schema_kind kind)
+{
+	if (table_stage_tracks_edges(op->stage) == (kind == SCHEMA_EDGE))
+		return 0;
+	return error_info_set(state->error, -EBUSY,
+			      "table %s became %s table since these rows were validated; write them again", op->name,
+			      kind == SCHEMA_EDGE ? "an edge" : "a node");
+}
+
 /* The first rows of a table created empty without a schema (`touch`): the
  * schema inferred from them becomes the table's, in the same table version. */
 static int op_write_refining(struct commit_state *state, const struct manifest_op *op,
@@ -535,6 +545,8 @@ static int op_write_refining(struct commit_state *state, const struct manifest_o
 		return error_info_set(state->error, -EBUSY,
 				      "table %s got rows or a schema since these rows were validated; write them again",
 				      op->name);
+	if ((rc = check_stage_kind(state, op, op->schema->kind)) < 0)
+		return rc;
 	struct table_info base = table->info, info;
 	struct block_address schema_block, address;
 	if ((rc = schema_block_append(state, op->schema, &schema_block)) < 0)
@@ -561,6 +573,8 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 			return rc;
 		if (!op->schema)
 			return error_info_set(state->error, -ENOENT, "table %s does not exist", op->name);
+		if ((rc = check_stage_kind(state, op, op->schema->kind)) < 0)
+			return rc;
 		return table_create(state, op->name, op->schema, op->stage, change);
 	}
 	if (rc < 0)
@@ -583,6 +597,8 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 		return rc;
 	if (table->written)
 		return error_info_set(state->error, -EINVAL, "table %s is written twice in one commit", op->name);
+	if ((rc = check_stage_kind(state, op, table->schema.kind)) < 0)
+		return rc;
 	struct table_info base = table->info, info;
 	struct block_address address;
 	rc = table_apply(state->manifest->pager, state->publish->append, &base, op->stage, base.schema,

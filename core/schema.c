@@ -1078,6 +1078,9 @@ static int check_id_text(const char *what, const char *text, size_t length, stru
 				      length, SCHEMA_ID_MAX);
 	if (memchr(text, '\n', length))
 		return error_info_set(error, -EINVAL, "%s must not contain a newline", what);
+	/* ids are file names under graph/ and adjacency keys end an id with 0x00 (docs/FORMAT.md §12.1) */
+	if (memchr(text, 0, length))
+		return error_info_set(error, -EINVAL, "%s must not contain a NUL character (\\u0000)", what);
 	return 0;
 }
 

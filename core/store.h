@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 1    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 2    /* same as MANIFEST_FORMAT_VERSION */
 
 struct store;
 struct store_snapshot;

@@ -466,6 +466,8 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 	rc = table_stage_open(txn->store->pager,
 			      mode == STORE_MERGE ? TABLE_MERGE : TABLE_OVERWRITE, txn->store->codec,
 			      txn_allocate_segment, txn, &writer->stage);
+	if (rc == 0 && writer->is_edge)
+		rc = table_stage_track_edges(writer->stage);
 	if (rc < 0) {
 		error_info_set(error, rc, "cannot stage rows: %s", strerror(-rc));
 		goto cleanup;

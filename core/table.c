@@ -67,7 +67,7 @@
 #include "io.h"
 #include "table_int.h"
 
-#define TABLE_RECORD_SIZE (16 + 16 + 8 + 3 * BLOCK_ADDRESS_SIZE + 8 + 8 + 8)
+#define TABLE_RECORD_SIZE (16 + 16 + 8 + 5 * BLOCK_ADDRESS_SIZE + 8 + 8 + 8) /* docs/FORMAT.md §10 */
 #define DESCRIPTOR_SIZE (BLOCK_ADDRESS_SIZE + 4 + BLOCK_ADDRESS_SIZE + 4 + 8)
 #define KEY_VALUE_SIZE (8 + 4 + 4)
 #define SEQUENCE_KEY_SIZE 8
@@ -200,9 +200,13 @@ int table_info_read(struct pager *pager, struct block_address address, struct ta
 	info.row_count = buf_get_u64(&reader);
 	info.byte_size = buf_get_u64(&reader);
 	info.next_fragment = buf_get_u64(&reader);
+	info.out_edges = codec_get_address(&reader);
+	info.in_edges = codec_get_address(&reader);
 	if (reader.failed || buf_reader_remaining(&reader) != 0 || info.table_version == 0 ||
 	    block_address_is_null(info.fragments) != block_address_is_null(info.keys) ||
-	    block_address_is_null(info.keys) != (info.row_count == 0)) {
+	    block_address_is_null(info.keys) != (info.row_count == 0) ||
+	    block_address_is_null(info.out_edges) != block_address_is_null(info.in_edges) ||
+	    (!block_address_is_null(info.out_edges) && info.row_count == 0)) {
 		rc = -EIO;
 		goto out;
 	}
@@ -226,7 +230,9 @@ int table_info_append(struct pager_append *append, const struct table_info *info
 	    (rc = codec_put_address(&record, info->keys)) < 0 ||
 	    (rc = buf_put_u64(&record, info->row_count)) < 0 ||
 	    (rc = buf_put_u64(&record, info->byte_size)) < 0 ||
-	    (rc = buf_put_u64(&record, info->next_fragment)) < 0)
+	    (rc = buf_put_u64(&record, info->next_fragment)) < 0 ||
+	    (rc = codec_put_address(&record, info->out_edges)) < 0 ||
+	    (rc = codec_put_address(&record, info->in_edges)) < 0)
 		goto out;
 	assert(record.size == TABLE_RECORD_SIZE);
 	rc = pager_append_block(append, BLOCK_TABLE, CODEC_NONE, record.data, record.size, address_out);
@@ -899,6 +905,9 @@ struct table_stage {
 	/* A sealed spilled overwrite: its key tree, built into the segment by the seal. */
 	bool keys_prebuilt;
 	struct block_address prebuilt_keys;
+	/* An edge table's stage: what its adjacency indexes need (table_edges.c); NULL for node tables. */
+	struct stage_edges *edges;
+	int edges_error;                /* the first failure to record a row in edges: sticky */
 };
 
 #define STAGE_RUN_ID_BYTES (UINT32_C(24) << 20)
@@ -1241,10 +1250,25 @@ void table_stage_free(struct table_stage *stage)
 	free(stage->pending);
 	free(stage->sorted);
 	stage_runs_free(stage->runs);
+	stage_edges_free(stage->edges);
 	buf_free(&stage->ids);
 	buf_free(&stage->pending_lines);
 	buf_free(&stage->scratch);
 	free(stage);
+}
+
+bool table_stage_tracks_edges(const struct table_stage *stage)
+{
+	return stage->edges != NULL;
+}
+
+int table_stage_track_edges(struct table_stage *stage)
+{
+	if (stage->edges)
+		return 0;
+	if (stage->rows_added > 0 || stage->sealed)
+		return -EINVAL;
+	return stage_edges_open(stage->pager, stage->mode, &stage->edges);
 }
 
 void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries)
@@ -1501,7 +1525,7 @@ static int stage_flush_run(struct table_stage *stage)
 	return 0;
 }
 
-int table_stage_add(struct table_stage *stage, const struct schema_row *row)
+static int stage_add_row(struct table_stage *stage, const struct schema_row *row)
 {
 	const uint8_t *id = row->id.data;
 	size_t id_size = row->id.size;
@@ -1631,6 +1655,18 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	stage->rows_added++;
 	stage->bytes_added += line_size;
 	return 0;
+}
+
+int table_stage_add(struct table_stage *stage, const struct schema_row *row)
+{
+	if (stage->edges_error)
+		return stage->edges_error;
+	if (stage->edges && !row->is_delete && (row->from.size == 0 || row->to.size == 0))
+		return -EINVAL;
+	int rc = stage_add_row(stage, row);
+	if (rc == 0 && stage->edges && (rc = stage_edges_add(stage->edges, row)) < 0)
+		stage->edges_error = rc;  /* the row is staged but not indexed: the stage can no longer seal */
+	return rc;
 }
 
 static int compare_entries_by_id(const void *a, const void *b, void *context)
@@ -1894,6 +1930,8 @@ int table_stage_seal(struct table_stage *stage)
 {
 	if (stage->sealed)
 		return 0;
+	if (stage->edges_error)
+		return stage->edges_error;
 	int rc = stage_cut_all(stage);
 	if (rc < 0)
 		return rc;
@@ -1938,6 +1976,9 @@ int table_stage_seal(struct table_stage *stage)
 			return rc;
 		stage->keys_prebuilt = true;
 	}
+	if (stage->edges &&
+	    (rc = stage_edges_seal(stage->edges, stage->mode == TABLE_OVERWRITE ? stage->segment : NULL)) < 0)
+		return rc;
 	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
 		return rc;
 	stage->sealed = true;
@@ -2170,6 +2211,49 @@ out:
 }
 
 /*
+ * An edge table's merge: the adjacency entries of the base rows it replaces
+ * or deletes go, read from their lines (one decode per touched fragment).
+ * 0 or -errno.
+ */
+static int touched_remove_edges(struct pager *pager, struct pager_append *append, const struct table_info *base,
+				const struct touched *touched, struct table_edges_update *update)
+{
+	if (!update || touched->count == 0)
+		return 0;
+	struct btree *fragments = NULL;
+	struct fragment_view view;
+	fragment_view_init(&view);
+	int rc = btree_open_layout(pager, base->fragments, BTREE_PACKED, &fragments);
+	if (rc < 0)
+		return rc;
+	btree_attach_append(fragments, append);
+	for (size_t i = 0; rc == 0 && i < touched->count; i++) {
+		const struct touched_fragment *item = &touched->items[i];
+		struct fragment_descriptor descriptor;
+		fragment_view_reset(&view);
+		if ((rc = descriptor_get(fragments, item->sequence, &descriptor)) < 0 ||
+		    (rc = fragment_view_load(pager, &descriptor, &view)) < 0)
+			break;
+		roaring_uint32_iterator_t rows;
+		roaring_init_iterator(item->rows, &rows);
+		for (; rc == 0 && rows.has_value; roaring_advance_uint32_iterator(&rows)) {
+			uint32_t row = rows.current_value;
+			if (row >= view.rows) {
+				rc = -EIO;
+				break;
+			}
+			size_t start = line_start(&view, row);
+			rc = table_edges_remove_line(update, view.lines + start, line_end(&view, row) - start);
+		}
+	}
+	if (rc == -ENOENT)
+		rc = -EIO; /* the key tree names a fragment the table does not have */
+	fragment_view_clear(&view);
+	btree_free(fragments);
+	return rc;
+}
+
+/*
  * The fragment tree of a merge: the old fragments lose the rows in touched,
  * the stage's fragments are added; counts from the base. 0 or -errno.
  */
@@ -2212,7 +2296,7 @@ out:
 /* A merge into a table with rows: O(k log n) tree updates, never a walk of the table. */
 static int apply_merge(struct pager *pager, struct pager_append *append, const struct table_info *base,
 		       const struct table_stage *stage, const struct apply_state *state,
-		       struct table_info *info)
+		       struct table_edges_update *edges, struct table_info *info)
 {
 	struct btree *keys = NULL;
 	struct stage_iterator staged = { .cursor = NULL };
@@ -2250,7 +2334,8 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		if (rc < 0)
 			goto out;
 	}
-	if (rc == 0 && (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) == 0)
+	if (rc == 0 && (rc = touched_remove_edges(pager, append, base, &touched, edges)) == 0 &&
+	    (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) == 0)
 		rc = btree_flush(keys, append, &info->keys);
 out:
 	stage_iterator_close(&staged);
@@ -2268,7 +2353,7 @@ out:
  */
 static int apply_merge_streaming(struct pager *pager, struct pager_append *append, const struct table_info *base,
 				 const struct table_stage *stage, const struct apply_state *state,
-				 struct table_info *info)
+				 struct table_edges_update *edges, struct table_info *info)
 {
 	struct btree *keys = NULL;
 	struct btree_iterator *iterator = NULL;
@@ -2324,6 +2409,8 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 	rc = btree_builder_finish(builder, &info->keys);
 	builder = NULL;
 	if (rc == 0)
+		rc = touched_remove_edges(pager, append, base, &touched, edges);
+	if (rc == 0)
 		rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info);
 out:
 	btree_builder_free(builder);
@@ -2357,22 +2444,46 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 		.first_sequence = base && stage->mode != TABLE_OVERWRITE ? base->next_fragment : 0,
 	};
 	info.next_fragment = state.first_sequence + stage->fragment_count;
+	struct table_edges_update *edges = NULL;
 	int rc = apply_fragments(append, stage, &state);
 	if (rc < 0)
 		goto out;
 	bool bulk = !base || stage->mode == TABLE_OVERWRITE || block_address_is_null(base->keys);
 	/* A stage in runs holds at least TABLE_RUN_ENTRIES ids: stream when k log n would exceed n + k. */
 	bool streaming = !bulk && stage->runs && stage_runs_records(stage->runs) * 16 >= base->row_count;
+	/* An edge table's versions all carry the adjacency indexes (docs/FORMAT.md §12.1). */
+	bool base_indexed = base && !block_address_is_null(base->out_edges);
+	if (base_indexed && !stage->edges) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (stage->edges && !bulk && !base_indexed) {
+		rc = -EIO; /* an edge table with rows but no adjacency */
+		goto out;
+	}
+	if (stage->edges && !bulk && (rc = table_edges_update_open(stage->edges, pager, append, base, &edges)) < 0)
+		goto out;
 	rc = bulk ? apply_bulk(append, stage, &state, &info)
-	    : streaming ? apply_merge_streaming(pager, append, base, stage, &state, &info)
-			: apply_merge(pager, append, base, stage, &state, &info);
+	    : streaming ? apply_merge_streaming(pager, append, base, stage, &state, edges, &info)
+			: apply_merge(pager, append, base, stage, &state, edges, &info);
 	if (rc < 0)
 		goto out;
+	if (stage->edges) {
+		rc = bulk ? stage_edges_apply_bulk(stage->edges, append, &info.out_edges, &info.in_edges)
+			  : table_edges_update_finish(edges, append, &info.out_edges, &info.in_edges);
+		if (rc < 0)
+			goto out;
+		if (block_address_is_null(info.out_edges) != (info.row_count == 0)) {
+			rc = -EIO; /* the indexes do not hold one entry per row (table_edges.c invariant 1) */
+			goto out;
+		}
+	}
 	assert(block_address_is_null(info.keys) == (info.row_count == 0));
 	if ((rc = table_info_append(append, &info, address_out)) < 0)
 		goto out;
 	*out = info;
 out:
+	table_edges_update_free(edges);
 	free(state.descriptors);
 	return rc;
 }
@@ -2381,7 +2492,7 @@ out:
 
 /* Called by walk_live_rows for each live row: 0 to go on, or -EIO with message. */
 typedef int (*live_row_visit)(const uint8_t *id, size_t id_size, const struct key_value *location,
-			      void *context, char *message, size_t message_size);
+			      const uint8_t *line, void *context, char *message, size_t message_size);
 
 /*
  * Walks every live row of a table version in row order, each fragment
@@ -2441,7 +2552,7 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 				FAIL("row %u of fragment %llu is not a canonical line with an id", row,
 				     (unsigned long long)sequence);
 			struct key_value location = { sequence, row, (uint32_t)size };
-			if ((rc = visit(id, id_size, &location, context, message, message_size)) < 0)
+			if ((rc = visit(id, id_size, &location, view.lines + start, context, message, message_size)) < 0)
 				goto out;
 		}
 	}
@@ -2470,16 +2581,99 @@ static uint64_t pair_hash(const uint8_t *id, size_t id_size, const struct key_va
 struct pair_sum {
 	struct buf scratch;
 	uint64_t sum;
+	/* edge tables: what the out and in trees must hold, as sums of hashes of their entries */
+	bool edges;
+	uint64_t out_sum, in_sum;
+	struct buf id, from, to;
 };
 
-static int add_pair(const uint8_t *id, size_t id_size, const struct key_value *location, void *context,
-		    char *message, size_t message_size)
+/* The hash of one adjacency entry: key node ++ 0x00 ++ edge, value other. */
+static uint64_t adjacency_hash(const struct buf *node, const struct buf *edge, const struct buf *other,
+			       struct buf *scratch)
 {
-	(void)message;
-	(void)message_size;
+	buf_reset(scratch);
+	if (buf_append(scratch, node->data, node->size) < 0 || buf_append(scratch, "", 1) < 0 ||
+	    buf_append(scratch, edge->data, edge->size) < 0 || buf_append(scratch, "\n", 1) < 0 ||
+	    buf_append(scratch, other->data, other->size) < 0)
+		return 0;
+	return codec_hash(scratch->data, scratch->size);
+}
+
+static int add_pair(const uint8_t *id, size_t id_size, const struct key_value *location, const uint8_t *line,
+		    void *context, char *message, size_t message_size)
+{
 	struct pair_sum *pairs = context;
 	pairs->sum += pair_hash(id, id_size, location, &pairs->scratch);
+	if (!pairs->edges)
+		return 0;
+	if (table_edge_line_parse(line, location->row_size, &pairs->id, &pairs->from, &pairs->to) < 0) {
+		snprintf(message, message_size, "row %u of fragment %llu is not a canonical edge row",
+			 location->row_index, (unsigned long long)location->sequence);
+		return -EIO;
+	}
+	pairs->out_sum += adjacency_hash(&pairs->from, &pairs->id, &pairs->to, &pairs->scratch);
+	pairs->in_sum += adjacency_hash(&pairs->to, &pairs->id, &pairs->from, &pairs->scratch);
 	return 0;
+}
+
+/*
+ * The adjacency half of verify (docs/FORMAT.md §12.1): a valid packed tree
+ * whose entries, hashed and summed, match what the rows say, one per row.
+ */
+static int verify_adjacency(struct pager *pager, struct block_address root, uint64_t expected_sum,
+			    uint64_t expected_count, const char *which, char *message, size_t message_size)
+{
+	if (btree_verify(pager, root, NULL, NULL, message, message_size) < 0)
+		return -EIO;
+	struct btree *tree = NULL;
+	struct btree_iterator *iterator = NULL;
+	struct buf node, edge, other, scratch;
+	buf_init(&node);
+	buf_init(&edge);
+	buf_init(&other);
+	buf_init(&scratch);
+	uint64_t sum = 0, count = 0;
+	int rc;
+	if ((rc = btree_open(pager, root, &tree)) < 0 || (rc = btree_iterator_open(tree, NULL, 0, &iterator)) < 0)
+		goto out;
+	for (;;) {
+		const uint8_t *key, *value;
+		size_t key_size, value_size;
+		if ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) <= 0)
+			break;
+		const uint8_t *separator = memchr(key, 0, key_size);
+		if (!separator) {
+			snprintf(message, message_size, "the %s index has a key without a separator", which);
+			rc = -EIO;
+			goto out;
+		}
+		size_t node_size = (size_t)(separator - key);
+		buf_reset(&node);
+		buf_reset(&edge);
+		buf_reset(&other);
+		if ((rc = buf_append(&node, key, node_size)) < 0 ||
+		    (rc = buf_append(&edge, separator + 1, key_size - node_size - 1)) < 0 ||
+		    (rc = buf_append(&other, value, value_size)) < 0)
+			goto out;
+		sum += adjacency_hash(&node, &edge, &other, &scratch);
+		count++;
+	}
+	if (rc == 0 && (sum != expected_sum || count != expected_count)) {
+		snprintf(message, message_size, "the %s index has %llu entries for %llu live rows%s", which,
+			 (unsigned long long)count, (unsigned long long)expected_count,
+			 count == expected_count ? ", and they do not name the rows' endpoints" : "");
+		rc = -EIO;
+	}
+out:
+	if (rc < 0 && rc != -EIO)
+		snprintf(message, message_size, "the %s index cannot be read (%d)", which, rc);
+	btree_iterator_free(iterator);
+	btree_free(tree);
+	buf_free(&node);
+	buf_free(&edge);
+	buf_free(&other);
+	buf_free(&scratch);
+	return rc < 0 ? -EIO : 0;
 }
 
 struct row_lookup {
@@ -2488,9 +2682,10 @@ struct row_lookup {
 };
 
 /* The slow, precise half of invariant 2: the row's key entry must name it. */
-static int look_row_up(const uint8_t *id, size_t id_size, const struct key_value *location, void *context,
-		       char *message, size_t message_size)
+static int look_row_up(const uint8_t *id, size_t id_size, const struct key_value *location, const uint8_t *line,
+		       void *context, char *message, size_t message_size)
 {
+	(void)line;
 	struct row_lookup *lookup = context;
 	struct key_value found;
 	buf_reset(&lookup->value);
@@ -2524,6 +2719,9 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 	struct btree_iterator *iterator = NULL;
 	struct pair_sum rows = { .sum = 0 }, entries = { .sum = 0 };
 	buf_init(&rows.scratch);
+	buf_init(&rows.id);
+	buf_init(&rows.from);
+	buf_init(&rows.to);
 	buf_init(&entries.scratch);
 	struct row_lookup lookup = { .keys = NULL };
 	buf_init(&lookup.value);
@@ -2549,12 +2747,24 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 		rc = -EIO;
 		goto out;
 	}
+	rows.edges = schema.kind == SCHEMA_EDGE;
+	bool indexed = !block_address_is_null(info->out_edges);
+	if (!rows.edges && indexed)
+		FAIL("a node table version has adjacency indexes");
+	if (rows.edges && indexed != (info->row_count > 0))
+		FAIL("an edge table version with %llu rows has %s adjacency indexes",
+		     (unsigned long long)info->row_count, indexed ? "" : "no");
 	if ((rc = walk_live_rows(pager, info, add_pair, &rows, &live_rows, &live_bytes, message, message_size)) < 0)
 		goto out;
 	if (live_rows != info->row_count || live_bytes != info->byte_size)
 		FAIL("fragments hold %llu rows and %llu bytes; the table version says %llu and %llu",
 		     (unsigned long long)live_rows, (unsigned long long)live_bytes,
 		     (unsigned long long)info->row_count, (unsigned long long)info->byte_size);
+	if (indexed && ((rc = verify_adjacency(pager, info->out_edges, rows.out_sum, live_rows, "out", message,
+					       message_size)) < 0 ||
+			(rc = verify_adjacency(pager, info->in_edges, rows.in_sum, live_rows, "in", message,
+					       message_size)) < 0))
+		goto out;
 	if ((rc = btree_open(pager, info->keys, &keys)) < 0 ||
 	    (rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0)
 		goto out;
@@ -2569,7 +2779,7 @@ int table_verify(struct pager *pager, const struct table_info *info, char *messa
 		struct key_value location;
 		if (key_value_decode(encoded, encoded_size, &location) < 0)
 			FAIL("malformed key tree entry");
-		add_pair(key, key_size, &location, &entries, NULL, 0);
+		entries.sum += pair_hash(key, key_size, &location, &entries.scratch);
 		key_entries++;
 	}
 	if (key_entries == live_rows && entries.sum == rows.sum) {
@@ -2590,6 +2800,9 @@ out:
 	btree_iterator_free(iterator);
 	btree_free(keys);
 	buf_free(&rows.scratch);
+	buf_free(&rows.id);
+	buf_free(&rows.from);
+	buf_free(&rows.to);
 	buf_free(&entries.scratch);
 	buf_free(&lookup.value);
 	schema_free(&schema);

@@ -61,6 +61,8 @@ struct table_info {
 	struct block_address schema;       /* BLOCK_SCHEMA */
 	struct block_address fragments;    /* fragment tree root (null: no fragments) */
 	struct block_address keys;         /* key tree root (null: no rows) */
+	struct block_address out_edges;    /* edge tables: (from, id) -> to tree (null: no rows, or a node table) */
+	struct block_address in_edges;     /* edge tables: (to, id) -> from tree */
 	uint64_t row_count;
 	uint64_t byte_size;
 	uint64_t next_fragment;            /* next fragment sequence number to assign */
@@ -105,6 +107,27 @@ void table_finder_free(struct table_finder *finder);
 /* 1 if id is a live row of the version, 0 if not, or -EIO/-ENOMEM. */
 int table_finder_has(struct table_finder *finder, const void *id, size_t id_size);
 
+/*
+ * An edge table's adjacency: its edges by one end, through a finder over the
+ * out (TABLE_EDGE_FROM) or in (TABLE_EDGE_TO) tree of one version, caching
+ * decoded nodes within budget bytes (docs/FORMAT.md §12.1).
+ */
+enum table_edge_end { TABLE_EDGE_FROM = 0, TABLE_EDGE_TO = 1 };
+struct table_adjacency;
+int table_adjacency_open(struct pager *pager, const struct table_info *info, enum table_edge_end end, size_t budget,
+			 struct table_adjacency **out);
+void table_adjacency_free(struct table_adjacency *adjacency);
+/*
+ * The edge of node (at this end) whose id comes first after `after` (NULL:
+ * its first edge), in id order. Returns 1 with the edge id and the node at
+ * its other end (valid until the next call), 0 when there is none, or -errno.
+ * So "is node referenced" is one call, and listing a node's edges costs
+ * O(log edges + answer).
+ */
+int table_adjacency_next(struct table_adjacency *adjacency, const void *node, size_t node_size, const void *after,
+			 size_t after_size, const uint8_t **edge, size_t *edge_size, const uint8_t **other,
+			 size_t *other_size);
+
 /* ---- staging writes -------------------------------------------------------------- */
 
 enum table_write_mode {
@@ -134,6 +157,13 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out);
 void table_stage_free(struct table_stage *stage);  /* joins its writer thread; removes an unpublished segment */
+/*
+ * Makes the stage an edge table's: every row added must have from and to,
+ * and the version it applies carries the adjacency indexes (docs/FORMAT.md
+ * §12.1). Call before the first add. 0, -EINVAL (rows already added) or -ENOMEM.
+ */
+int table_stage_track_edges(struct table_stage *stage);
+bool table_stage_tracks_edges(const struct table_stage *stage);
 /*
  * Sets how many staged ids (rows or deletes) a spilled stage keeps in memory
  * (default TABLE_RUN_ENTRIES, at least 1): when it holds that many, it writes

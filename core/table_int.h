@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "pager.h"
+#include "table.h"
 
 /* One staged id as a run holds it. */
 struct stage_record {
@@ -70,5 +71,38 @@ struct stage_runs_cursor;
 int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out);
 int stage_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out);
 void stage_runs_cursor_free(struct stage_runs_cursor *cursor);
+
+/* ---- table_edges.c: what an edge table's stage records for its adjacency indexes ---- */
+
+struct stage_edges;
+
+/* Returns 0 or -ENOMEM. */
+int stage_edges_open(struct pager *pager, enum table_write_mode mode, struct stage_edges **out);
+void stage_edges_free(struct stage_edges *edges);
+/* Records a row or delete the stage has just accepted. 0, -EINVAL (sealed) or -errno. */
+int stage_edges_add(struct stage_edges *edges, const struct schema_row *row);
+/* Sorts what was recorded; a spilled overwrite (segment given) builds its two trees into the segment. 0 or -errno. */
+int stage_edges_seal(struct stage_edges *edges, struct pager_segment *segment);
+/* The trees of an overwrite, or of a merge into an empty table, built into append (or prebuilt). 0 or -errno. */
+int stage_edges_apply_bulk(struct stage_edges *edges, struct pager_append *append, struct block_address *out_root,
+			   struct block_address *in_root);
+
+/*
+ * A merge into a table with rows: open on the base's trees, remove the entries
+ * of every base row the merge replaces or deletes (its canonical line), then
+ * finish: adds the stage's rows and flushes both trees. Each returns 0 or
+ * -errno (-EIO: a line that is not a canonical edge row, or a row without its
+ * entries).
+ */
+struct table_edges_update;
+int table_edges_update_open(struct stage_edges *edges, struct pager *pager, struct pager_append *append,
+			    const struct table_info *base, struct table_edges_update **out);
+int table_edges_remove_line(struct table_edges_update *update, const uint8_t *line, size_t size);
+int table_edges_update_finish(struct table_edges_update *update, struct pager_append *append,
+			      struct block_address *out_root, struct block_address *in_root);
+void table_edges_update_free(struct table_edges_update *update);
+
+/* The id, from and to of a canonical edge line, unescaped. 0, -EIO or -ENOMEM. */
+int table_edge_line_parse(const uint8_t *line, size_t size, struct buf *id, struct buf *from, struct buf *to);
 
 #endif

@@ -6,6 +6,8 @@ import pytest
 
 from conftest import store_digest
 
+FORMAT = 2  # docs/FORMAT.md: the store format this graphfs reads and writes
+
 OLDER = ("older than this graphfs", "export it with the graphfs version that wrote it")
 NEWER = ("newer than this graphfs", "upgrade graphfs")
 
@@ -24,7 +26,7 @@ COMMANDS = [
 
 @pytest.fixture
 def stamped(cli, store, request):
-    """A store with data, a pending recovery sidecar, stamped with format 1 + offset."""
+    """A store with data, a pending recovery sidecar, stamped with the current format + offset."""
     cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
     cli.import_rows(store, "Person", [{"id": "b", "name": "Bo"}], mode="merge")
     recovery = store / "recovery"
@@ -32,7 +34,7 @@ def stamped(cli, store, request):
     sidecar = recovery / "01HZZZZZZZZZZZZZZZZZZZZZZZ"
     sidecar.write_bytes(b"GFSB\x08" + bytes(range(256)) * 4)
     os.chmod(sidecar, 0o600)
-    cli.ok("debug", "stamp-format", store, 1 + request.param)
+    cli.ok("debug", "stamp-format", store, FORMAT + request.param)
     return store
 
 
@@ -60,8 +62,8 @@ def test_a_newer_store_is_refused_with_upgrade_guidance(cli, stamped):
 @pytest.mark.parametrize("stamped", [-1, +1], indirect=True)
 def test_the_refusal_names_both_format_versions(cli, stamped):
     error = cli.fail("log", stamped)
-    assert "format 1" in error
-    assert "format 0" in error or "format 2" in error
+    assert f"format {FORMAT}" in error
+    assert f"format {FORMAT - 1}" in error or f"format {FORMAT + 1}" in error
 
 
 @pytest.mark.parametrize("stamped", [-1, +1], indirect=True)
@@ -76,8 +78,8 @@ def test_the_pending_sidecar_is_left_untouched(cli, stamped):
 
 def test_stamping_back_to_the_current_format_reads_again(cli, store):
     cli.import_rows(store, "Person", [{"id": "a", "name": "Ann"}])
-    cli.ok("debug", "stamp-format", store, 2)
+    cli.ok("debug", "stamp-format", store, FORMAT + 1)
     cli.fail("export", store, "Person")
-    cli.ok("debug", "stamp-format", store, 1)
+    cli.ok("debug", "stamp-format", store, FORMAT)
     assert cli.export(store, "Person") == '{"id":"a","name":"Ann"}\n'
     cli.ok("verify", store)

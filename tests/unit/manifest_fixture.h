@@ -47,8 +47,12 @@ static inline int fixture_stage(struct manifest *manifest, const struct schema *
 	struct table_stage *stage;
 	int rc = table_stage_open(manifest_pager(manifest), mode, CODEC_ZSTD,
 				  intent ? manifest_intent_new_segment : NULL, intent, &stage);
-	if (rc < 0)
+	if (rc == 0 && schema->kind == SCHEMA_EDGE)
+		rc = table_stage_track_edges(stage);
+	if (rc < 0) {
+		table_stage_free(stage);
 		return rc;
+	}
 	struct schema_row row;
 	schema_row_init(&row);
 	struct error_info error;

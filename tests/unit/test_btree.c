@@ -41,7 +41,7 @@ static int fixture_open(struct fixture *fixture)
 	if (!bytes)
 		return -ENOMEM;
 	memcpy(bytes, "GRAPHFS\0", 8);
-	buf_store_u32(bytes + 8, 1);  /* format version */
+	buf_store_u32(bytes + 8, FILE_FORMAT_VERSION);
 	buf_store_u32(bytes + 12, 1); /* kind: manifest */
 	for (int i = 0; i < 16; i++)
 		bytes[16 + i] = (uint8_t)(0xA0 + i); /* store ULID */

@@ -165,13 +165,13 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		0, "store format 0 is older than this graphfs (format 1): export it with the graphfs version that "
+		1, "store format 1 is older than this graphfs (format 2): export it with the graphfs version that "
 		   "wrote it, then graphfs init a new store and graphfs import the tables");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
 {
-	format_refused_before_recovery(2, "store format 2 is newer than this graphfs (format 1): upgrade graphfs");
+	format_refused_before_recovery(3, "store format 3 is newer than this graphfs (format 2): upgrade graphfs");
 }
 
 TEST(a_read_only_open_leaves_a_pending_sidecar_untouched)

@@ -111,7 +111,7 @@ TEST(file_header_is_laid_out_as_format_md_says)
 		header.store_id.bytes[i] = (uint8_t)(i + 1);
 	pager_file_header_encode(&header, bytes);
 	CHECK(memcmp(bytes, "GRAPHFS\0", 8) == 0);
-	CHECK_EQ(buf_load_u32(bytes + 8), 1);
+	CHECK_EQ(buf_load_u32(bytes + 8), FILE_FORMAT_VERSION);
 	CHECK_EQ(buf_load_u32(bytes + 12), 2);
 	CHECK(memcmp(bytes + 16, header.store_id.bytes, 16) == 0);
 	CHECK_EQ(buf_load_u64(bytes + 32), 0xabcd);
@@ -132,10 +132,10 @@ TEST(file_header_decode_reports_another_version_before_the_checksum)
 	uint8_t bytes[FILE_HEADER_SIZE];
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, { { 0 } }, 0, 1 };
 	pager_file_header_encode(&header, bytes);
-	buf_store_u32(bytes + 8, 2); /* newer, checksum now stale */
+	buf_store_u32(bytes + 8, FILE_FORMAT_VERSION + 1); /* newer, checksum now stale */
 	struct file_header back;
 	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
-	CHECK_EQ(back.format_version, 2);
+	CHECK_EQ(back.format_version, FILE_FORMAT_VERSION + 1);
 	buf_store_u32(bytes + 8, 0);
 	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
 	CHECK_EQ(back.format_version, 0);
@@ -204,7 +204,7 @@ TEST(init_refuses_a_corrupt_short_or_foreign_header)
 	capture_stderr(init_quietly, &attempt, log, sizeof log);
 	CHECK_EQ(attempt.rc, -EIO);
 
-	struct file_header newer = { 2, FILE_KIND_MANIFEST, attempt.store.id, 0, 1 };
+	struct file_header newer = { FILE_FORMAT_VERSION + 1, FILE_KIND_MANIFEST, attempt.store.id, 0, 1 };
 	pager_file_header_encode(&newer, bytes);
 	CHECK_EQ(io_pwrite(&attempt.store.manifest, bytes, sizeof bytes, 0), 0);
 	capture_stderr(init_quietly, &attempt, log, sizeof log);

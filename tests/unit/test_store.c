@@ -1451,10 +1451,10 @@ TEST(a_store_stamped_with_another_format_is_refused)
 	snprintf(path, sizeof path, "%s", store_path(store));
 	store_close(store);
 	struct error_info error;
-	CHECK_EQ(store_stamp_format(path, 2, &error), 0);
+	CHECK_EQ(store_stamp_format(path, STORE_FORMAT_VERSION + 1, &error), 0);
 	CHECK_EQ(store_open(path, NULL, &store, &error), -EPROTO);
 	CHECK(strstr(error.message, "upgrade graphfs"));
-	CHECK_EQ(store_stamp_format(path, 1, &error), 0);
+	CHECK_EQ(store_stamp_format(path, STORE_FORMAT_VERSION, &error), 0);
 	CHECK_EQ(store_open(path, NULL, &store, &error), 0);
 	store_close(store);
 }

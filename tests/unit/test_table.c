@@ -218,14 +218,14 @@ static const char schema_text[] =
 	"{\"kind\":\"node\",\"properties\":{\"v\":{\"type\":\"i64\",\"nullable\":false}}}";
 
 /* Appends the canonical rendering of schema_text as a schema block; the fixture's applies use it. */
-static int append_schema(struct fixture *fixture)
+static int append_schema_text(struct fixture *fixture, const char *text)
 {
 	struct schema schema;
 	schema_init(&schema);
 	struct buf canonical;
 	buf_init(&canonical);
 	struct pager_append *append = NULL;
-	int rc = schema_parse(schema_text, strlen(schema_text), &schema, NULL);
+	int rc = schema_parse(text, strlen(text), &schema, NULL);
 	if (rc == 0)
 		rc = schema_render(&schema, &canonical);
 	if (rc == 0)
@@ -241,6 +241,11 @@ static int append_schema(struct fixture *fixture)
 	buf_free(&canonical);
 	schema_free(&schema);
 	return rc;
+}
+
+static int append_schema(struct fixture *fixture)
+{
+	return append_schema_text(fixture, schema_text);
 }
 
 TEST(a_table_version_names_its_schema_block)
@@ -1933,6 +1938,352 @@ TEST(verify_reports_a_live_row_missing_from_the_key_tree_and_a_key_entry_of_no_r
 	CHECK_EQ(rebuild_keys(&fixture, &stray, NULL, NULL, "r9999999"), 0);
 	CHECK_EQ(table_verify(fixture.pager, &stray, message, sizeof message), -EIO);
 	CHECK(strstr(message, "11 entries for 10 live rows") != NULL);
+	fixture_close(&fixture);
+}
+
+/* ---- adjacency indexes (docs/FORMAT.md §12.1) ------------------------------------------ */
+
+#define GRAPH_NODES 60
+#define GRAPH_EDGES 5000   /* edge slots; tests use the first `used` of them */
+
+static uint64_t graph_random_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t random_next(void)
+{
+	graph_random_state ^= graph_random_state << 13;
+	graph_random_state ^= graph_random_state >> 7;
+	graph_random_state ^= graph_random_state << 17;
+	return graph_random_state;
+}
+
+/* A model edge table: edge i is live when from[i] >= 0 (edge_model_clear: none). */
+struct edge_model {
+	int from[GRAPH_EDGES], to[GRAPH_EDGES];
+	long value[GRAPH_EDGES];
+};
+
+static void edge_id(char out[32], int edge)
+{
+	snprintf(out, 32, "e/%04d", edge);
+}
+
+static void edge_model_clear(struct edge_model *model)
+{
+	for (int e = 0; e < GRAPH_EDGES; e++)
+		model->from[e] = -1;
+}
+
+static void node_id(char out[32], int node)
+{
+	/* ids with a common prefix, one a prefix of others, and one that needs a JSON escape */
+	if (node == 7)
+		snprintf(out, 32, "n\"q");
+	else
+		snprintf(out, 32, "n%d", node);
+}
+
+/* Stages edge `edge` from -> to (from < 0: a delete) with a wide or narrow line. */
+static int stage_edge(struct table_stage *stage, int edge, int from, int to, long value, bool wide)
+{
+	struct schema_row row;
+	schema_row_init(&row);
+	char id[32], from_id[32], to_id[32];
+	edge_id(id, edge);
+	buf_append_string(&row.id, id);
+	if (from < 0) {
+		row.is_delete = true;
+	} else {
+		node_id(from_id, from);
+		node_id(to_id, to);
+		buf_append_string(&row.from, from_id);
+		buf_append_string(&row.to, to_id);
+		const char *from_json = from == 7 ? "n\\\"q" : from_id, *to_json = to == 7 ? "n\\\"q" : to_id;
+		buf_printf(&row.canonical, "{\"id\":\"%s\",\"from\":\"%s\",\"to\":\"%s\",\"v\":%ld%s%.*s%s}\n", id,
+			   from_json, to_json, value, wide ? ",\"pad\":\"" : "", wide ? 900 : 0,
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................"
+			   "................................................................................................",
+			   wide ? "\"" : "");
+	}
+	int rc = table_stage_add(stage, &row);
+	schema_row_free(&row);
+	return rc;
+}
+
+/* Every node's edges at both ends, listed through the indexes, equal the model's. */
+static int adjacency_equals_model(struct fixture *fixture, const struct table_info *info,
+				  const struct edge_model *model)
+{
+	int rc = 0;
+	for (int end = TABLE_EDGE_FROM; end <= TABLE_EDGE_TO && rc == 0; end++) {
+		struct table_adjacency *adjacency;
+		if ((rc = table_adjacency_open(fixture->pager, info, (enum table_edge_end)end, 1u << 20, &adjacency)) < 0)
+			return rc;
+		for (int node = 0; node < GRAPH_NODES && rc == 0; node++) {
+			char id[32];
+			node_id(id, node);
+			int expected[GRAPH_EDGES], expected_count = 0;
+			for (int e = 0; e < GRAPH_EDGES; e++)
+				if (model->from[e] >= 0 && (end == TABLE_EDGE_FROM ? model->from[e] : model->to[e]) == node)
+					expected[expected_count++] = e;   /* edge ids sort as their numbers */
+			char after[32] = "";
+			bool first = true;
+			for (int k = 0;; k++) {
+				const uint8_t *edge, *other;
+				size_t edge_size, other_size;
+				int more = table_adjacency_next(adjacency, id, strlen(id), first ? NULL : after, strlen(after),
+								&edge, &edge_size, &other, &other_size);
+				if (more < 0) {
+					rc = more;
+					break;
+				}
+				if (more == 0) {
+					if (k != expected_count)
+						rc = -EDOM;
+					break;
+				}
+				char want[32], other_want[32];
+				if (k >= expected_count) {
+					rc = -EDOM;
+					break;
+				}
+				edge_id(want, expected[k]);
+				node_id(other_want, end == TABLE_EDGE_FROM ? model->to[expected[k]] : model->from[expected[k]]);
+				if (edge_size != strlen(want) || memcmp(edge, want, edge_size) != 0 ||
+				    other_size != strlen(other_want) || memcmp(other, other_want, other_size) != 0) {
+					rc = -EDOM;
+					break;
+				}
+				snprintf(after, sizeof after, "%s", want);
+				first = false;
+			}
+		}
+		table_adjacency_free(adjacency);
+	}
+	return rc;
+}
+
+static const char edge_schema_text[] =
+	"{\"kind\":\"edge\",\"from\":\"N\",\"to\":\"N\",\"properties\":{\"v\":{\"type\":\"i64\"},"
+	"\"pad\":{\"type\":\"string\",\"nullable\":true}}}";
+
+static int open_edge_stage(struct fixture *fixture, enum table_write_mode mode, struct table_stage **out)
+{
+	int rc = stage_open(fixture, mode, out);
+	if (rc == 0 && (rc = table_stage_track_edges(*out)) < 0)
+		table_stage_free(*out);
+	return rc;
+}
+
+static void random_edge(struct edge_model *model, int edge)
+{
+	model->from[edge] = (int)(random_next() % GRAPH_NODES);
+	model->to[edge] = random_next() % 5 == 0 ? model->from[edge] : (int)(random_next() % GRAPH_NODES); /* self-loops */
+	model->value[edge] = (long)(random_next() % 1000);
+}
+
+TEST(an_edge_overwrite_indexes_every_edge_by_from_and_by_to)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	static struct edge_model model;
+	edge_model_clear(&model);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_OVERWRITE, &stage), 0);
+	for (int e = 0; e < 400; e++) {
+		random_edge(&model, e);
+		CHECK_EQ(stage_edge(stage, e, model.from[e], model.to[e], model.value[e], false), 0);
+	}
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK(!block_address_is_null(info.out_edges) && !block_address_is_null(info.in_edges));
+	CHECK_EQ(adjacency_equals_model(&fixture, &info, &model), 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	fixture_close(&fixture);
+}
+
+TEST(random_edge_merges_keep_both_indexes_equal_to_a_model_in_every_version)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	static struct edge_model models[12], model;
+	struct table_info versions[12];
+	edge_model_clear(&model);
+	struct table_info base;
+	memset(&base, 0, sizeof base);
+	for (int round = 0; round < 12; round++) {
+		struct table_stage *stage;
+		CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+		for (int change = 0; change < 80; change++) {
+			int e = (int)(random_next() % 400);
+			if (random_next() % 4 == 0) {
+				model.from[e] = -1;
+				CHECK_EQ(stage_edge(stage, e, -1, 0, 0, false), 0);
+			} else {
+				random_edge(&model, e);   /* new, or moved to other endpoints */
+				CHECK_EQ(stage_edge(stage, e, model.from[e], model.to[e], model.value[e], false), 0);
+			}
+		}
+		struct table_info info;
+		memset(&info, 0, sizeof info);
+		CHECK_EQ(publish(&fixture, round == 0 ? NULL : &base, stage, &info, NULL), 0);
+		table_stage_free(stage);
+		CHECK_EQ(adjacency_equals_model(&fixture, &info, &model), 0);
+		char message[256];
+		CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+		models[round] = model;
+		versions[round] = info;
+		base = info;
+	}
+	/* every old version keeps its own indexes */
+	for (int round = 0; round < 12; round++)
+		CHECK_EQ(adjacency_equals_model(&fixture, &versions[round], &models[round]), 0);
+	fixture_close(&fixture);
+}
+
+TEST(a_spilled_edge_overwrite_builds_its_indexes_into_its_segment)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	static struct edge_model model;
+	edge_model_clear(&model);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_OVERWRITE, &stage), 0);
+	/* wide lines (about 960 bytes): past the inline limit, so the stage spills */
+	for (int e = 0; e < GRAPH_EDGES; e++) {
+		random_edge(&model, e);
+		CHECK_EQ(stage_edge(stage, e, model.from[e], model.to[e], model.value[e], true), 0);
+	}
+	CHECK(table_stage_segment(stage) != 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(adjacency_equals_model(&fixture, &info, &model), 0);
+	CHECK(info.out_edges.segment != 0 && info.in_edges.segment != 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	fixture_close(&fixture);
+}
+
+TEST(a_large_edge_merge_in_runs_keeps_both_indexes_equal_to_a_model)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	static struct edge_model model;
+	edge_model_clear(&model);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_OVERWRITE, &stage), 0);
+	for (int e = 0; e < GRAPH_EDGES; e += 2) {
+		random_edge(&model, e);
+		CHECK_EQ(stage_edge(stage, e, model.from[e], model.to[e], model.value[e], true), 0);
+	}
+	struct table_info base, merged;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ(publish(&fixture, NULL, stage, &base, NULL), 0);
+	table_stage_free(stage);
+	/* a spilled merge in runs as large as the table: applied in one streaming pass */
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+	table_stage_set_run_entries(stage, 700);
+	for (int step = 0; step < 2 * GRAPH_EDGES; step++) {
+		int e = (int)(random_next() % GRAPH_EDGES);
+		if (random_next() % 3 == 0) {
+			model.from[e] = -1;
+			CHECK_EQ(stage_edge(stage, e, -1, 0, 0, true), 0);
+		} else {
+			random_edge(&model, e);
+			CHECK_EQ(stage_edge(stage, e, model.from[e], model.to[e], model.value[e], true), 0);
+		}
+	}
+	CHECK(table_stage_segment(stage) != 0);
+	memset(&merged, 0, sizeof merged);
+	CHECK_EQ(publish(&fixture, &base, stage, &merged, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(adjacency_equals_model(&fixture, &merged, &model), 0);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &merged, message, sizeof message), 0);
+	fixture_close(&fixture);
+}
+
+TEST(an_edge_merge_that_deletes_every_edge_leaves_no_indexes)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_edge(stage, 1, 2, 3, 4, false), 0);
+	CHECK_EQ(stage_edge(stage, 2, 3, 3, 4, false), 0);
+	struct table_info first, second;
+	memset(&first, 0, sizeof first);
+	CHECK_EQ(publish(&fixture, NULL, stage, &first, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_edge(stage, 1, -1, 0, 0, false), 0);
+	CHECK_EQ(stage_edge(stage, 2, -1, 0, 0, false), 0);
+	CHECK_EQ(publish(&fixture, &first, stage, &second, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(second.row_count, 0);
+	CHECK(block_address_is_null(second.out_edges) && block_address_is_null(second.in_edges));
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &second, message, sizeof message), 0);
+	fixture_close(&fixture);
+}
+
+TEST(an_edge_table_version_without_its_indexes_fails_verify)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	CHECK_EQ(append_schema_text(&fixture, edge_schema_text), 0);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_edge(stage, 1, 2, 3, 4, false), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	char message[256];
+	struct table_info swapped = info;
+	swapped.out_edges = info.in_edges;   /* the in index where the out index belongs */
+	CHECK_EQ(table_verify(fixture.pager, &swapped, message, sizeof message), -EIO);
+	CHECK(strstr(message, "out index") != NULL);
+	struct table_info missing = info;
+	missing.out_edges = missing.in_edges = (struct block_address){ 0, 0 };
+	CHECK_EQ(table_verify(fixture.pager, &missing, message, sizeof message), -EIO);
+	CHECK(strstr(message, "adjacency") != NULL);
+	fixture_close(&fixture);
+}
+
+TEST(a_stage_tracking_edges_refuses_a_row_without_endpoints_and_a_node_stage_cannot_apply_on_an_edge_version)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(open_edge_stage(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_row(stage, "x", 1), -EINVAL);
+	CHECK_EQ(stage_edge(stage, 1, 2, 3, 4, false), 0);
+	struct table_info info, next;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	table_stage_free(stage);
+	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
+	CHECK_EQ(stage_row(stage, "x", 1), 0);
+	CHECK_EQ(publish(&fixture, &info, stage, &next, NULL), -EINVAL);
+	table_stage_free(stage);
 	fixture_close(&fixture);
 }
 
