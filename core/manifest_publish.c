@@ -253,6 +253,9 @@ struct touched_table {
 	struct table_info info;
 	struct schema schema;
 	bool written;          /* rows applied (a second data write would need the unwritten blocks) */
+	bool has_base;         /* written over base, by stage (the ids it removed are checked) */
+	struct table_info base;
+	const struct table_stage *stage;
 	bool check_endpoints;  /* a new or changed edge schema */
 };
 
@@ -607,6 +610,9 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
 	table->info = info;
 	table->written = true;
+	table->has_base = true;
+	table->base = base;
+	table->stage = op->stage;
 	return written_head(state, op, &head, &info, address, NULL, change);
 }
 
@@ -725,6 +731,148 @@ static int op_rename(struct commit_state *state, const struct manifest_op *op, s
 	return 0;
 }
 
+/* ---- referential integrity (docs/ARCHITECTURE.md invariant 11) -------------------- */
+
+/* An edge table end that names the node table being checked, as the commit leaves it. */
+struct reference {
+	char edge_table[JOURNAL_NAME_MAX + 1];
+	enum table_edge_end end;
+	struct table_info info;
+};
+
+struct reference_check {
+	struct commit_state *state;
+	const char *node_table;
+	struct reference *references;
+	size_t count;
+	struct buf edge;
+};
+
+/* The live edge tables whose from or to is name, after every operation of the commit. */
+static int references_collect(struct commit_state *state, const char *name, struct reference **out, size_t *count_out)
+{
+	*out = NULL;
+	*count_out = 0;
+	struct btree_iterator *iterator;
+	int rc = btree_iterator_open(state->names, NULL, 0, &iterator);
+	if (rc < 0)
+		return rc;
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	struct buf head_bytes;
+	buf_init(&head_bytes);
+	struct reference *references = NULL;
+	size_t count = 0;
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		struct head_row head;
+		buf_reset(&head_bytes);
+		if (value_size != 16) {
+			rc = -EIO;
+			break;
+		}
+		if ((rc = btree_get(state->heads, value, 16, &head_bytes)) < 0 ||
+		    (rc = head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
+			break;
+		if (head.kind != SCHEMA_EDGE || head.row_count == 0)
+			continue;
+		struct touched_table *table;
+		if ((rc = head_table(state, &head, &table)) < 0)
+			break;
+		for (int end = TABLE_EDGE_FROM; end <= TABLE_EDGE_TO; end++) {
+			if (strcmp(end == TABLE_EDGE_FROM ? table->schema.from : table->schema.to, name) != 0)
+				continue;
+			struct reference *grown = realloc(references, (count + 1) * sizeof *grown);
+			if (!grown) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			references = grown;
+			snprintf(references[count].edge_table, sizeof references[count].edge_table, "%s", head.name);
+			references[count].end = (enum table_edge_end)end;
+			references[count].info = table->info;
+			count++;
+		}
+	}
+out:
+	buf_free(&head_bytes);
+	btree_iterator_free(iterator);
+	if (rc < 0) {
+		free(references);
+		return rc;
+	}
+	*out = references;
+	*count_out = count;
+	return 0;
+}
+
+/* One id the commit removes from the node table: no edge may still name it. */
+static int reference_visit(void *context, const uint8_t *id, size_t id_size)
+{
+	struct reference_check *check = context;
+	struct commit_state *state = check->state;
+	for (size_t i = 0; i < check->count; i++) {
+		const struct reference *reference = &check->references[i];
+		buf_reset(&check->edge);
+		int rc = table_edges_first(state->manifest->pager, state->publish->append, &reference->info,
+					   reference->end, id, id_size, &check->edge);
+		if (rc < 0)
+			return error_info_set(state->error, rc, "cannot read the edges of %s: %s", reference->edge_table,
+					      strerror(-rc));
+		if (rc == 1)
+			return error_info_set(state->error, -EINVAL,
+					      "node \"%.*s\" of %s is still referenced by edge \"%.*s\" of %s (its %s): "
+					      "delete those edges in the same commit, or delete the node with "
+					      "{\"id\":\"%.*s\",\"@delete\":\"detach\"}",
+					      (int)(id_size > 200 ? 200 : id_size), (const char *)id, check->node_table,
+					      (int)(check->edge.size > 200 ? 200 : check->edge.size),
+					      (const char *)check->edge.data, reference->edge_table,
+					      reference->end == TABLE_EDGE_FROM ? "from" : "to",
+					      (int)(id_size > 200 ? 200 : id_size), (const char *)id);
+	}
+	return 0;
+}
+
+/*
+ * No node a write of this commit removes (a merge's deletes, the rows an
+ * overwrite leaves out) is named by an edge the commit leaves live, whatever
+ * order the operations came in: the removed ids are looked up in the
+ * adjacency indexes of the edge tables as this commit writes them.
+ * O(removed × referencing tables × log edges).
+ */
+static int check_references(struct commit_state *state)
+{
+	if (io_failpoint_armed("integrity.skip_reference_checks"))
+		return 0;
+	for (size_t i = 0; i < state->touched_count; i++) {
+		/* copies: collecting references may grow state->touched */
+		struct touched_table table = state->touched[i];
+		if (!table.written || !table.has_base || table.schema.kind != SCHEMA_NODE || table.base.row_count == 0)
+			continue;
+		struct buf head_bytes;
+		buf_init(&head_bytes);
+		struct head_row head;
+		int rc = btree_get(state->heads, table.stable_id.bytes, 16, &head_bytes);
+		if (rc == 0)
+			rc = head_row_decode(head_bytes.data, head_bytes.size, &head);
+		buf_free(&head_bytes);
+		if (rc < 0)
+			return rc;
+		if (head.state != HEAD_LIVE)
+			continue;
+		struct reference_check check = { .state = state, .node_table = head.name };
+		buf_init(&check.edge);
+		rc = references_collect(state, head.name, &check.references, &check.count);
+		if (rc == 0 && check.count > 0)
+			rc = table_removed_ids(state->manifest->pager, state->publish->append, &table.base, &table.info,
+					       table.stage, reference_visit, &check);
+		free(check.references);
+		buf_free(&check.edge);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Every new or changed edge schema names live node tables (after all operations). */
 static int check_endpoints(struct commit_state *state)
 {
@@ -831,7 +979,7 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 			goto out;
 		record.change_count++;
 	}
-	if ((rc = check_endpoints(&state)) < 0)
+	if ((rc = check_endpoints(&state)) < 0 || (rc = check_references(&state)) < 0)
 		goto out;
 	struct block_address heads_root, names_root;
 	if ((rc = btree_flush(state.heads, publish.append, &heads_root)) < 0 ||

@@ -669,6 +669,38 @@ out:
 	return rc < 0 ? rc : differences;
 }
 
+/*
+ * Invariant 11: every live edge's from and to are live rows of the node
+ * tables its schema names — one merge of each adjacency index against the
+ * node table's key tree.
+ */
+static void verify_edge_endpoints(struct verify *verify, const struct branch_record *branch,
+				  const struct replay *replay, const struct head_row *edges,
+				  const struct table_info *edge_info, const struct schema *schema)
+{
+	struct manifest *manifest = verify->manifest;
+	for (int end = TABLE_EDGE_FROM; end <= TABLE_EDGE_TO; end++) {
+		const char *node_table = end == TABLE_EDGE_FROM ? schema->from : schema->to;
+		const struct head_row *nodes = NULL;
+		for (size_t i = 0; i < replay->count && !nodes; i++)
+			if (replay->heads[i].state == HEAD_LIVE && strcmp(replay->heads[i].name, node_table) == 0)
+				nodes = &replay->heads[i];
+		if (!nodes) {
+			if (edges->row_count > 0)
+				finding(verify, "branch %s: table %s: its node table %s does not exist", branch->name,
+					edges->name, node_table);
+			continue;
+		}
+		struct table_info node_info;
+		char message[512];
+		if (table_info_read(manifest->pager, nodes->table, &node_info) < 0)
+			continue; /* reported as damage of that table */
+		if (table_edges_check_endpoints(manifest->pager, edge_info, (enum table_edge_end)end, &node_info, message,
+						sizeof message) < 0)
+			finding(verify, "branch %s: table %s: %s (%s)", branch->name, edges->name, message, node_table);
+	}
+}
+
 /* Every live table of a branch: table_verify and head fields against the table version. */
 static void verify_tables(struct verify *verify, const struct branch_record *branch, const struct replay *replay)
 {
@@ -702,6 +734,8 @@ static void verify_tables(struct verify *verify, const struct branch_record *bra
 				finding(verify, "branch %s: table %s: the head's schema hash does not match its schema",
 					branch->name, head->name);
 		}
+		if (schema.kind == SCHEMA_EDGE)
+			verify_edge_endpoints(verify, branch, replay, head, &info, &schema);
 		schema_free(&schema);
 		if (seen_before(&verify->verified, head->table))
 			continue; /* this table version was checked for another branch */

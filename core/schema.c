@@ -915,7 +915,7 @@ void schema_row_init(struct schema_row *row)
 	buf_init(&row->id);
 	buf_init(&row->from);
 	buf_init(&row->to);
-	row->is_delete = false;
+	row->is_delete = row->is_detach = false;
 	row->scan = NULL;
 }
 
@@ -925,7 +925,7 @@ void schema_row_free(struct schema_row *row)
 	buf_free(&row->id);
 	buf_free(&row->from);
 	buf_free(&row->to);
-	row->is_delete = false;
+	row->is_delete = row->is_detach = false;
 	if (row->scan) {
 		schema_scan_free(row->scan);
 		free(row->scan);
@@ -939,7 +939,7 @@ static void row_reset(struct schema_row *row)
 	buf_reset(&row->id);
 	buf_reset(&row->from);
 	buf_reset(&row->to);
-	row->is_delete = false;
+	row->is_delete = row->is_detach = false;
 }
 
 static int type_mismatch(const char *path, const char *expected, const json_t *value,
@@ -1226,14 +1226,15 @@ static int check_row_keys(const struct schema *schema, json_t *object, bool allo
 	return error_info_set(error, -EINVAL, "unexpected key in row");
 }
 
-/* {"id":"…","@delete":true}: nothing else. */
+/* {"id":"…","@delete":true} or {"id":"…","@delete":"detach"}: nothing else. */
 static int parse_delete(json_t *object, struct schema_row *row, struct error_info *error)
 {
 	char described[SNIPPET_MAX * 6 + 32];
 	json_t *flag = json_object_get(object, "@delete");
-	if (!json_is_true(flag)) {
+	bool detach = json_is_string(flag) && strcmp(json_string_value(flag), "detach") == 0;
+	if (!json_is_true(flag) && !detach) {
 		describe_value(flag, described, sizeof described);
-		return error_info_set(error, -EINVAL, "\"@delete\" must be true, got %s", described);
+		return error_info_set(error, -EINVAL, "\"@delete\" must be true or \"detach\", got %s", described);
 	}
 	json_t *id = json_object_get(object, "id");
 	if (!id)
@@ -1249,6 +1250,7 @@ static int parse_delete(json_t *object, struct schema_row *row, struct error_inf
 	}
 	int rc = take_id_field(id, "id", &row->id, error);
 	row->is_delete = rc == 0;
+	row->is_detach = rc == 0 && detach;
 	return rc;
 }
 

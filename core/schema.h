@@ -122,7 +122,8 @@ struct schema_row {
 	struct buf id;            /* the row id (not NUL-terminated in size; buf_cstr works) */
 	struct buf from;          /* edges: the from node id */
 	struct buf to;            /* edges: the to node id */
-	bool is_delete;           /* the line was {"id":"...","@delete":true} */
+	bool is_delete;           /* the line was {"id":"...","@delete":true} (or "detach") */
+	bool is_detach;           /* {"id":"...","@delete":"detach"}: the edges that reference it go too */
 	struct schema_scan *scan; /* the parser's working memory, kept across lines (schema_int.h) */
 };
 

@@ -31,7 +31,7 @@
  *   6. At most one recovery intent per transaction, created the first time
  *      a stage spills to a segment.
  */
-#include "store_int.h"
+#include "store_txn_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -41,79 +41,6 @@
 #include <string.h>
 
 #include <jansson.h>
-
-#define ENDPOINT_FROM 0
-#define ENDPOINT_TO 1
-#define PENDING_MEMORY (4u << 20)
-
-#define ENDPOINT_CACHE (32u << 20) /* bytes of decoded key-tree nodes per node table checked */
-
-struct endpoint_table {
-	char name[JOURNAL_NAME_MAX + 1];
-	bool in_snapshot;               /* info is the node table's version in the pinned snapshot */
-	struct table_info info;
-	struct table_finder *finder;    /* over info's key tree, opened by the first check; NULL if !in_snapshot */
-	bool shares_finder;             /* "to" names the same table as "from" and uses its finder */
-};
-
-struct store_writer {
-	struct store_txn *txn;
-	pthread_mutex_t lock;
-	char table[JOURNAL_NAME_MAX + 1];
-	char path[256];
-	enum store_write_mode mode;
-	uint64_t based_on_version;
-	struct ulid based_on_incarnation;
-	char expected_schema_hash[17];
-	bool creates;                   /* the table does not exist: its schema is inferred */
-	bool refines;                   /* the table exists, empty and undeclared: its schema is inferred too */
-	struct schema schema;           /* validation schema when !creates */
-	struct schema_inference *inference;
-	struct schema inferred;         /* built at commit when creates */
-	struct table_stage *stage;
-	struct schema_row row;          /* reused for every line */
-	struct buf partial;             /* the incomplete line carried across writes */
-	bool partial_staged;            /* the last line was a complete JSON object, staged before its "\n" */
-	_Atomic uint64_t lines;         /* complete lines processed */
-	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
-	bool finished;
-	bool sealed;                    /* a commit sealed the stage: no more rows */
-	struct error_info failure;      /* code != 0: sticky-failed */
-	bool is_edge;
-	struct endpoint_table endpoints[2];
-	/*
-	 * Deferred endpoints (u8 end, u64 line, u32 size, id each): the newest in
-	 * pending; once that holds PENDING_MEMORY bytes, it goes as one chunk to
-	 * an unnamed scratch file, so a large staged edge file keeps no more.
-	 */
-	struct buf pending;
-	struct io_file pending_file;
-	bool pending_file_open;
-	struct buf pending_chunks;      /* the byte size of each chunk in pending_file, u32 each, in order */
-	uint64_t pending_spilled;       /* bytes in pending_file */
-};
-
-struct txn_op {
-	enum manifest_op_kind kind;
-	char name[JOURNAL_NAME_MAX + 1];
-	char new_name[JOURNAL_NAME_MAX + 1];
-	struct store_writer *writer;    /* MANIFEST_WRITE */
-	struct schema schema;           /* MANIFEST_SCHEMA */
-};
-
-struct store_txn {
-	struct store *store;
-	pthread_mutex_t lock;
-	char branch[JOURNAL_NAME_MAX + 1];
-	struct store_snapshot *snapshot;
-	bool defer_endpoints;
-	struct txn_op **ops;
-	size_t op_count;
-	size_t op_capacity;
-	struct manifest_intent *intent;
-	uint64_t staged_bytes;
-	char actor[STORE_ACTOR_MAX];   /* "": the store's actor */
-};
 
 /* ---- operations list ---------------------------------------------------------- */
 
@@ -140,7 +67,7 @@ static void txn_remove_op(struct store_txn *txn, size_t index)
 	txn->op_count--;
 }
 
-static struct store_writer *txn_find_writer(struct store_txn *txn, const char *table)
+struct store_writer *txn_find_writer(struct store_txn *txn, const char *table)
 {
 	for (size_t i = 0; i < txn->op_count; i++)
 		if (txn->ops[i]->kind == MANIFEST_WRITE && strcmp(txn->ops[i]->name, table) == 0)
@@ -346,35 +273,6 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 	return manifest_intent_new_segment(txn->intent, segment_id_out);
 }
 
-/*
- * Resolves an edge table's node table in the pinned snapshot, with a finder
- * over its key tree (shared with same, the other end, when it names the same
- * table). Returns 0 (out->in_snapshot false if there is no such table) or -errno.
- */
-static int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
-			       struct endpoint_table *out)
-{
-	memset(out, 0, sizeof *out);
-	snprintf(out->name, sizeof out->name, "%s", name);
-	if (same && strcmp(same->name, name) == 0) {
-		*out = *same;
-		out->shares_finder = true;
-		return 0;
-	}
-	struct head_row head;
-	int rc = store_snapshot_head(txn->snapshot, name, &head);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	rc = table_info_read(txn->store->pager, head.table, &out->info);
-	if (rc == 0)
-		rc = table_finder_open(txn->store->pager, &out->info, ENDPOINT_CACHE, &out->finder);
-	if (rc < 0)
-		return rc;
-	out->in_snapshot = true;
-	return 0;
-}
 
 int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
 		     uint64_t based_on_version, const char *path, struct store_writer **out,
@@ -499,12 +397,11 @@ cleanup:
 	return rc;
 }
 
-/* Records the first error of a writer (sticky) and copies it to error. */
-static int writer_fail(struct store_writer *writer, struct error_info *error, int code,
-		       uint64_t line, const char *format, ...) __attribute__((format(printf, 5, 6)));
 
-static int writer_fail(struct store_writer *writer, struct error_info *error, int code,
-		       uint64_t line, const char *format, ...)
+
+/* Records the first error of a writer (sticky) and copies it to error. */
+int writer_fail(struct store_writer *writer, struct error_info *error, int code,
+		uint64_t line, const char *format, ...)
 {
 	struct error_info *failure = &writer->failure;
 	failure->code = code;
@@ -516,200 +413,6 @@ static int writer_fail(struct store_writer *writer, struct error_info *error, in
 	if (error)
 		*error = *failure;
 	return code;
-}
-
-/*
- * True if id is a node of the endpoint table as the commit would leave it:
- * a live row of the txn's writer of that table, else (unless that writer
- * deletes it or overwrites the table) a row of the pinned snapshot.
- * Called with txn.lock held. Returns 1, 0, or -errno.
- */
-static int endpoint_exists(struct store_txn *txn, struct endpoint_table *table,
-			   const void *id, size_t size)
-{
-	struct store_writer *writer = txn_find_writer(txn, table->name);
-	if (writer) {
-		int held = table_stage_has(writer->stage, id, size);
-		if (held != 0)
-			return held;
-		if (writer->mode == STORE_OVERWRITE)
-			return 0;
-		int deleted = table_stage_deletes(writer->stage, id, size);
-		if (deleted != 0)
-			return deleted < 0 ? deleted : 0;
-	}
-	if (!table->in_snapshot)
-		return 0;
-	return table_finder_has(table->finder, id, size);
-}
-
-static int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size,
-			  uint64_t line, struct error_info *error)
-{
-	struct endpoint_table *table = &writer->endpoints[end];
-	int found = endpoint_exists(writer->txn, table, id, size);
-	if (found < 0)
-		return writer_fail(writer, error, found, line, "cannot look up %s in %s: %s",
-				   end == ENDPOINT_FROM ? "from" : "to", table->name, strerror(-found));
-	if (!found)
-		return writer_fail(writer, error, -EINVAL, line,
-				   "dangling edge: %s \"%.*s\" is not a row of %s",
-				   end == ENDPOINT_FROM ? "from" : "to", (int)(size > 200 ? 200 : size),
-				   (const char *)id, table->name);
-	return 0;
-}
-
-/* Moves the deferred endpoints in memory to the scratch file as one chunk. 0 or -errno (nothing moved). */
-static int pending_spill(struct store_writer *writer)
-{
-	int rc;
-	if (!writer->pending_file_open) {
-		if ((rc = pager_scratch_open(writer->txn->store->pager, &writer->pending_file)) < 0)
-			return rc;
-		writer->pending_file_open = true;
-	}
-	if ((rc = buf_reserve(&writer->pending_chunks, 4)) < 0 ||
-	    (rc = io_pwrite(&writer->pending_file, writer->pending.data, writer->pending.size,
-			    writer->pending_spilled)) < 0)
-		return rc;
-	buf_put_u32(&writer->pending_chunks, (uint32_t)writer->pending.size);
-	writer->pending_spilled += writer->pending.size;
-	buf_reset(&writer->pending);
-	return 0;
-}
-
-/* Defers the check of one endpoint to the commit. 0 or -errno (nothing deferred). */
-static int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id)
-{
-	size_t before = writer->pending.size;
-	int rc = buf_put_u8(&writer->pending, (uint8_t)end);
-	if (rc == 0)
-		rc = buf_put_u64(&writer->pending, line);
-	if (rc == 0)
-		rc = buf_put_bytes(&writer->pending, id->data, (uint32_t)id->size);
-	if (rc < 0) {
-		writer->pending.size = before;
-		return rc;
-	}
-	/* A failed spill keeps the endpoints in memory: the next add tries again. */
-	if (writer->pending.size >= PENDING_MEMORY)
-		pending_spill(writer);
-	return 0;
-}
-
-/* One deferred endpoint, as pending_check_bytes sorts them. */
-struct pending_endpoint {
-	const uint8_t *id;
-	uint32_t size;
-	uint8_t end;
-	uint64_t line;
-};
-
-static int compare_pending_endpoints(const void *a, const void *b)
-{
-	const struct pending_endpoint *left = a, *right = b;
-	if (left->end != right->end)
-		return left->end < right->end ? -1 : 1;
-	int order = memcmp(left->id, right->id, left->size < right->size ? left->size : right->size);
-	if (order != 0)
-		return order;
-	return left->size < right->size ? -1 : left->size > right->size;
-}
-
-/* True if a comes before b in the input: an earlier line, or the same line's "from". */
-static bool pending_endpoint_earlier(const struct pending_endpoint *a, const struct pending_endpoint *b)
-{
-	return a->line < b->line || (a->line == b->line && a->end < b->end);
-}
-
-/*
- * Checks the endpoints deferred at write time, of one chunk (bytes). Each
- * distinct id is looked up once, in id order, so that a large node stage
- * in runs reads each of its blocks about once rather than once an endpoint.
- * Reports the dangling endpoint that comes first in the input. Called with
- * txn.lock held. The error is reported but does not make the writer fail:
- * the caller may still stage the missing nodes and commit again.
- */
-static int pending_check_bytes(struct store_writer *writer, const uint8_t *bytes, size_t size_in_bytes,
-			       struct error_info *error)
-{
-	struct buf list;                /* struct pending_endpoint each */
-	buf_init(&list);
-	struct buf_reader reader;
-	buf_reader_init(&reader, bytes, size_in_bytes);
-	int rc = 0;
-	while (buf_reader_remaining(&reader) > 0) {
-		struct pending_endpoint endpoint;
-		endpoint.end = buf_get_u8(&reader);
-		endpoint.line = buf_get_u64(&reader);
-		endpoint.size = (uint32_t)buf_get_bytes(&reader, &endpoint.id);
-		if (reader.failed || endpoint.end > ENDPOINT_TO) {
-			rc = -EIO;
-			goto out;
-		}
-		if (buf_append(&list, &endpoint, sizeof endpoint) < 0) {
-			rc = error_info_set(error, -ENOMEM, "out of memory checking the edges of %s", writer->path);
-			goto out;
-		}
-	}
-	struct pending_endpoint *endpoints = (struct pending_endpoint *)list.data;
-	size_t count = list.size / sizeof *endpoints;
-	if (count > 1)
-		qsort(endpoints, count, sizeof *endpoints, compare_pending_endpoints);
-	const struct pending_endpoint *dangling = NULL;
-	for (size_t first = 0, after; first < count; first = after) {
-		const struct pending_endpoint *earliest = &endpoints[first];
-		for (after = first + 1; after < count && compare_pending_endpoints(&endpoints[first], &endpoints[after]) == 0;
-		     after++)
-			if (pending_endpoint_earlier(&endpoints[after], earliest))
-				earliest = &endpoints[after];
-		if (dangling && !pending_endpoint_earlier(earliest, dangling))
-			continue;
-		int found = endpoint_exists(writer->txn, &writer->endpoints[earliest->end], earliest->id, earliest->size);
-		if (found < 0) {
-			error_info_locate(error, writer->path, earliest->line);
-			rc = error_info_set(error, found, "cannot look up %s in %s: %s",
-					    earliest->end == ENDPOINT_FROM ? "from" : "to",
-					    writer->endpoints[earliest->end].name, strerror(-found));
-			goto out;
-		}
-		if (!found)
-			dangling = earliest;
-	}
-	if (dangling) {
-		error_info_locate(error, writer->path, dangling->line);
-		rc = error_info_set(error, -EINVAL, "dangling edge: %s \"%.*s\" is not a row of %s",
-				    dangling->end == ENDPOINT_FROM ? "from" : "to",
-				    (int)(dangling->size > 200 ? 200 : dangling->size), (const char *)dangling->id,
-				    writer->endpoints[dangling->end].name);
-	}
-out:
-	buf_free(&list);
-	return rc;
-}
-
-/* Checks every deferred endpoint: the spilled chunks in order, then those in memory. Same contract. */
-static int pending_check(struct store_writer *writer, struct error_info *error)
-{
-	struct buf chunk;
-	buf_init(&chunk);
-	uint64_t offset = 0;
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < writer->pending_chunks.size / 4; i++) {
-		uint32_t size = buf_load_u32(writer->pending_chunks.data + 4 * i);
-		buf_reset(&chunk);
-		if ((rc = buf_reserve(&chunk, size)) < 0 ||
-		    (rc = io_pread(&writer->pending_file, chunk.data, size, offset)) < 0) {
-			error_info_set(error, rc, "cannot read back the deferred endpoint checks of %s: %s",
-				       writer->path, strerror(-rc));
-			break;
-		}
-		chunk.size = size;
-		offset += size;
-		rc = pending_check_bytes(writer, chunk.data, chunk.size, error);
-	}
-	buf_free(&chunk);
-	return rc < 0 ? rc : pending_check_bytes(writer, writer->pending.data, writer->pending.size, error);
 }
 
 /* Parses, validates and stages one complete line (without "\n"). Writer lock and txn.lock held. */

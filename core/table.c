@@ -2488,6 +2488,77 @@ out:
 	return rc;
 }
 
+/* ---- what a write removes ------------------------------------------------------------------ */
+
+int table_removed_ids(struct pager *pager, struct pager_append *append, const struct table_info *base,
+		      const struct table_info *after, const struct table_stage *stage,
+		      int (*visit)(void *context, const uint8_t *id, size_t id_size), void *context)
+{
+	if (!stage->sealed)
+		return -EINVAL;
+	if (!base || block_address_is_null(base->keys))
+		return 0;
+	struct btree *old_keys = NULL, *new_keys = NULL;
+	struct btree_iterator *old_ids = NULL, *new_ids = NULL;
+	struct stage_iterator staged = { .cursor = NULL };
+	struct buf value;
+	buf_init(&value);
+	int rc;
+	if ((rc = btree_open_layout(pager, base->keys, BTREE_PACKED, &old_keys)) < 0)
+		goto out;
+	btree_attach_append(old_keys, append);
+	if (stage->mode == TABLE_MERGE) {
+		if ((rc = stage_iterator_open(stage, &staged)) < 0)
+			goto out;
+		struct stage_record record;
+		while ((rc = stage_iterator_next(&staged, &record)) == 1) {
+			if (!record.is_delete)
+				continue;
+			buf_reset(&value);
+			rc = btree_get(old_keys, record.id, record.id_size, &value);
+			if (rc == -ENOENT)
+				continue;
+			if (rc < 0 || (rc = visit(context, record.id, record.id_size)) < 0)
+				goto out;
+		}
+		goto out;
+	}
+	/* An overwrite: the ids of base that after lacks, walking both key trees in id order. */
+	if ((rc = btree_iterator_open(old_keys, NULL, 0, &old_ids)) < 0)
+		goto out;
+	if (!block_address_is_null(after->keys)) {
+		if ((rc = btree_open_layout(pager, after->keys, BTREE_PACKED, &new_keys)) < 0)
+			goto out;
+		btree_attach_append(new_keys, append);
+		if ((rc = btree_iterator_open(new_keys, NULL, 0, &new_ids)) < 0)
+			goto out;
+	}
+	const uint8_t *old_id = NULL, *new_id = NULL, *unused;
+	size_t old_size = 0, new_size = 0, unused_size;
+	int new_more = new_ids ? btree_iterator_next(new_ids, &new_id, &new_size, &unused, &unused_size) : 0;
+	int old_more;
+	while ((old_more = btree_iterator_next(old_ids, &old_id, &old_size, &unused, &unused_size)) == 1) {
+		int order = 1;
+		while (new_more == 1 && (order = id_compare(new_id, new_size, old_id, old_size)) < 0)
+			new_more = btree_iterator_next(new_ids, &new_id, &new_size, &unused, &unused_size);
+		if (new_more < 0) {
+			rc = new_more;
+			goto out;
+		}
+		if ((new_more == 0 || order != 0) && (rc = visit(context, old_id, old_size)) < 0)
+			goto out;
+	}
+	rc = old_more;
+out:
+	stage_iterator_close(&staged);
+	btree_iterator_free(old_ids);
+	btree_iterator_free(new_ids);
+	btree_free(old_keys);
+	btree_free(new_keys);
+	buf_free(&value);
+	return rc < 0 ? rc : 0;
+}
+
 /* ---- verify ------------------------------------------------------------------------------ */
 
 /* Called by walk_live_rows for each live row: 0 to go on, or -EIO with message. */

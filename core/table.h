@@ -128,6 +128,24 @@ int table_adjacency_next(struct table_adjacency *adjacency, const void *node, si
 			 size_t after_size, const uint8_t **edge, size_t *edge_size, const uint8_t **other,
 			 size_t *other_size);
 
+/*
+ * The first edge of node at one end in a version that may exist only in an
+ * unwritten append (a commit checking what it is about to publish; append
+ * may be NULL). Returns 1 with the edge's id appended to edge_out, 0 if node
+ * has no edge there (or the table has no rows), or -errno. O(log edges).
+ */
+int table_edges_first(struct pager *pager, struct pager_append *append, const struct table_info *info,
+		      enum table_edge_end end, const void *node, size_t node_size, struct buf *edge_out);
+
+/*
+ * Checks that every edge's node at one end is a live row of node_info: one
+ * merge of the index against the node table's key tree, O(edges + nodes).
+ * Returns 0, or -EIO with message naming the first edge whose node is
+ * missing (or what could not be read).
+ */
+int table_edges_check_endpoints(struct pager *pager, const struct table_info *edges, enum table_edge_end end,
+				const struct table_info *nodes, char *message, size_t message_size);
+
 /* ---- staging writes -------------------------------------------------------------- */
 
 enum table_write_mode {
@@ -164,6 +182,17 @@ void table_stage_free(struct table_stage *stage);  /* joins its writer thread; r
  */
 int table_stage_track_edges(struct table_stage *stage);
 bool table_stage_tracks_edges(const struct table_stage *stage);
+
+/*
+ * The ids a sealed stage, applied on base as after, removes from the table:
+ * for a merge its deletes of ids base has; for an overwrite every id of
+ * base that after lacks (one merge of the two key trees). Reads through
+ * append (may be NULL). visit returns 0 to go on, or an error to stop with.
+ * Returns 0, visit's error, or -errno.
+ */
+int table_removed_ids(struct pager *pager, struct pager_append *append, const struct table_info *base,
+		      const struct table_info *after, const struct table_stage *stage,
+		      int (*visit)(void *context, const uint8_t *id, size_t id_size), void *context);
 /*
  * Sets how many staged ids (rows or deletes) a spilled stage keeps in memory
  * (default TABLE_RUN_ENTRIES, at least 1): when it holds that many, it writes

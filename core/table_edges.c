@@ -485,3 +485,100 @@ int table_adjacency_next(struct table_adjacency *adjacency, const void *node, si
 	*other_size = value_size;
 	return 1;
 }
+
+int table_edges_first(struct pager *pager, struct pager_append *append, const struct table_info *info,
+		      enum table_edge_end end, const void *node, size_t node_size, struct buf *edge_out)
+{
+	struct block_address root = end == TABLE_EDGE_FROM ? info->out_edges : info->in_edges;
+	if (block_address_is_null(root))
+		return 0;
+	struct btree *tree = NULL;
+	struct btree_iterator *iterator = NULL;
+	struct buf start;
+	buf_init(&start);
+	int rc;
+	if ((rc = adjacency_key(&start, node, node_size, "", 0)) < 0 ||
+	    (rc = btree_open_layout(pager, root, BTREE_PACKED, &tree)) < 0)
+		goto out;
+	btree_attach_append(tree, append);
+	if ((rc = btree_iterator_open(tree, start.data, start.size, &iterator)) < 0)
+		goto out;
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
+	if (rc == 1 && (key_size <= start.size || memcmp(key, start.data, start.size) != 0))
+		rc = 0;
+	if (rc == 1 && (rc = buf_append(edge_out, key + start.size, key_size - start.size)) == 0)
+		rc = 1;
+out:
+	btree_iterator_free(iterator);
+	btree_free(tree);
+	buf_free(&start);
+	return rc;
+}
+
+int table_edges_check_endpoints(struct pager *pager, const struct table_info *edges, enum table_edge_end end,
+				const struct table_info *nodes, char *message, size_t message_size)
+{
+	struct block_address root = end == TABLE_EDGE_FROM ? edges->out_edges : edges->in_edges;
+	const char *which = end == TABLE_EDGE_FROM ? "from" : "to";
+	if (block_address_is_null(root))
+		return 0;
+	struct btree *index = NULL, *keys = NULL;
+	struct btree_iterator *entries = NULL, *ids = NULL;
+	int rc;
+	if ((rc = btree_open(pager, root, &index)) < 0 || (rc = btree_iterator_open(index, NULL, 0, &entries)) < 0 ||
+	    (rc = btree_open(pager, nodes->keys, &keys)) < 0 || (rc = btree_iterator_open(keys, NULL, 0, &ids)) < 0) {
+		snprintf(message, message_size, "the %s index or its node table's key tree cannot be read (%d)", which, rc);
+		goto out;
+	}
+	const uint8_t *id = NULL, *unused;
+	size_t id_size = 0, unused_size;
+	int id_more = btree_iterator_next(ids, &id, &id_size, &unused, &unused_size);
+	for (;;) {
+		const uint8_t *key, *value;
+		size_t key_size, value_size;
+		int more = btree_iterator_next(entries, &key, &key_size, &value, &value_size);
+		if (more <= 0) {
+			rc = more;
+			break;
+		}
+		const uint8_t *separator = memchr(key, 0, key_size);
+		if (!separator) {
+			snprintf(message, message_size, "the %s index has a key without a separator", which);
+			rc = -EIO;
+			break;
+		}
+		size_t node_size = (size_t)(separator - key);
+		int order = -1;
+		while (id_more == 1) {
+			size_t common = id_size < node_size ? id_size : node_size;
+			order = memcmp(id, key, common);
+			if (order == 0)
+				order = (id_size > node_size) - (id_size < node_size);
+			if (order >= 0)
+				break;
+			id_more = btree_iterator_next(ids, &id, &id_size, &unused, &unused_size);
+		}
+		if (id_more < 0) {
+			rc = id_more;
+			break;
+		}
+		if (id_more == 0 || order != 0) {
+			snprintf(message, message_size, "dangling edge \"%.*s\": %s \"%.*s\" is not a row of its node table",
+				 (int)(key_size - node_size - 1 > 200 ? 200 : key_size - node_size - 1),
+				 (const char *)separator + 1, which, (int)(node_size > 200 ? 200 : node_size),
+				 (const char *)key);
+			rc = -EIO;
+			break;
+		}
+	}
+	if (rc < 0 && rc != -EIO)
+		snprintf(message, message_size, "the %s index or its node table's key tree cannot be read (%d)", which, rc);
+out:
+	btree_iterator_free(entries);
+	btree_iterator_free(ids);
+	btree_free(index);
+	btree_free(keys);
+	return rc < 0 ? -EIO : 0;
+}

@@ -1,0 +1,102 @@
+/*
+ * store_txn_int — the transaction's structures, shared by store_txn.c (the
+ * writers and the commit) and store_edges.c (endpoint checks, referential
+ * integrity, detach). Layer: store; included only by those two files.
+ */
+#ifndef GRAPHFS_STORE_TXN_INT_H
+#define GRAPHFS_STORE_TXN_INT_H
+
+#include "store_int.h"
+
+#define ENDPOINT_FROM 0
+#define ENDPOINT_TO 1
+#define PENDING_MEMORY (4u << 20)
+
+#define ENDPOINT_CACHE (32u << 20) /* bytes of decoded key-tree nodes per node table checked */
+
+struct endpoint_table {
+	char name[JOURNAL_NAME_MAX + 1];
+	bool in_snapshot;               /* info is the node table's version in the pinned snapshot */
+	struct table_info info;
+	struct table_finder *finder;    /* over info's key tree, opened by the first check; NULL if !in_snapshot */
+	bool shares_finder;             /* "to" names the same table as "from" and uses its finder */
+};
+
+struct store_writer {
+	struct store_txn *txn;
+	pthread_mutex_t lock;
+	char table[JOURNAL_NAME_MAX + 1];
+	char path[256];
+	enum store_write_mode mode;
+	uint64_t based_on_version;
+	struct ulid based_on_incarnation;
+	char expected_schema_hash[17];
+	bool creates;                   /* the table does not exist: its schema is inferred */
+	bool refines;                   /* the table exists, empty and undeclared: its schema is inferred too */
+	struct schema schema;           /* validation schema when !creates */
+	struct schema_inference *inference;
+	struct schema inferred;         /* built at commit when creates */
+	struct table_stage *stage;
+	struct schema_row row;          /* reused for every line */
+	struct buf partial;             /* the incomplete line carried across writes */
+	bool partial_staged;            /* the last line was a complete JSON object, staged before its "\n" */
+	_Atomic uint64_t lines;         /* complete lines processed */
+	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
+	bool finished;
+	bool sealed;                    /* a commit sealed the stage: no more rows */
+	struct error_info failure;      /* code != 0: sticky-failed */
+	bool is_edge;
+	struct endpoint_table endpoints[2];
+	/*
+	 * Deferred endpoints (u8 end, u64 line, u32 size, id each): the newest in
+	 * pending; once that holds PENDING_MEMORY bytes, it goes as one chunk to
+	 * an unnamed scratch file, so a large staged edge file keeps no more.
+	 */
+	struct buf pending;
+	struct io_file pending_file;
+	bool pending_file_open;
+	struct buf pending_chunks;      /* the byte size of each chunk in pending_file, u32 each, in order */
+	uint64_t pending_spilled;       /* bytes in pending_file */
+};
+
+struct txn_op {
+	enum manifest_op_kind kind;
+	char name[JOURNAL_NAME_MAX + 1];
+	char new_name[JOURNAL_NAME_MAX + 1];
+	struct store_writer *writer;    /* MANIFEST_WRITE */
+	struct schema schema;           /* MANIFEST_SCHEMA */
+};
+
+struct store_txn {
+	struct store *store;
+	pthread_mutex_t lock;
+	char branch[JOURNAL_NAME_MAX + 1];
+	struct store_snapshot *snapshot;
+	bool defer_endpoints;
+	struct txn_op **ops;
+	size_t op_count;
+	size_t op_capacity;
+	struct manifest_intent *intent;
+	uint64_t staged_bytes;
+	char actor[STORE_ACTOR_MAX];   /* "": the store's actor */
+};
+
+/* store_txn.c */
+/* The writer of table in txn, or NULL. txn.lock held. */
+struct store_writer *txn_find_writer(struct store_txn *txn, const char *table);
+/* Records the first error of a writer (sticky), copies it to error (may be NULL), returns code. */
+int writer_fail(struct store_writer *writer, struct error_info *error, int code, uint64_t line,
+		const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+/* store_edges.c — each called with txn.lock held */
+int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
+			struct endpoint_table *out);
+/* Checks one endpoint now: 0, or the writer's sticky failure (a dangling edge is -EINVAL). */
+int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size, uint64_t line,
+		   struct error_info *error);
+/* Defers the check of one endpoint to the commit. 0 or -errno (nothing deferred). */
+int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id);
+/* Checks every deferred endpoint; reports the first dangling one in input order. 0 or -errno. */
+int pending_check(struct store_writer *writer, struct error_info *error);
+
+#endif
