@@ -707,15 +707,6 @@ static int op_rename(struct commit_state *state, const struct manifest_op *op, s
 		return error_info_set(state->error, -EEXIST, "table %s already exists", op->new_name);
 	if (rc != -ENOENT)
 		return rc;
-	if (head.kind == SCHEMA_NODE) {
-		char edge[JOURNAL_NAME_MAX + 1];
-		if ((rc = edge_referencing(state, op->name, edge)) < 0)
-			return rc;
-		if (edge[0])
-			return error_info_set(state->error, -EBUSY,
-					      "table %s is referenced by edge table %s and cannot be renamed",
-					      op->name, edge);
-	}
 	change->op = CHANGE_RENAME;
 	change->rows = 0;
 	snprintf(change->previous_name, sizeof change->previous_name, "%s", op->name);
@@ -731,7 +722,7 @@ static int op_rename(struct commit_state *state, const struct manifest_op *op, s
 	return 0;
 }
 
-/* ---- referential integrity (docs/ARCHITECTURE.md invariant 11) -------------------- */
+/* ---- referential integrity (docs/ARCHITECTURE.md invariant 13) -------------------- */
 
 /* An edge table end that names the node table being checked, as the commit leaves it. */
 struct reference {
@@ -749,7 +740,8 @@ struct reference_check {
 };
 
 /* The live edge tables whose from or to is name, after every operation of the commit. */
-static int references_collect(struct commit_state *state, const char *name, struct reference **out, size_t *count_out)
+static int references_collect(struct commit_state *state, const char *name, bool include_empty,
+			      struct reference **out, size_t *count_out)
 {
 	*out = NULL;
 	*count_out = 0;
@@ -773,7 +765,7 @@ static int references_collect(struct commit_state *state, const char *name, stru
 		if ((rc = btree_get(state->heads, value, 16, &head_bytes)) < 0 ||
 		    (rc = head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
 			break;
-		if (head.kind != SCHEMA_EDGE || head.row_count == 0)
+		if (head.kind != SCHEMA_EDGE || (head.row_count == 0 && !include_empty))
 			continue;
 		struct touched_table *table;
 		if ((rc = head_table(state, &head, &table)) < 0)
@@ -861,7 +853,7 @@ static int check_references(struct commit_state *state)
 			continue;
 		struct reference_check check = { .state = state, .node_table = head.name };
 		buf_init(&check.edge);
-		rc = references_collect(state, head.name, &check.references, &check.count);
+		rc = references_collect(state, head.name, false, &check.references, &check.count);
 		if (rc == 0 && check.count > 0)
 			rc = table_removed_ids(state->manifest->pager, state->publish->append, &table.base, &table.info,
 					       table.stage, reference_visit, &check);
@@ -871,6 +863,75 @@ static int check_references(struct commit_state *state)
 			return rc;
 	}
 	return 0;
+}
+
+/*
+ * After node table old_name became new_name: every live edge table whose
+ * schema names old_name gets a new version with the same rows and the schema
+ * naming new_name (one schema change each, recorded in the commit), so edge
+ * schemas always name their node tables as they are called at that version.
+ * 0 or -errno with state->error set.
+ */
+static int rename_references(struct commit_state *state, const char *old_name, const char *new_name,
+			     struct commit_record *record, size_t *capacity)
+{
+	struct reference *references = NULL;
+	size_t count = 0;
+	int rc = references_collect(state, old_name, true, &references, &count);
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		if (i > 0 && strcmp(references[i].edge_table, references[i - 1].edge_table) == 0)
+			continue;  /* both ends: one schema change does both */
+		struct head_row head;
+		struct touched_table *table;
+		if ((rc = live_head(state, references[i].edge_table, &head)) < 0 ||
+		    (rc = head_table(state, &head, &table)) < 0)
+			break;
+		struct schema renamed;
+		schema_init(&renamed);
+		if ((rc = schema_copy(&renamed, &table->schema)) < 0)
+			break;
+		if (strcmp(renamed.from, old_name) == 0)
+			snprintf(renamed.from, sizeof renamed.from, "%s", new_name);
+		if (strcmp(renamed.to, old_name) == 0)
+			snprintf(renamed.to, sizeof renamed.to, "%s", new_name);
+		if (record->change_count == *capacity) {
+			struct change *grown = realloc(record->changes, (*capacity * 2 + 1) * sizeof *grown);
+			if (!grown) {
+				schema_free(&renamed);
+				rc = -ENOMEM;
+				break;
+			}
+			record->changes = grown;
+			*capacity = *capacity * 2 + 1;
+		}
+		struct change *change = &record->changes[record->change_count];
+		memset(change, 0, sizeof *change);
+		struct table_info info = table->info;
+		struct block_address address;
+		info.table_version++;
+		if ((rc = schema_block_append(state, &renamed, &info.schema)) < 0 ||
+		    (rc = table_info_append(state->publish->append, &info, &address)) < 0 ||
+		    (rc = touched_record(state, &info, &renamed, &table)) < 0) {
+			schema_free(&renamed);
+			error_info_set(state->error, rc, "cannot rename the node table of %s: %s", head.name, strerror(-rc));
+			break;
+		}
+		change->op = CHANGE_SCHEMA;
+		change->head_after = head;
+		struct head_row *after = &change->head_after;
+		after->table_version = info.table_version;
+		after->table = address;
+		schema_hash(&renamed, after->schema_hash);
+		snprintf(after->owner, sizeof after->owner, "%s", state->owner);
+		after->commit = state->commit;
+		after->commit_time_us = state->time_us;
+		schema_free(&renamed);
+		if ((rc = head_store(state, after)) < 0)
+			break;
+		record->change_count++;
+	}
+	free(references);
+	return rc;
 }
 
 /* Every new or changed edge schema names live node tables (after all operations). */
@@ -953,14 +1014,26 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 	if ((rc = btree_open(manifest->pager, branch.heads, &state.heads)) < 0 ||
 	    (rc = btree_open(manifest->pager, branch.names, &state.names)) < 0)
 		goto out;
-	record.changes = calloc(request->op_count ? request->op_count : 1, sizeof *record.changes);
+	size_t change_capacity = request->op_count ? request->op_count : 1;
+	record.changes = calloc(change_capacity, sizeof *record.changes);
 	if (!record.changes) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < request->op_count; i++) {
 		const struct manifest_op *op = &request->ops[i];
-		struct change *change = &record.changes[i];
+		if (record.change_count == change_capacity) {
+			/* a rename's edge-schema changes (rename_references) took the room of later operations */
+			struct change *grown = realloc(record.changes, change_capacity * 2 * sizeof *grown);
+			if (!grown) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			record.changes = grown;
+			change_capacity *= 2;
+		}
+		struct change *change = &record.changes[record.change_count];
+		memset(change, 0, sizeof *change);
 		switch (op->kind) {
 		case MANIFEST_WRITE:
 			rc = op_write(&state, op, change);
@@ -978,6 +1051,9 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 		if (rc < 0)
 			goto out;
 		record.change_count++;
+		if (op->kind == MANIFEST_RENAME && change->head_after.kind == SCHEMA_NODE &&
+		    (rc = rename_references(&state, op->name, op->new_name, &record, &change_capacity)) < 0)
+			goto out;
 	}
 	if ((rc = check_endpoints(&state)) < 0 || (rc = check_references(&state)) < 0)
 		goto out;

@@ -328,6 +328,10 @@ static int json_failure(const json_error_t *json_error, struct error_info *error
 		text[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c; /* it may quote raw input bytes */
 	}
 	text[i] = 0;
+	if (json_error_code(json_error) == json_error_null_character)
+		return error_info_set(error, -EINVAL,
+				      "invalid JSON at column %d: strings must not contain a NUL character (\\u0000)",
+				      json_error->column);
 	return error_info_set(error, -EINVAL, "invalid JSON at column %d: %s", json_error->column, text);
 }
 

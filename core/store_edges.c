@@ -2,11 +2,13 @@
  * store_edges — what a transaction checks about edges: that every edge
  * staged names nodes that exist (at write time, or deferred to the commit
  * for staging/), and referential integrity for the nodes a write deletes
- * (docs/ARCHITECTURE.md invariant 11), with detach deletes.
+ * (docs/ARCHITECTURE.md invariant 13), with detach deletes.
  */
 #include "store_txn_int.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,4 +235,233 @@ int pending_check(struct store_writer *writer, struct error_info *error)
 	}
 	buf_free(&chunk);
 	return rc < 0 ? rc : pending_check_bytes(writer, writer->pending.data, writer->pending.size, error);
+}
+
+/* ---- referential integrity and detach -------------------------------------------- */
+
+#define REFERENCE_CACHE (8u << 20) /* bytes of decoded adjacency nodes per referencing edge table */
+
+/* One end of a snapshot edge table that names the writer's node table. */
+struct reference_table {
+	char name[JOURNAL_NAME_MAX + 1];
+	enum table_edge_end end;
+	struct table_adjacency *adjacency;
+};
+
+struct reference_loading {
+	struct store_writer *writer;
+	int rc;
+};
+
+static int reference_load_one(const struct head_row *head, void *context)
+{
+	struct reference_loading *loading = context;
+	struct store_writer *writer = loading->writer;
+	if (head->kind != SCHEMA_EDGE || head->row_count == 0)
+		return 0;
+	struct store *store = writer->txn->store;
+	struct table_info info;
+	struct schema schema;
+	schema_init(&schema);
+	int rc = store_head_schema(store, head, &info, &schema);
+	for (int end = TABLE_EDGE_FROM; rc == 0 && end <= TABLE_EDGE_TO; end++) {
+		if (strcmp(end == TABLE_EDGE_FROM ? schema.from : schema.to, writer->table) != 0)
+			continue;
+		struct reference_table *grown =
+			realloc(writer->references, (writer->reference_count + 1) * sizeof *grown);
+		if (!grown) {
+			rc = -ENOMEM;
+			break;
+		}
+		writer->references = grown;
+		struct reference_table *reference = &grown[writer->reference_count];
+		memset(reference, 0, sizeof *reference);
+		snprintf(reference->name, sizeof reference->name, "%s", head->name);
+		reference->end = (enum table_edge_end)end;
+		if ((rc = table_adjacency_open(store->pager, &info, reference->end, REFERENCE_CACHE,
+					       &reference->adjacency)) == 0)
+			writer->reference_count++;
+	}
+	schema_free(&schema);
+	loading->rc = rc;
+	return rc < 0 ? rc : 0;
+}
+
+/* The snapshot's edge tables naming the writer's node table, once per writer. 0 or -errno. */
+static int references_load(struct store_writer *writer)
+{
+	if (writer->references_loaded)
+		return 0;
+	struct reference_loading loading = { writer, 0 };
+	int rc = store_snapshot_heads(writer->txn->snapshot, false, reference_load_one, &loading);
+	if (rc == 0)
+		rc = loading.rc;
+	if (rc < 0) {
+		references_free(writer);
+		return rc;
+	}
+	writer->references_loaded = true;
+	return 0;
+}
+
+void references_free(struct store_writer *writer)
+{
+	for (size_t i = 0; i < writer->reference_count; i++)
+		table_adjacency_free(writer->references[i].adjacency);
+	free(writer->references);
+	writer->references = NULL;
+	writer->reference_count = 0;
+	writer->references_loaded = false;
+}
+
+/* Whether the transaction already takes care of edge: it deletes or rewrites it (the commit re-checks). */
+static bool edge_handled(struct store_txn *txn, const struct reference_table *reference, const uint8_t *edge,
+			 size_t edge_size)
+{
+	struct store_writer *writer = txn_find_writer(txn, reference->name);
+	if (!writer)
+		return false;
+	if (writer->mode == STORE_OVERWRITE)
+		return true;
+	return table_stage_has(writer->stage, edge, edge_size) != 0 ||
+	       table_stage_deletes(writer->stage, edge, edge_size) != 0;
+}
+
+int references_check(struct store_writer *writer, uint64_t line, struct error_info *error)
+{
+	if (io_failpoint_armed("integrity.skip_reference_checks"))
+		return 0;
+	const struct buf *node = &writer->row.id;
+	int rc = references_load(writer);
+	if (rc < 0)
+		return writer_fail(writer, error, rc, line, "cannot read the edge tables that refer to %s: %s",
+				   writer->table, strerror(-rc));
+	for (size_t i = 0; i < writer->reference_count; i++) {
+		const struct reference_table *reference = &writer->references[i];
+		struct buf after;
+		buf_init(&after);
+		bool first = true;
+		for (;;) {
+			const uint8_t *edge, *other;
+			size_t edge_size, other_size;
+			rc = table_adjacency_next(reference->adjacency, node->data, node->size, first ? NULL : after.data,
+						  after.size, &edge, &edge_size, &other, &other_size);
+			if (rc <= 0)
+				break;
+			if (!edge_handled(writer->txn, reference, edge, edge_size)) {
+				rc = writer_fail(writer, error, -EINVAL, line,
+						 "node \"%.200s\" is still referenced by edge \"%.*s\" of %s (its %s): "
+						 "delete the edges first, or delete the node with "
+						 "{\"id\":\"%.200s\",\"@delete\":\"detach\"}",
+						 buf_cstr(&writer->row.id), (int)(edge_size > 200 ? 200 : edge_size),
+						 (const char *)edge, reference->name,
+						 reference->end == TABLE_EDGE_FROM ? "from" : "to", buf_cstr(&writer->row.id));
+				break;
+			}
+			buf_reset(&after);
+			if ((rc = buf_append(&after, edge, edge_size)) < 0)
+				break;
+			first = false;
+		}
+		buf_free(&after);
+		if (rc < 0)
+			return writer->failure.code ? rc
+						    : writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
+								  reference->name, strerror(-rc));
+	}
+	return 0;
+}
+
+int detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error)
+{
+	const struct buf *node = &writer->row.id;
+	struct buf *detached = &writer->detached;
+	int rc = references_load(writer);
+	for (size_t i = 0; rc == 0 && i < writer->reference_count; i++) {
+		const struct reference_table *reference = &writer->references[i];
+		const uint8_t *edge = NULL, *other;
+		size_t edge_size = 0, other_size;
+		struct buf after;
+		buf_init(&after);
+		bool first = true;
+		while ((rc = table_adjacency_next(reference->adjacency, node->data, node->size, first ? NULL : after.data,
+						  after.size, &edge, &edge_size, &other, &other_size)) == 1) {
+			size_t before = detached->size;
+			if ((rc = buf_put_str(detached, reference->name, strlen(reference->name))) < 0 ||
+			    (rc = buf_put_str(detached, (const char *)edge, edge_size)) < 0) {
+				detached->size = before;
+				break;
+			}
+			buf_reset(&after);
+			if ((rc = buf_append(&after, edge, edge_size)) < 0)
+				break;
+			first = false;
+		}
+		buf_free(&after);
+	}
+	if (rc < 0)
+		return writer_fail(writer, error, rc, line, "cannot collect the edges of \"%.200s\" to detach: %s",
+				   buf_cstr(&writer->row.id), strerror(-rc));
+	return 0;
+}
+
+/* The deletes one node writer's detach lines noted. */
+static int detach_apply_one(struct store_txn *txn, struct store_writer *node_writer, size_t *locked_writers,
+			    struct error_info *error)
+{
+	struct buf_reader reader;
+	buf_reader_init(&reader, node_writer->detached.data, node_writer->detached.size);
+	struct schema_row row;
+	schema_row_init(&row);
+	int rc = 0;
+	while (rc == 0 && buf_reader_remaining(&reader) > 0) {
+		char table[JOURNAL_NAME_MAX + 1];
+		const uint8_t *edge;
+		size_t edge_size;
+		buf_get_str_into(&reader, table, sizeof table);
+		edge_size = buf_get_str(&reader, &edge);
+		if (reader.failed) {
+			rc = error_info_set(error, -EIO, "the list of edges to detach is damaged");
+			break;
+		}
+		struct store_writer *writer = txn_find_writer(txn, table);
+		if (!writer) {
+			if ((rc = txn_writer_create(txn, table, STORE_MERGE, 0, table, &writer, error)) < 0)
+				break;
+			/* the commit holds every writer's lock (store_txn.c step 1): this one too */
+			pthread_mutex_lock(&writer->lock);
+			(*locked_writers)++;
+		}
+		if (writer->mode == STORE_OVERWRITE || table_stage_has(writer->stage, edge, edge_size) != 0)
+			continue;  /* the writer's own rows decide; the commit checks what they leave */
+		schema_row_free(&row);
+		schema_row_init(&row);
+		row.is_delete = true;
+		if ((rc = buf_append(&row.id, edge, edge_size)) < 0 || (rc = table_stage_add(writer->stage, &row)) < 0) {
+			error_info_set(error, rc, "cannot delete edge \"%.*s\" of %s to detach its node: %s",
+				       (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge, table, strerror(-rc));
+			break;
+		}
+		atomic_fetch_add(&writer->lines, 1);
+		txn->staged_bytes += edge_size + 20;
+		writer->staged_bytes += edge_size + 20;
+	}
+	schema_row_free(&row);
+	if (rc == 0)
+		buf_reset(&node_writer->detached);
+	return rc;
+}
+
+int detach_apply(struct store_txn *txn, size_t *locked_writers, struct error_info *error)
+{
+	size_t count = txn->op_count;   /* writers created here have nothing to detach */
+	for (size_t i = 0; i < count; i++) {
+		struct txn_op *op = txn->ops[i];
+		if (op->kind != MANIFEST_WRITE || op->writer->detached.size == 0)
+			continue;
+		int rc = detach_apply_one(txn, op->writer, locked_writers, error);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }

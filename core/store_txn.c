@@ -209,6 +209,8 @@ static void writer_free(struct store_writer *writer)
 	for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++)
 		if (!writer->endpoints[end].shares_finder)
 			table_finder_free(writer->endpoints[end].finder);
+	references_free(writer);
+	buf_free(&writer->detached);
 	pthread_mutex_destroy(&writer->lock);
 	free(writer);
 }
@@ -274,9 +276,10 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 }
 
 
-int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
-		     uint64_t based_on_version, const char *path, struct store_writer **out,
-		     struct error_info *error)
+/* store_txn_writer with txn.lock held (also for the writers a detach creates at commit). */
+int txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
+		      uint64_t based_on_version, const char *path, struct store_writer **out,
+		      struct error_info *error)
 {
 	*out = NULL;
 	const char *shown = path && *path ? path : (table ? table : "");
@@ -307,9 +310,9 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 	buf_init(&writer->partial);
 	buf_init(&writer->pending);
 	buf_init(&writer->pending_chunks);
+	buf_init(&writer->detached);
 	atomic_init(&writer->lines, 0);
 
-	pthread_mutex_lock(&txn->lock);
 	struct table_state state;
 	if (txn_find_writer(txn, table)) {
 		rc = error_info_set(error, -EBUSY, "table %s already has a writer in this transaction",
@@ -387,13 +390,21 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 		txn_op_free(op);
 		goto cleanup;
 	}
-	pthread_mutex_unlock(&txn->lock);
 	error_info_clear(error);
 	*out = writer;
 	return 0;
 cleanup:
-	pthread_mutex_unlock(&txn->lock);
 	writer_free(writer);
+	return rc;
+}
+
+int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_mode mode,
+		     uint64_t based_on_version, const char *path, struct store_writer **out,
+		     struct error_info *error)
+{
+	pthread_mutex_lock(&txn->lock);
+	int rc = txn_writer_create(txn, table, mode, based_on_version, path, out, error);
+	pthread_mutex_unlock(&txn->lock);
 	return rc;
 }
 
@@ -458,6 +469,15 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 				 "the transaction would stage more than %llu bytes",
 				 (unsigned long long)store->staged_max);
 		goto out;
+	}
+	/* A node's delete: the edges that name it go with it (detach), or must be gone (docs/ARCHITECTURE.md invariant 13). */
+	if (!writer->is_edge && writer->row.is_delete) {
+		if (writer->row.is_detach)
+			rc = detach_collect(writer, number, error);
+		else if (!txn->defer_endpoints)
+			rc = references_check(writer, number, error);
+		if (rc < 0)
+			goto out;
 	}
 	if (writer->is_edge && !writer->row.is_delete) {
 		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
@@ -868,6 +888,10 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 			goto cleanup;
 		}
 	}
+
+	/* 1b. The edges detach deletes take with them, into their tables' writers. */
+	if ((rc = detach_apply(txn, &locked_writers, error)) < 0)
+		goto cleanup;
 
 	/* 2. What is published: everything but merges of zero lines. */
 	included = calloc(txn->op_count ? txn->op_count : 1, sizeof *included);

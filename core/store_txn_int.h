@@ -57,6 +57,16 @@ struct store_writer {
 	bool pending_file_open;
 	struct buf pending_chunks;      /* the byte size of each chunk in pending_file, u32 each, in order */
 	uint64_t pending_spilled;       /* bytes in pending_file */
+	/* Node tables: the snapshot's edge tables naming this one, loaded by the first delete line. */
+	struct reference_table *references;
+	size_t reference_count;
+	bool references_loaded;
+	/*
+	 * The edges this writer's detach deletes take with them, staged as
+	 * deletes into their tables' writers at commit (a discarded writer takes
+	 * its list along): u16 size + edge table name, u16 size + edge id, each.
+	 */
+	struct buf detached;
 };
 
 struct txn_op {
@@ -82,6 +92,10 @@ struct store_txn {
 };
 
 /* store_txn.c */
+/* store_txn_writer with txn.lock held. */
+int txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
+		      uint64_t based_on_version, const char *path, struct store_writer **out,
+		      struct error_info *error);
 /* The writer of table in txn, or NULL. txn.lock held. */
 struct store_writer *txn_find_writer(struct store_txn *txn, const char *table);
 /* Records the first error of a writer (sticky), copies it to error (may be NULL), returns code. */
@@ -98,5 +112,24 @@ int endpoint_check(struct store_writer *writer, int end, const void *id, size_t 
 int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id);
 /* Checks every deferred endpoint; reports the first dangling one in input order. 0 or -errno. */
 int pending_check(struct store_writer *writer, struct error_info *error);
+
+/*
+ * Referential integrity at write time (the commit checks again, against
+ * everything it publishes): a merge's delete of node writer->row.id fails
+ * the line if a live edge of the snapshot still names it and this
+ * transaction does not delete or rewrite that edge. 0 or the writer's
+ * sticky failure (-EINVAL naming the edge).
+ */
+int references_check(struct store_writer *writer, uint64_t line, struct error_info *error);
+/* {"id":…,"@delete":"detach"}: notes every edge of the snapshot naming the node, to delete at commit. */
+int detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error);
+/*
+ * At commit, every writer locked (*locked_writers of txn's ops): stages the
+ * deletes detach noted into their edge tables' writers (creating and locking
+ * merge writers where there are none), except for edges a writer stages a
+ * row for. 0 or -errno with error set.
+ */
+int detach_apply(struct store_txn *txn, size_t *locked_writers, struct error_info *error);
+void references_free(struct store_writer *writer);
 
 #endif

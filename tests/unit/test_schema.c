@@ -700,8 +700,35 @@ TEST(a_delete_line_has_only_id_and_delete)
 	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"@delete\":true,\"name\":\"a\"}", true),
 		   "a delete line has only \"id\" and \"@delete\", found 'name'"));
 	CHECK(same(error_of(&schema, "{\"@delete\":true}", true), "a delete line needs the \"id\" of the row to delete"));
-	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"@delete\":false}", true), "\"@delete\" must be true, got false"));
+	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"@delete\":false}", true), "\"@delete\" must be true or \"detach\", got false"));
 	CHECK(same(error_of(&schema, "{\"id\":\"\",\"@delete\":true}", true), "\"id\" must not be empty"));
+	schema_free(&schema);
+}
+
+TEST(a_detach_delete_is_a_delete_that_says_so)
+{
+	struct schema schema = schema_of(people_schema_text);
+	struct schema_row row;
+	schema_row_init(&row);
+	struct error_info error;
+	const char *detach = "{\"id\":\"p\",\"@delete\":\"detach\"}";
+	CHECK_EQ(schema_row_parse(&schema, detach, strlen(detach), true, &row, &error), 0);
+	CHECK(row.is_delete && row.is_detach);
+	CHECK(strcmp(buf_cstr(&row.id), "p") == 0);
+	const char *plain = "{\"id\":\"p\",\"@delete\":true}";
+	CHECK_EQ(schema_row_parse(&schema, plain, strlen(plain), true, &row, &error), 0);
+	CHECK(row.is_delete && !row.is_detach);
+	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"@delete\":\"cascade\"}", true),
+		   "\"@delete\" must be true or \"detach\", got string \"cascade\""));
+	schema_row_free(&row);
+	schema_free(&schema);
+}
+
+TEST(an_id_with_a_nul_character_is_refused)
+{
+	struct schema schema = schema_of(people_schema_text);
+	/* refused as JSON already (ids are file names under graph/ and end adjacency keys with 0x00) */
+	CHECK(strstr(error_of(&schema, "{\"id\":\"a\\u0000b\"}", false), "strings must not contain a NUL character (\\u0000)"));
 	schema_free(&schema);
 }
 

@@ -1459,6 +1459,264 @@ TEST(a_store_stamped_with_another_format_is_refused)
 	store_close(store);
 }
 
+/* ---- referential integrity (docs/ARCHITECTURE.md invariant 11) ------------------------- */
+
+static const char *likes_schema =
+	"{\"kind\":\"edge\",\"from\":\"Person\",\"to\":\"Person\",\"properties\":{}}";
+
+/* People a, b, c; Knows a->b, b->c, c->c; Likes b->a. */
+static struct store *store_with_graph(void)
+{
+	struct store *store = store_with_people();
+	if (!store)
+		return NULL;
+	struct error_info error;
+	if (write_table(store, "Knows", STORE_OVERWRITE,
+			"{\"id\":\"k1\",\"from\":\"a\",\"to\":\"b\"}\n{\"id\":\"k2\",\"from\":\"b\",\"to\":\"c\"}\n"
+			"{\"id\":\"k3\",\"from\":\"c\",\"to\":\"c\"}\n",
+			NULL, &error) < 0 ||
+	    apply_schema(store, "Likes", likes_schema) < 0 ||
+	    write_table(store, "Likes", STORE_OVERWRITE, "{\"id\":\"l1\",\"from\":\"b\",\"to\":\"a\"}\n", NULL, &error) < 0) {
+		store_close(store);
+		return NULL;
+	}
+	return store;
+}
+
+/* One transaction of several writers, each (table, mode, text), committed. */
+struct step {
+	const char *table;
+	enum store_write_mode mode;
+	const char *text;
+};
+
+static int write_steps(struct store *store, bool defer, const struct step *steps, size_t count,
+		       struct error_info *error)
+{
+	struct store_txn *txn = NULL;
+	int rc = store_txn_begin(store, "main", &txn, error);
+	if (rc == 0)
+		store_txn_defer_endpoint_checks(txn, defer);
+	for (size_t i = 0; rc == 0 && i < count; i++) {
+		struct store_writer *writer = NULL;
+		rc = store_txn_writer(txn, steps[i].table, steps[i].mode, 0, steps[i].table, &writer, error);
+		if (rc == 0)
+			rc = store_writer_write(writer, steps[i].text, strlen(steps[i].text), error);
+		if (rc == 0)
+			rc = store_writer_finish(writer, error);
+	}
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, error);
+	store_txn_free(txn);
+	return rc;
+}
+
+TEST(a_merge_delete_of_a_referenced_node_fails_its_line_naming_the_edge_table_and_edge)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct refusal refusal = { "Person", STORE_MERGE, "{\"id\":\"x\"}\n{\"id\":\"a\",\"@delete\":true}\n", -EINVAL,
+				   2, "node \"a\" is still referenced by edge \"k1\" of Knows (its from)" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(a_node_referenced_only_as_a_to_is_refused_too)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	/* c is the from of k3 as well; a is the to of l1 */
+	struct error_info error;
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Knows", STORE_MERGE, "{\"id\":\"k1\",\"@delete\":true}\n" } }, 1, &error),
+		 0);
+	struct refusal refusal = { "Person", STORE_MERGE, "{\"id\":\"a\",\"@delete\":true}\n", -EINVAL, 1,
+				   "edge \"l1\" of Likes (its to)" };
+	check_refused(store, &refusal, false);
+	store_close(store);
+}
+
+TEST(an_overwrite_that_leaves_out_a_referenced_node_is_refused_at_commit)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	uint64_t version = store_version(store);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = write_steps(store, false,
+			     (struct step[]){ { "Person", STORE_OVERWRITE, "{\"id\":\"a\"}\n{\"id\":\"b\"}\n" } }, 1, &error);
+	CHECK_EQ(rc, -EINVAL);
+	CHECK(strstr(error.message, "node \"c\" of Person is still referenced by edge \"k3\" of Knows (its from)"));
+	CHECK(strstr(error.message, "\"@delete\":\"detach\""));
+	CHECK_EQ(store_version(store), version);
+	store_close(store);
+}
+
+TEST(deleting_a_node_and_its_edges_in_one_transaction_is_valid_in_either_order)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct error_info error;
+	/* edges first, node after: the write-time check sees the staged deletes */
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Knows", STORE_MERGE, "{\"id\":\"k1\",\"@delete\":true}\n" },
+					      { "Likes", STORE_MERGE, "{\"id\":\"l1\",\"@delete\":true}\n" },
+					      { "Person", STORE_MERGE, "{\"id\":\"a\",\"@delete\":true}\n" } },
+			     3, &error),
+		 0);
+	CHECK(table_equals(store, "Knows", "{\"id\":\"k2\",\"from\":\"b\",\"to\":\"c\"}\n{\"id\":\"k3\",\"from\":\"c\",\"to\":\"c\"}\n"));
+	/* staging: node first, its edges after (checks deferred to the commit) */
+	CHECK_EQ(write_steps(store, true,
+			     (struct step[]){ { "Person", STORE_MERGE, "{\"id\":\"c\",\"@delete\":true}\n" },
+					      { "Knows", STORE_MERGE,
+						"{\"id\":\"k2\",\"@delete\":true}\n{\"id\":\"k3\",\"@delete\":true}\n" } },
+			     2, &error),
+		 0);
+	CHECK(table_equals(store, "Person", "{\"id\":\"b\",\"name\":\"Bob\",\"age\":41}\n"));
+	CHECK(table_equals(store, "Knows", ""));
+	store_close(store);
+}
+
+TEST(a_staged_node_delete_whose_edges_stay_is_refused_at_commit)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	uint64_t version = store_version(store);
+	struct error_info error;
+	error_info_clear(&error);
+	CHECK_EQ(write_steps(store, true,
+			     (struct step[]){ { "Person", STORE_MERGE, "{\"id\":\"c\",\"@delete\":true}\n" },
+					      { "Knows", STORE_MERGE, "{\"id\":\"k2\",\"@delete\":true}\n" } },
+			     2, &error),
+		 -EINVAL);
+	CHECK(strstr(error.message, "node \"c\" of Person is still referenced by edge \"k3\" of Knows"));
+	CHECK_EQ(store_version(store), version);
+	store_close(store);
+}
+
+TEST(an_edge_repointed_away_from_a_node_in_the_same_transaction_lets_the_node_go)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Knows", STORE_MERGE, "{\"id\":\"k1\",\"from\":\"b\",\"to\":\"b\"}\n" },
+					      { "Likes", STORE_MERGE, "{\"id\":\"l1\",\"from\":\"b\",\"to\":\"b\"}\n" },
+					      { "Person", STORE_MERGE, "{\"id\":\"a\",\"@delete\":true}\n" } },
+			     3, &error),
+		 0);
+	store_close(store);
+}
+
+TEST(detach_deletes_the_node_and_every_edge_naming_it_in_every_edge_table_and_direction)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct error_info error;
+	/* b: from of k2 and l1, to of k1 */
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Person", STORE_MERGE, "{\"id\":\"b\",\"@delete\":\"detach\"}\n" } }, 1,
+			     &error),
+		 0);
+	CHECK(table_equals(store, "Person", "{\"id\":\"a\",\"name\":\"Ann\",\"age\":30}\n{\"id\":\"c\",\"name\":\"Cy\"}\n"));
+	CHECK(table_equals(store, "Knows", "{\"id\":\"k3\",\"from\":\"c\",\"to\":\"c\"}\n"));
+	CHECK(table_equals(store, "Likes", ""));
+	/* one commit for all three tables */
+	struct store_snapshot *snapshot;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error), 0);
+	struct head_row head;
+	CHECK_EQ(store_snapshot_head(snapshot, "Likes", &head), 0);
+	struct head_row person;
+	CHECK_EQ(store_snapshot_head(snapshot, "Person", &person), 0);
+	CHECK(ulid_compare(&head.commit, &person.commit) == 0);
+	store_snapshot_release(snapshot);
+	/* a self-loop goes once */
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Person", STORE_MERGE, "{\"id\":\"c\",\"@delete\":\"detach\"}\n" } }, 1,
+			     &error),
+		 0);
+	CHECK(table_equals(store, "Knows", ""));
+	store_close(store);
+}
+
+TEST(detach_leaves_an_edge_the_transaction_repoints)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_steps(store, false,
+			     (struct step[]){ { "Knows", STORE_MERGE, "{\"id\":\"k1\",\"from\":\"c\",\"to\":\"c\"}\n" },
+					      { "Person", STORE_MERGE, "{\"id\":\"a\",\"@delete\":\"detach\"}\n" } },
+			     2, &error),
+		 0);
+	CHECK(table_equals(store, "Knows", "{\"id\":\"k2\",\"from\":\"b\",\"to\":\"c\"}\n{\"id\":\"k3\",\"from\":\"c\",\"to\":\"c\"}\n"
+				   "{\"id\":\"k1\",\"from\":\"c\",\"to\":\"c\"}\n"));
+	CHECK(table_equals(store, "Likes", ""));
+	store_close(store);
+}
+
+TEST(a_discarded_writer_takes_its_detach_deletes_with_it)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	struct store_writer *people = NULL, *knows = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "p", &people, &error), 0);
+	const char *detach = "{\"id\":\"a\",\"@delete\":\"detach\"}\n";
+	CHECK_EQ(store_writer_write(people, detach, strlen(detach), &error), 0);
+	store_writer_discard(people);
+	CHECK_EQ(store_txn_writer(txn, "Knows", STORE_MERGE, 0, "k", &knows, &error), 0);
+	const char *row = "{\"id\":\"k9\",\"from\":\"a\",\"to\":\"a\"}\n";
+	CHECK_EQ(store_writer_write(knows, row, strlen(row), &error), 0);
+	CHECK_EQ(store_writer_finish(knows, &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	CHECK(table_equals(store, "Likes", "{\"id\":\"l1\",\"from\":\"b\",\"to\":\"a\"}\n"));
+	store_close(store);
+}
+
+TEST(a_referenced_node_table_can_be_renamed_and_edge_schemas_name_it_by_its_new_name)
+{
+	struct store *store = store_with_graph();
+	CHECK(store);
+	uint64_t before = store_version(store);
+	struct error_info error;
+	struct store_txn *txn = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_rename(txn, "Person", "People", &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	struct store_snapshot *now, *then;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &now, &error), 0);
+	CHECK_EQ(store_snapshot_open(store, "main", before, &then, &error), 0);
+	struct buf schema;
+	buf_init(&schema);
+	CHECK_EQ(store_snapshot_schema(now, "Knows", &schema), 0);
+	CHECK(strstr(buf_cstr(&schema), "\"from\":\"People\",\"to\":\"People\""));
+	buf_reset(&schema);
+	CHECK_EQ(store_snapshot_schema(now, "Likes", &schema), 0);
+	CHECK(strstr(buf_cstr(&schema), "\"from\":\"People\""));
+	buf_reset(&schema);
+	CHECK_EQ(store_snapshot_schema(then, "Knows", &schema), 0);
+	CHECK(strstr(buf_cstr(&schema), "\"from\":\"Person\",\"to\":\"Person\""));
+	buf_free(&schema);
+	store_snapshot_release(now);
+	store_snapshot_release(then);
+	/* the edges still check against the renamed table, both ways */
+	CHECK_EQ(write_table(store, "Knows", STORE_MERGE, "{\"id\":\"k4\",\"from\":\"a\",\"to\":\"c\"}\n", NULL, &error), 0);
+	CHECK_EQ(write_table(store, "Knows", STORE_MERGE, "{\"id\":\"k5\",\"from\":\"a\",\"to\":\"zz\"}\n", NULL, &error),
+		 -EINVAL);
+	CHECK_EQ(write_table(store, "People", STORE_MERGE, "{\"id\":\"a\",\"@delete\":true}\n", NULL, &error), -EINVAL);
+	/* dropping it is still refused while edges name it */
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_drop(txn, "People", &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), -EBUSY);
+	store_txn_free(txn);
+	store_close(store);
+}
+
 int main(void)
 {
 	return harness_run();
