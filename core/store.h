@@ -116,6 +116,39 @@ uint64_t store_table_size(const struct store_table *table);
 ssize_t store_table_pread(struct store_table *table, void *out, size_t size, uint64_t offset);
 void store_table_close(struct store_table *table);
 
+/* ---- graph reads (docs/MOUNT.md "The graph"): by id, never a scan ----------------- */
+
+enum store_edge_end { STORE_EDGE_OUT = 0, STORE_EDGE_IN = 1 };
+/* What head_row.kind holds (the schema's kind). */
+enum store_table_kind { STORE_NODE_TABLE = 0, STORE_EDGE_TABLE = 1 };  /* edges by their from / by their to */
+
+/* Whether id is a row of node table table: 1, 0 (no such row or table), or -errno. O(log rows). */
+int store_graph_node_exists(struct store_snapshot *snapshot, const char *table, const void *id, size_t id_size);
+/* Appends the canonical line of row id of table. 0, -ENOENT, -errno. */
+int store_graph_node_row(struct store_snapshot *snapshot, const char *table, const void *id, size_t id_size,
+			 struct buf *out);
+/* Every row id of table in id order; visit returns non-zero to stop (as store_snapshot_heads). */
+int store_graph_node_ids(struct store_snapshot *snapshot, const char *table,
+			 int (*visit)(const uint8_t *id, size_t id_size, void *context), void *context);
+/* The node tables an edge table joins. 0, -ENOENT (no such live edge table), -errno. */
+int store_graph_edge_ends(struct store_snapshot *snapshot, const char *edge_table, char from[JOURNAL_NAME_MAX + 1],
+			  char to[JOURNAL_NAME_MAX + 1]);
+/* The live edge tables whose from (STORE_EDGE_OUT) or to (STORE_EDGE_IN) is node_table, in name order,
+ * with the node table at their other end. visit as above. */
+int store_graph_edge_tables(struct store_snapshot *snapshot, const char *node_table, enum store_edge_end end,
+			    int (*visit)(const char *edge_table, const char *other_table, void *context),
+			    void *context);
+/* The edges of node at one end of edge_table, in edge-id order, each with the node at its other end:
+ * O(log edges + answer) through the adjacency index. visit as above. */
+int store_graph_edges(struct store_snapshot *snapshot, const char *edge_table, enum store_edge_end end,
+		      const void *node, size_t node_size,
+		      int (*visit)(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size,
+				   void *context),
+		      void *context);
+/* Appends the canonical lines of those edges, in edge-id order. 0 or -errno. */
+int store_graph_edge_rows(struct store_snapshot *snapshot, const char *edge_table, enum store_edge_end end,
+			  const void *node, size_t node_size, struct buf *out);
+
 /* ---- commits and branches ------------------------------------------------------ */
 
 /* Finds a commit by ULID text: its version and branch (either may be NULL). -ENOENT / -EINVAL. */

@@ -255,11 +255,7 @@ int mountfs_setattr(struct mountfs *mount, uint64_t id, uint64_t handle, const s
 
 int mountfs_readlink(struct mountfs *mount, uint64_t id, char *out, size_t size)
 {
-	struct node *node = node_of(mount, id);
-	if (node->kind != NODE_COMMIT_LINK)
-		return -EINVAL;
-	snprintf(out, size, "@%" PRIu64, node->version_target);
-	return 0;
+	return namespace_readlink(mount, node_of(mount, id), out, size);
 }
 
 int mountfs_mkdir(struct mountfs *mount, uint64_t parent_id, const char *name, mode_t mode,
@@ -522,7 +518,7 @@ int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_
 				continue;   /* gone since opendir */
 		} else {
 			entry.attr.st_mode = node_is_directory(item->child.kind) ? S_IFDIR
-					     : item->child.kind == NODE_COMMIT_LINK ? S_IFLNK : S_IFREG;
+					     : node_is_link(item->child.kind) ? S_IFLNK : S_IFREG;
 			entry.attr.st_ino = inode_number(parent, item->name, item->child.kind, &item->child.view);
 		}
 		if (fill(context, item->name, &entry, i + 1) != 0) {

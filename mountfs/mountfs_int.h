@@ -75,6 +75,15 @@ enum node_kind {
 	NODE_ERRORS_FILE,
 	NODE_VERSION_FILE,
 	NODE_COMMIT_LINK,   /* history/<ULID> -> @V */
+	NODE_GRAPH_DIR,             /* graph/ */
+	NODE_GRAPH_TABLE_DIR,       /* graph/<Node>/ (table: Node) */
+	NODE_GRAPH_NODE_DIR,        /* graph/<Node>/<id>/ (table: Node; name: the encoded id) */
+	NODE_GRAPH_ROW_FILE,        /* graph/<Node>/<id>/row.json */
+	NODE_GRAPH_OUT_DIR,         /* graph/<Node>/<id>/out/ */
+	NODE_GRAPH_IN_DIR,          /* graph/<Node>/<id>/in/ */
+	NODE_GRAPH_EDGES_FILE,      /* .../out/<Edge>.jsonl (table: Edge) */
+	NODE_GRAPH_NEIGHBOURS_DIR,  /* .../out/<Edge>/ (table: Edge) */
+	NODE_GRAPH_NEIGHBOUR_LINK,  /* .../out/<Edge>/<other-id> -> ../../../../<Other>/<other-id> */
 };
 
 /* Where a node's contents come from: a branch, live (version 0) or as of a version. */
@@ -248,6 +257,11 @@ bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL
 /* The scratch-name rule: a name starting with '.', ending in '~', or not ending
  * in suffix is private to the mount until renamed onto a table name. */
 bool is_scratch_name(const char *name, const char *suffix);
+/* A node id as a file name under graph/: % as %25, / as %2F, the ids . and .. as
+ * %2E and %2E%2E. false when the name would be longer than GRAPHFS_NAME_MAX bytes. */
+bool graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1]);
+/* The id a graph/ file name names (only names graph_id_encode gives). */
+bool graph_id_decode(const char *name, struct buf *out);
 
 /* ---- errors.c ---------------------------------------------------------------- */
 
@@ -360,6 +374,11 @@ void namespace_bind_scratch(struct mountfs *mount, struct node *node);
 int namespace_entry(struct mountfs *mount, struct node *parent, const char *name,
 		    const struct child *child, struct mountfs_entry *entry, struct node **out);
 
+/* Whether nodes of this kind are symbolic links (their target: namespace_readlink). */
+bool node_is_link(enum node_kind kind);
+/* The target of a link node. 0, -EINVAL (not a link), -errno. */
+int namespace_readlink(struct mountfs *mount, const struct node *node, char *out, size_t size);
+
 /* A directory listing, built at opendir. */
 struct dir_entry {
 	char name[GRAPHFS_NAME_MAX + 1];
@@ -378,6 +397,27 @@ void namespace_attr_base(struct mountfs *mount, const struct node *node, struct 
 /* Fills *st for node. 0, -ENOENT (gone), -errno. */
 int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st);
 double namespace_timeout(const struct node *node);
+
+/* Adding one entry to a listing being built (class list callbacks). NULL: out of memory. */
+struct lister;
+struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind);
+struct node *lister_directory(const struct lister *lister);
+
+/* ---- graph.c: the callbacks of graph/ (namespace.c's class table names them) ---- */
+
+int graph_resolve_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int graph_list_tables(struct mountfs *mount, struct node *directory, struct lister *lister);
+int graph_resolve_nodes(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int graph_list_nodes(struct mountfs *mount, struct node *directory, struct lister *lister);
+int graph_resolve_edge_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int graph_list_edge_tables(struct mountfs *mount, struct node *directory, struct lister *lister);
+int graph_resolve_neighbours(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int graph_list_neighbours(struct mountfs *mount, struct node *directory, struct lister *lister);
+int graph_render_row(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		     struct buf *out);
+int graph_render_edges(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out);
+int graph_link_target(struct mountfs *mount, const struct node *node, char *out, size_t size);
 
 /* ---- view.c ----------------------------------------------------------------- */
 

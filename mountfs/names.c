@@ -45,3 +45,54 @@ bool is_scratch_name(const char *name, const char *suffix)
 	return length < suffix_length || strcmp(name + length - suffix_length, suffix) != 0;
 }
 
+
+/* ---- node ids as file names (docs/MOUNT.md "The graph") ---- */
+
+bool graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1])
+{
+	if (size == 0)
+		return false;
+	if ((size == 1 && id[0] == '.') || (size == 2 && id[0] == '.' && id[1] == '.')) {
+		strcpy(out, size == 1 ? "%2E" : "%2E%2E");
+		return true;
+	}
+	size_t length = 0;
+	for (size_t i = 0; i < size; i++) {
+		const char *escape = id[i] == '%' ? "%25" : id[i] == '/' ? "%2F" : NULL;
+		size_t piece = escape ? 3 : 1;
+		if (id[i] == 0 || length + piece > GRAPHFS_NAME_MAX)
+			return false;
+		if (escape)
+			memcpy(out + length, escape, 3);
+		else
+			out[length] = (char)id[i];
+		length += piece;
+	}
+	out[length] = '\0';
+	return true;
+}
+
+static int hex_value(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+bool graph_id_decode(const char *name, struct buf *out)
+{
+	buf_reset(out);
+	for (size_t i = 0; name[i]; i++) {
+		uint8_t byte = (uint8_t)name[i];
+		if (byte == '%') {
+			int high = hex_value(name[i + 1]), low = high < 0 ? -1 : hex_value(name[i + 2]);
+			if (low < 0)
+				return false;
+			byte = (uint8_t)(high << 4 | low);
+			i += 2;
+		}
+		if (buf_append(out, &byte, 1) < 0)
+			return false;
+	}
+	/* one name per id: only the encoding graph_id_encode gives */
+	char again[GRAPHFS_NAME_MAX + 1];
+	return graph_id_encode(out->data, out->size, again) && strcmp(again, name) == 0;
+}

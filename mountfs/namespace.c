@@ -80,6 +80,7 @@ static int attr_scratch(struct mountfs *, struct node *, struct stat *);
 static int attr_rendered(struct mountfs *, struct node *, struct stat *);
 static int attr_commit_file(struct mountfs *, struct node *, struct stat *);
 static int attr_link(struct mountfs *, struct node *, struct stat *);
+static int attr_graph_link(struct mountfs *, struct node *, struct stat *);
 
 static const struct node_class node_classes[] = {
 	[NODE_ROOT] = { NULL, "/", 0, CLASS_DIRECTORY | CLASS_WRITABLE },
@@ -123,6 +124,22 @@ static const struct node_class node_classes[] = {
 	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
 				attr_rendered, CONTENT_RENDERED, view_render_version },
 	[NODE_COMMIT_LINK] = { NULL, "history/<commit>", 0, 0, NULL, NULL, attr_link },
+	/* graph/ (graph.c) */
+	[NODE_GRAPH_DIR] = { "graph", NULL, ROOTS, CLASS_DIRECTORY, graph_resolve_tables, graph_list_tables },
+	[NODE_GRAPH_TABLE_DIR] = { NULL, "graph/<Node>", 0, CLASS_DIRECTORY, graph_resolve_nodes, graph_list_nodes },
+	[NODE_GRAPH_NODE_DIR] = { NULL, "graph/<Node>/<id>", 0, CLASS_DIRECTORY },
+	[NODE_GRAPH_ROW_FILE] = { "row.json", NULL, PARENT(NODE_GRAPH_NODE_DIR), 0, NULL, NULL, attr_rendered,
+				  CONTENT_RENDERED, graph_render_row },
+	[NODE_GRAPH_OUT_DIR] = { "out", NULL, PARENT(NODE_GRAPH_NODE_DIR), CLASS_DIRECTORY, graph_resolve_edge_tables,
+				 graph_list_edge_tables },
+	[NODE_GRAPH_IN_DIR] = { "in", NULL, PARENT(NODE_GRAPH_NODE_DIR), CLASS_DIRECTORY, graph_resolve_edge_tables,
+				graph_list_edge_tables },
+	[NODE_GRAPH_EDGES_FILE] = { NULL, "graph/<Node>/<id>/out/<Edge>.jsonl", 0, 0, NULL, NULL, attr_rendered,
+				    CONTENT_RENDERED, graph_render_edges },
+	[NODE_GRAPH_NEIGHBOURS_DIR] = { NULL, "graph/<Node>/<id>/out/<Edge>", 0, CLASS_DIRECTORY,
+					graph_resolve_neighbours, graph_list_neighbours },
+	[NODE_GRAPH_NEIGHBOUR_LINK] = { NULL, "graph/<Node>/<id>/out/<Edge>/<other-id>", 0, 0, NULL, NULL,
+					attr_graph_link },
 };
 
 #define CLASS_COUNT (sizeof node_classes / sizeof node_classes[0])
@@ -135,6 +152,22 @@ bool node_is_directory(enum node_kind kind)
 bool node_shows_head(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_HEAD_ATTR);
+}
+
+bool node_is_link(enum node_kind kind)
+{
+	return kind == NODE_COMMIT_LINK || kind == NODE_GRAPH_NEIGHBOUR_LINK;
+}
+
+int namespace_readlink(struct mountfs *mount, const struct node *node, char *out, size_t size)
+{
+	if (node->kind == NODE_COMMIT_LINK) {
+		snprintf(out, size, "@%" PRIu64, node->version_target);
+		return 0;
+	}
+	if (node->kind == NODE_GRAPH_NEIGHBOUR_LINK)
+		return graph_link_target(mount, node, out, size);
+	return -EINVAL;
 }
 
 enum node_content node_content_of(enum node_kind kind)
@@ -573,6 +606,15 @@ static int attr_link(struct mountfs *mount, struct node *node, struct stat *st)
 	return 0;
 }
 
+static int attr_graph_link(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	char target[2 * GRAPHFS_NAME_MAX + 32];
+	int rc = graph_link_target(mount, node, target, sizeof target);
+	st->st_mode = S_IFLNK | 0777;
+	st->st_size = rc == 0 ? (off_t)strlen(target) : 0;
+	return rc;
+}
+
 static bool time_later(struct timespec a, struct timespec b)
 {
 	return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec);
@@ -658,7 +700,12 @@ struct lister {
 	enum node_kind kind;
 };
 
-static struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind)
+struct node *lister_directory(const struct lister *lister)
+{
+	return lister->parent;
+}
+
+struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind)
 {
 	struct dir_listing *listing = lister->listing;
 	if (listing->count == listing->capacity) {

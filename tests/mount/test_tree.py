@@ -23,7 +23,7 @@ def populated(store):
 
 def test_root_lists_the_documented_entries(mnt):
     assert sorted(os.listdir(mnt.root)) == sorted(
-        ["tables", "heads", "schema", "staging", "log", "branches", "history", ".graphfs"])
+        ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", ".graphfs"])
     assert sorted(os.listdir(mnt.path(".graphfs"))) == ["errors", "stats", "version"]
 
 
@@ -153,7 +153,7 @@ def test_history_version_shows_that_version(populated, mounter):
     m = mounter(populated)
     assert m.read("history", "@1", "tables", "Person.jsonl") == jsonl(PEOPLE)
     assert sorted(os.listdir(m.path("history", "@1", "tables"))) == ["Person.jsonl"]
-    assert sorted(os.listdir(m.path("history", "@1"))) == ["heads", "log", "schema", "tables"]
+    assert sorted(os.listdir(m.path("history", "@1"))) == ["graph", "heads", "log", "schema", "tables"]
     assert len(m.read("history", "@2", "log").splitlines()) == 2
 
 
@@ -275,7 +275,7 @@ def test_branches_lists_every_branch(populated, mounter):
     m = mounter(populated)
     assert sorted(os.listdir(m.path("branches"))) == ["dev", "main"]
     assert sorted(os.listdir(m.path("branches", "dev"))) == [
-        "heads", "history", "log", "schema", "staging", "tables"]
+        "graph", "heads", "history", "log", "schema", "staging", "tables"]
     assert m.read("branches", "dev", "tables", "Person.jsonl") == m.read("tables", "Person.jsonl")
 
 

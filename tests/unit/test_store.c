@@ -1717,6 +1717,108 @@ TEST(a_referenced_node_table_can_be_renamed_and_edge_schemas_name_it_by_its_new_
 	store_close(store);
 }
 
+/* ---- graph reads cost the same at any table size ---------------------------------------- */
+
+#define GRAPH_NODE_COUNT 1000
+
+/* A store at path with GRAPH_NODE_COUNT people and `edges` random Knows edges, plus five from "n7". */
+static struct store *graph_store_of(const char *path, unsigned edges)
+{
+	struct error_info error;
+	struct store *store = NULL;
+	if (store_init(path, &error) < 0 || store_open(path, NULL, &store, &error) < 0)
+		return NULL;
+	struct buf text;
+	buf_init(&text);
+	for (unsigned i = 0; i < GRAPH_NODE_COUNT; i++)
+		buf_printf(&text, "{\"id\":\"n%u\"}\n", i);
+	int rc = apply_schema(store, "Person", person_schema);
+	if (rc == 0)
+		rc = write_table(store, "Person", STORE_OVERWRITE, buf_cstr(&text), NULL, &error);
+	if (rc == 0)
+		rc = apply_schema(store, "Knows", knows_schema);
+	buf_reset(&text);
+	uint64_t state = 0x853c49e6748fea9bull;
+	for (unsigned i = 0; rc == 0 && i < edges; i++) {
+		state ^= state << 13;
+		state ^= state >> 7;
+		state ^= state << 17;
+		unsigned from = (unsigned)(state % GRAPH_NODE_COUNT), to = (unsigned)((state >> 20) % GRAPH_NODE_COUNT);
+		if (from == 7)
+			from = 8;   /* n7's edges are exactly the five below */
+		buf_printf(&text, "{\"id\":\"e%07u\",\"from\":\"n%u\",\"to\":\"n%u\"}\n", i, from, to);
+	}
+	for (unsigned i = 0; i < 5; i++)
+		buf_printf(&text, "{\"id\":\"hub%u\",\"from\":\"n7\",\"to\":\"n%u\"}\n", i, i);
+	if (rc == 0)
+		rc = write_table(store, "Knows", STORE_OVERWRITE, buf_cstr(&text), NULL, &error);
+	buf_free(&text);
+	if (rc < 0) {
+		fprintf(stderr, "    building the graph: %s\n", error.message);
+		store_close(store);
+		return NULL;
+	}
+	return store;
+}
+
+static int count_edge(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size, void *context)
+{
+	++*(unsigned *)context;
+	return 0;
+}
+
+/* Pages (manifest + data) a cold process reads to list n7's out edges, and to refuse deleting n3 (in: hub3). */
+static void graph_read_pages(const char *path, uint64_t *listing, uint64_t *delete_check)
+{
+	struct error_info error;
+	struct store *store = NULL;
+	CHECK_EQ(store_open(path, NULL, &store, &error), 0);
+	struct store_snapshot *snapshot;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error), 0);
+	struct io_counters manifest, data;
+	io_counters_reset();
+	unsigned count = 0;
+	CHECK_EQ(store_graph_edges(snapshot, "Knows", STORE_EDGE_OUT, "n7", 2, count_edge, &count), 0);
+	CHECK_EQ(count, 5);
+	io_counters_get(IO_MANIFEST, &manifest);
+	io_counters_get(IO_DATA, &data);
+	*listing = manifest.pages + data.pages;
+	store_snapshot_release(snapshot);
+	/* a delete line of a referenced node is refused at its write, by the adjacency index */
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_MERGE, 0, "p", &writer, &error), 0);
+	io_counters_reset();
+	const char *line = "{\"id\":\"n7\",\"@delete\":true}\n";
+	CHECK_EQ(store_writer_write(writer, line, strlen(line), &error), -EINVAL);
+	io_counters_get(IO_MANIFEST, &manifest);
+	io_counters_get(IO_DATA, &data);
+	*delete_check = manifest.pages + data.pages;
+	store_txn_free(txn);
+	store_close(store);
+}
+
+TEST(listing_a_nodes_edges_and_checking_a_delete_read_as_many_pages_at_a_million_edges_as_at_ten_thousand)
+{
+	char small_path[4096], large_path[4096];
+	snprintf(small_path, sizeof small_path, "%s/small", harness_temp_directory());
+	snprintf(large_path, sizeof large_path, "%s/large", harness_temp_directory());
+	struct store *small = graph_store_of(small_path, 10000), *large = graph_store_of(large_path, 1000000);
+	CHECK(small && large);
+	store_close(small);
+	store_close(large);
+	uint64_t small_listing, small_check, large_listing, large_check;
+	graph_read_pages(small_path, &small_listing, &small_check);
+	graph_read_pages(large_path, &large_listing, &large_check);
+	fprintf(stderr, "    pages: listing %llu / %llu, delete check %llu / %llu (10,000 / 1,000,000 edges)\n",
+		(unsigned long long)small_listing, (unsigned long long)large_listing, (unsigned long long)small_check,
+		(unsigned long long)large_check);
+	/* the trees are at most two levels deeper: the index, and the node lookup */
+	CHECK(large_listing <= small_listing + 2);
+	CHECK(large_check <= small_check + 4);
+}
+
 int main(void)
 {
 	return harness_run();
