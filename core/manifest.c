@@ -252,7 +252,7 @@ static int header_check(const char *path, const uint8_t *bytes, struct ulid *sto
 	uint32_t format = buf_load_u32(bytes + 8);
 	if (format < MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,
-				      "store format %u is older than this graphfs (format %d): export it with the graphfs version that wrote it, then graphfs init a new store and graphfs import the tables",
+				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it (graphfs dump STORE > graph.ndjson; before format 2, graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
 				      format, MANIFEST_FORMAT_VERSION);
 	if (format > MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,

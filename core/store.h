@@ -292,6 +292,21 @@ int store_import(struct store *store, const char *branch, const char *table, con
  * -errno of write(2); on error part of the bytes may have been written. */
 int store_export(struct store *store, const char *branch, const char *table, uint64_t version,
 		 int fd, struct error_info *error);
+/*
+ * The whole graph of branch at version (STORE_LATEST: newest) as NDJSON on fd:
+ * one {"schema":…} line per table (node tables first), then every row in an
+ * envelope, {"type":<Node>,"data":<row>} and {"edge":<Edge>,"from":…,"to":…,
+ * "data":{"id":…,…}} (core/store_dump.c). 0 or -errno with error set.
+ */
+int store_dump(struct store *store, const char *branch, uint64_t version, int fd, struct error_info *error);
+/*
+ * Publishes a dump file ("-": standard input) as ONE commit on branch, every
+ * table it names overwritten; schema lines are optional (inferred). Errors
+ * name the input line. 0 or -errno with error set; nothing published then.
+ */
+int store_load(struct store *store, const char *branch, const char *file, const char *message,
+	       store_progress_fn progress, void *progress_context, struct store_commit_result *result,
+	       struct error_info *error);
 
 /* ---- maintenance and stats ---------------------------------------------------------- */
 

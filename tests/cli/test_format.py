@@ -8,7 +8,8 @@ from conftest import store_digest
 
 FORMAT = 2  # docs/FORMAT.md: the store format this graphfs reads and writes
 
-OLDER = ("older than this graphfs", "export it with the graphfs version that wrote it")
+OLDER = ("older than this graphfs", "dump it with the graphfs version that wrote it",
+         "graphfs init a new store and graphfs load it")
 NEWER = ("newer than this graphfs", "upgrade graphfs")
 
 COMMANDS = [

@@ -165,8 +165,9 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		1, "store format 1 is older than this graphfs (format 2): export it with the graphfs version that "
-		   "wrote it, then graphfs init a new store and graphfs import the tables");
+		1, "store format 1 is older than this graphfs (format 2): dump it with the graphfs version that "
+		   "wrote it (graphfs dump STORE > graph.ndjson; before format 2, graphfs export each table), then "
+		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)

@@ -32,6 +32,8 @@ enum cli_exit { CLI_EXIT_OK = 0, CLI_EXIT_FAILURE = 1, CLI_EXIT_USAGE = 2 };
 int cmd_init(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 int cmd_log(int argc, char **argv);
 int cmd_branch(int argc, char **argv);
 int cmd_heads(int argc, char **argv);

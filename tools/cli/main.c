@@ -17,6 +17,8 @@ static const struct command commands[] = {
 	{ "mount", cmd_mount, "mount STORE MOUNTPOINT          mount the store as a directory tree" },
 	{ "import", cmd_import, "import STORE TABLE FILE         publish FILE's rows into TABLE as one commit" },
 	{ "export", cmd_export, "export STORE TABLE              write TABLE's rows (the bytes of tables/TABLE.jsonl)" },
+	{ "dump", cmd_dump, "dump STORE                      the whole graph as JSON lines (schemas, nodes, edges)" },
+	{ "load", cmd_load, "load STORE FILE                 publish a dump as one commit, its tables overwritten" },
 	{ "log", cmd_log, "log STORE                       the commit log as JSON lines, newest first" },
 	{ "branch", cmd_branch, "branch STORE list|create|delete list, create or delete branches" },
 	{ "heads", cmd_heads, "heads STORE                     the head row of every live table, JSON lines" },

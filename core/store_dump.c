@@ -1,0 +1,685 @@
+/*
+ * store_dump — the whole graph as one NDJSON stream, and back
+ * (docs/graphfs.1 `dump`, `load`):
+ *
+ *   {"schema":"<Name>","data":<canonical schema>}        node tables, then edge tables, by name
+ *   {"type":"<Node>","data":<canonical row>}              each node table's rows, in table order
+ *   {"edge":"<Edge>","from":…,"to":…,"data":{"id":…,…}}   each edge table's rows, in table order
+ *
+ * dump writes exactly these lines; load reads them in any order (a schema
+ * line before its table's rows), with any JSON spacing and key order, and
+ * without schema lines (node schemas are inferred as for any new table; an
+ * edge table's node tables are inferred when there is only one node table
+ * they can be, its properties from its first row). load is one transaction,
+ * each table it names overwritten, published as ONE commit; its endpoint
+ * checks are deferred to that commit, so edges may come before their nodes.
+ * Both stream: memory stays bounded whatever the size (writers spill; load
+ * keeps 4 bytes per edge row, to name the input line of a dangling edge).
+ *
+ * Invariants:
+ *   1. dump → init → load reproduces every table's bytes and schema: rows
+ *      keep their order and canonical text, schemas their canonical JSON.
+ *   2. load publishes nothing unless every line is accepted.
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define DUMP_CHUNK (1u << 20)
+
+/* ---- dump ------------------------------------------------------------------------------ */
+
+struct dump_output {
+	int fd;
+	struct buf pending;
+	int rc;
+};
+
+static int output_flush(struct dump_output *output)
+{
+	size_t done = 0;
+	while (output->rc == 0 && done < output->pending.size) {
+		ssize_t wrote = write(output->fd, output->pending.data + done, output->pending.size - done);
+		if (wrote < 0 && errno == EINTR)
+			continue;
+		if (wrote <= 0)
+			output->rc = wrote < 0 ? -errno : -EIO;
+		else
+			done += (size_t)wrote;
+	}
+	buf_reset(&output->pending);
+	return output->rc;
+}
+
+static int output_add(struct dump_output *output, const void *bytes, size_t size)
+{
+	int rc = output->rc ? output->rc : buf_append(&output->pending, bytes, size);
+	if (rc == 0 && output->pending.size >= DUMP_CHUNK)
+		rc = output_flush(output);
+	return output->rc = rc;
+}
+
+static int output_text(struct dump_output *output, const char *text)
+{
+	return output_add(output, text, strlen(text));
+}
+
+/* The end of the JSON string starting at text[at] (its opening quote): the index after its closing quote. */
+static size_t string_end(const char *text, size_t size, size_t at)
+{
+	size_t end = at + 1;
+	while (end < size && text[end] != '"')
+		end += text[end] == '\\' ? 2 : 1;
+	return end < size ? end + 1 : 0;
+}
+
+/* One canonical row line (no "\n") of table, in its envelope. */
+static int dump_row(struct dump_output *output, const char *table, bool edge, const char *line, size_t size)
+{
+	if (!edge) {
+		output_text(output, "{\"type\":\"");
+		output_text(output, table);
+		output_text(output, "\",\"data\":");
+		output_add(output, line, size);
+		return output_text(output, "}\n");
+	}
+	/* {"id":I,"from":F,"to":T<rest> -> {"edge":E,"from":F,"to":T,"data":{"id":I<rest>} */
+	static const char id_key[] = "{\"id\":", from_key[] = ",\"from\":", to_key[] = ",\"to\":";
+	if (size < sizeof id_key || memcmp(line, id_key, sizeof id_key - 1) != 0)
+		return -EIO;
+	size_t id_end = string_end(line, size, sizeof id_key - 1);
+	if (!id_end || id_end + sizeof from_key - 1 > size || memcmp(line + id_end, from_key, sizeof from_key - 1))
+		return -EIO;
+	size_t from_start = id_end + sizeof from_key - 1, from_end = string_end(line, size, from_start);
+	if (!from_end || from_end + sizeof to_key - 1 > size || memcmp(line + from_end, to_key, sizeof to_key - 1))
+		return -EIO;
+	size_t to_start = from_end + sizeof to_key - 1, to_end = string_end(line, size, to_start);
+	if (!to_end)
+		return -EIO;
+	output_text(output, "{\"edge\":\"");
+	output_text(output, table);
+	output_text(output, "\",\"from\":");
+	output_add(output, line + from_start, from_end - from_start);
+	output_text(output, ",\"to\":");
+	output_add(output, line + to_start, to_end - to_start);
+	output_text(output, ",\"data\":");
+	output_add(output, line, id_end);
+	output_add(output, line + to_end, size - to_end);
+	return output_text(output, "}\n");
+}
+
+/* Every row of one table, read in chunks and split into lines. */
+static int dump_rows(struct dump_output *output, struct store_snapshot *snapshot, const char *table, bool edge,
+		     struct error_info *error)
+{
+	struct store_table *opened = NULL;
+	char *chunk = malloc(DUMP_CHUNK);
+	struct buf carry;
+	buf_init(&carry);
+	int rc = chunk ? store_table_open(snapshot, table, &opened) : -ENOMEM;
+	uint64_t offset = 0, size = rc == 0 ? store_table_size(opened) : 0;
+	while (rc == 0 && offset < size) {
+		ssize_t got = store_table_pread(opened, chunk, DUMP_CHUNK, offset);
+		if (got <= 0) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		offset += (uint64_t)got;
+		size_t start = 0;
+		for (size_t i = 0; rc == 0 && i < (size_t)got; i++) {
+			if (chunk[i] != '\n')
+				continue;
+			if (carry.size) {
+				if ((rc = buf_append(&carry, chunk + start, i - start)) == 0)
+					rc = dump_row(output, table, edge, (const char *)carry.data, carry.size);
+				buf_reset(&carry);
+			} else {
+				rc = dump_row(output, table, edge, chunk + start, i - start);
+			}
+			start = i + 1;
+		}
+		if (rc == 0 && start < (size_t)got)
+			rc = buf_append(&carry, chunk + start, (size_t)got - start);
+	}
+	if (rc == 0 && carry.size)
+		rc = -EIO;   /* a table's rendering ends with "\n" */
+	if (rc < 0 && !error->message[0])
+		error_info_set(error, rc, "cannot dump table %s: %s", table, strerror(-rc));
+	buf_free(&carry);
+	free(chunk);
+	store_table_close(opened);
+	return rc;
+}
+
+struct dump_tables {
+	char (*names)[JOURNAL_NAME_MAX + 1];
+	bool *edge;
+	size_t count;
+};
+
+static int collect_table(const struct head_row *head, void *context)
+{
+	struct dump_tables *tables = context;
+	void *names = realloc(tables->names, (tables->count + 1) * sizeof *tables->names);
+	if (names)
+		tables->names = names;
+	bool *edge = names ? realloc(tables->edge, (tables->count + 1) * sizeof *tables->edge) : NULL;
+	if (!edge)
+		return -ENOMEM;
+	tables->edge = edge;
+	snprintf(tables->names[tables->count], sizeof tables->names[0], "%s", head->name);
+	tables->edge[tables->count++] = head->kind == STORE_EDGE_TABLE;
+	return 0;
+}
+
+int store_dump(struct store *store, const char *branch, uint64_t version, int fd, struct error_info *error)
+{
+	struct store_snapshot *snapshot = NULL;
+	struct dump_tables tables = { NULL, NULL, 0 };
+	struct dump_output output = { .fd = fd };
+	buf_init(&output.pending);
+	struct buf schema;
+	buf_init(&schema);
+	int rc = store_snapshot_open(store, branch, version, &snapshot, error);
+	if (rc < 0)
+		return rc;
+	if ((rc = store_snapshot_heads(snapshot, false, collect_table, &tables)) < 0) {
+		error_info_set(error, rc, "cannot list the tables: %s", strerror(-rc));
+		goto out;
+	}
+	/* schemas: node tables first (heads come in name order), then edge tables */
+	for (int pass = 0; rc == 0 && pass < 2; pass++) {
+		for (size_t i = 0; rc == 0 && i < tables.count; i++) {
+			if (tables.edge[i] != (pass == 1))
+				continue;
+			buf_reset(&schema);
+			if ((rc = store_snapshot_schema(snapshot, tables.names[i], &schema)) < 0) {
+				error_info_set(error, rc, "cannot read the schema of %s: %s", tables.names[i], strerror(-rc));
+				break;
+			}
+			output_text(&output, "{\"schema\":\"");
+			output_text(&output, tables.names[i]);
+			output_text(&output, "\",\"data\":");
+			output_add(&output, schema.data, schema.size - 1);   /* without its "\n" */
+			rc = output_text(&output, "}\n");
+		}
+	}
+	for (int pass = 0; rc == 0 && pass < 2; pass++)
+		for (size_t i = 0; rc == 0 && i < tables.count; i++)
+			if (tables.edge[i] == (pass == 1))
+				rc = dump_rows(&output, snapshot, tables.names[i], tables.edge[i], error);
+	if (rc == 0)
+		rc = output_flush(&output);
+	if (rc < 0 && !error->message[0])
+		error_info_set(error, rc, "cannot write the dump: %s", strerror(-rc));
+out:
+	free(tables.names);
+	free(tables.edge);
+	buf_free(&schema);
+	buf_free(&output.pending);
+	store_snapshot_release(snapshot);
+	return rc;
+}
+
+/* ---- load ------------------------------------------------------------------------------ */
+
+struct load_table {
+	char name[JOURNAL_NAME_MAX + 1];
+	char path[256];               /* the writer's path: FILE#Name, so a commit error names its table */
+	bool schema_given;
+	bool is_edge;
+	struct store_writer *writer;  /* opened by the table's first row */
+	uint32_t *lines;              /* edge tables: the input line of each row, for commit-time errors */
+	size_t line_count, line_capacity;
+};
+
+struct load {
+	struct store *store;
+	struct store_txn *txn;
+	const char *file;
+	uint64_t line;
+	struct load_table *tables;
+	size_t count;
+	struct buf row;               /* the row line handed to a writer */
+	struct error_info *error;
+};
+
+static struct load_table *load_find(struct load *load, const char *name)
+{
+	for (size_t i = 0; i < load->count; i++)
+		if (strcmp(load->tables[i].name, name) == 0)
+			return &load->tables[i];
+	return NULL;
+}
+
+static int load_fail(struct load *load, int code, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+static int load_fail(struct load *load, int code, const char *format, ...)
+{
+	va_list arguments;
+	va_start(arguments, format);
+	char message[sizeof load->error->message];
+	vsnprintf(message, sizeof message, format, arguments);
+	va_end(arguments);
+	error_info_locate(load->error, load->file, load->line);
+	return error_info_set(load->error, code, "%s", message);
+}
+
+static int load_table_get(struct load *load, const char *name, struct load_table **out)
+{
+	struct load_table *table = load_find(load, name);
+	if (!table) {
+		if (!schema_name_is_valid(name, strlen(name)))
+			return load_fail(load, -EINVAL, "invalid table name \"%.128s\"", name);
+		struct load_table *grown = realloc(load->tables, (load->count + 1) * sizeof *grown);
+		if (!grown)
+			return load_fail(load, -ENOMEM, "out of memory");
+		load->tables = grown;
+		table = &grown[load->count++];
+		memset(table, 0, sizeof *table);
+		snprintf(table->name, sizeof table->name, "%s", name);
+		snprintf(table->path, sizeof table->path, "%.200s#%s", load->file, name);
+	}
+	*out = table;
+	return 0;
+}
+
+static int load_schema(struct load *load, const char *name, json_t *data)
+{
+	struct load_table *table;
+	int rc = load_table_get(load, name, &table);
+	if (rc < 0)
+		return rc;
+	if (table->writer)
+		return load_fail(load, -EINVAL, "the schema of %s comes after its rows: put schema lines first", name);
+	if (table->schema_given)
+		return load_fail(load, -EINVAL, "a second schema line for %s", name);
+	char *text = json_dumps(data, JSON_COMPACT);
+	if (!text)
+		return load_fail(load, -ENOMEM, "out of memory");
+	struct error_info schema_error;
+	error_info_clear(&schema_error);
+	rc = store_txn_schema(load->txn, name, text, strlen(text), &schema_error);
+	free(text);
+	if (rc < 0)
+		return load_fail(load, rc, "schema of %s: %s", name, schema_error.message);
+	table->schema_given = true;
+	json_t *kind = json_object_get(data, "kind");
+	table->is_edge = json_is_string(kind) && strcmp(json_string_value(kind), "edge") == 0;
+	return 0;
+}
+
+/* The one node table an edge table without a schema line can join, or "" (none or several). */
+struct node_choice {
+	char name[JOURNAL_NAME_MAX + 1];
+	int count;
+};
+
+static void node_choice_add(struct node_choice *choice, const char *name)
+{
+	if (choice->count == 0 || strcmp(choice->name, name) != 0)
+		choice->count++;
+	snprintf(choice->name, sizeof choice->name, "%s", name);
+}
+
+static int count_node_table(const struct head_row *head, void *context)
+{
+	if (head->kind == STORE_NODE_TABLE)
+		node_choice_add(context, head->name);
+	return 0;
+}
+
+static const char *inferred_type(json_t *value)
+{
+	switch (json_typeof(value)) {
+	case JSON_STRING: return "string";
+	case JSON_INTEGER: return "i64";
+	case JSON_REAL: return "f64";
+	case JSON_TRUE: case JSON_FALSE: return "bool";
+	case JSON_ARRAY: {
+		json_t *first = json_array_get(value, 0);
+		return !first || json_is_string(first) ? "list<string>" : json_is_integer(first) ? "list<i64>"
+		       : json_is_real(first) ? "list<f64>" : json_is_boolean(first) ? "list<bool>" : NULL;
+	}
+	default: return NULL;
+	}
+}
+
+/* An edge table without a schema line: its node tables when unambiguous, its properties from this row. */
+static int infer_edge_schema(struct load *load, struct load_table *table, json_t *data)
+{
+	struct head_row existing;
+	if (store_snapshot_head(store_txn_snapshot(load->txn), table->name, &existing) == 0)
+		return 0;   /* a table of the store: its own schema */
+	struct node_choice choice = { "", 0 };
+	for (size_t i = 0; i < load->count; i++)
+		if (!load->tables[i].is_edge && (load->tables[i].schema_given || load->tables[i].writer))
+			node_choice_add(&choice, load->tables[i].name);
+	store_snapshot_heads(store_txn_snapshot(load->txn), false, count_node_table, &choice);
+	if (choice.count != 1)
+		return load_fail(load, -EINVAL,
+				 "edge table %s has no schema line and %s: add {\"schema\":\"%s\",\"data\":{\"kind\":"
+				 "\"edge\",\"from\":…,\"to\":…,\"properties\":{…}}} before its rows",
+				 table->name, choice.count ? "its rows could join several node tables"
+							    : "there is no node table for it to join",
+				 table->name);
+	json_t *schema = json_pack("{s:s, s:s, s:s, s:o}", "kind", "edge", "from", choice.name, "to", choice.name,
+				   "properties", json_object());
+	const char *key;
+	json_t *value;
+	int rc = schema ? 0 : -ENOMEM;
+	json_object_foreach(data, key, value) {
+		if (rc < 0 || strcmp(key, "id") == 0)
+			continue;
+		const char *type = inferred_type(value);
+		if (!type) {
+			rc = load_fail(load, -EINVAL,
+				       "edge table %s has no schema line and property \"%.64s\" of its first row has no "
+				       "type to infer: add a schema line for %s", table->name, key, table->name);
+			break;
+		}
+		rc = json_object_set_new(json_object_get(schema, "properties"), key,
+					 json_pack("{s:s, s:b}", "type", type, "nullable", 1)) ? -ENOMEM : 0;
+	}
+	if (rc == 0)
+		rc = load_schema(load, table->name, schema);
+	json_decref(schema);
+	if (rc == 0)
+		table->schema_given = false;   /* inferred, not given: a later schema line is still "after its rows" */
+	return rc;
+}
+
+static int table_writer(struct load *load, struct load_table *table)
+{
+	if (table->writer)
+		return 0;
+	struct error_info writer_error;
+	error_info_clear(&writer_error);
+	int rc = store_txn_writer(load->txn, table->name, STORE_OVERWRITE, 0, table->path, &table->writer,
+				  &writer_error);
+	if (rc < 0)
+		return load_fail(load, rc, "%s", writer_error.message);
+	return 0;
+}
+
+/* Hands one row (JSON text, no "\n") to its table's writer. */
+static int load_row(struct load *load, struct load_table *table, const char *text, size_t size)
+{
+	int rc = table_writer(load, table);
+	if (rc < 0)
+		return rc;
+	if (table->is_edge) {
+		if (table->line_count == table->line_capacity) {
+			size_t capacity = table->line_capacity ? table->line_capacity * 2 : 1024;
+			uint32_t *grown = realloc(table->lines, capacity * sizeof *grown);
+			if (!grown)
+				return load_fail(load, -ENOMEM, "out of memory");
+			table->lines = grown;
+			table->line_capacity = capacity;
+		}
+		table->lines[table->line_count++] = (uint32_t)load->line;
+	}
+	buf_reset(&load->row);
+	if ((rc = buf_append(&load->row, text, size)) < 0 || (rc = buf_append(&load->row, "\n", 1)) < 0)
+		return load_fail(load, rc, "out of memory");
+	struct error_info row_error;
+	error_info_clear(&row_error);
+	rc = store_writer_write(table->writer, load->row.data, load->row.size, &row_error);
+	if (rc < 0)
+		return load_fail(load, rc, "%s: %s", table->name, row_error.message);
+	return 0;
+}
+
+/* A JSON string at text[*at] copied raw (quotes included) into out; 0 or -EINVAL. */
+static int raw_string(const char *text, size_t size, size_t *at, const char **start, size_t *length)
+{
+	if (*at >= size || text[*at] != '"')
+		return -EINVAL;
+	size_t end = string_end(text, size, *at);
+	if (!end)
+		return -EINVAL;
+	*start = text + *at;
+	*length = end - *at;
+	*at = end;
+	return 0;
+}
+
+static bool take(const char *text, size_t size, size_t *at, const char *literal)
+{
+	size_t length = strlen(literal);
+	if (*at + length > size || memcmp(text + *at, literal, length) != 0)
+		return false;
+	*at += length;
+	return true;
+}
+
+/*
+ * The envelopes exactly as dump writes them, without a JSON parse of their
+ * own: the writer parses the row anyway. 1 if the line was one (handled),
+ * 0 if not (the caller parses it), or an error.
+ */
+static int load_fast(struct load *load, const char *line, size_t size)
+{
+	size_t at = 0;
+	const char *name;
+	size_t name_size;
+	char table_name[JOURNAL_NAME_MAX + 1];
+	bool edge;
+	if (take(line, size, &at, "{\"type\":"))
+		edge = false;
+	else if (take(line, size, &at, "{\"edge\":"))
+		edge = true;
+	else
+		return 0;
+	if (raw_string(line, size, &at, &name, &name_size) < 0 || name_size - 2 > JOURNAL_NAME_MAX ||
+	    memchr(name + 1, '\\', name_size - 2))
+		return 0;
+	memcpy(table_name, name + 1, name_size - 2);
+	table_name[name_size - 2] = 0;
+	struct load_table *table;
+	int rc;
+	if (!edge) {
+		if (!take(line, size, &at, ",\"data\":{") || line[size - 1] != '}' || line[size - 2] != '}')
+			return 0;
+		if ((rc = load_table_get(load, table_name, &table)) < 0)
+			return rc;
+		if (table->is_edge)
+			return load_fail(load, -EINVAL, "%s is an edge table: its rows are {\"edge\":…} lines", table_name);
+		rc = load_row(load, table, line + at - 1, size - 1 - (at - 1));
+		return rc < 0 ? rc : 1;
+	}
+	const char *from, *to;
+	size_t from_size, to_size;
+	if (!take(line, size, &at, ",\"from\":") || raw_string(line, size, &at, &from, &from_size) < 0 ||
+	    !take(line, size, &at, ",\"to\":") || raw_string(line, size, &at, &to, &to_size) < 0 ||
+	    !take(line, size, &at, ",\"data\":{") || line[size - 1] != '}' || line[size - 2] != '}')
+		return 0;
+	if ((rc = load_table_get(load, table_name, &table)) < 0)
+		return rc;
+	if (!table->schema_given && !table->writer)
+		return 0;   /* no schema yet: the slow path infers one from the parsed row */
+	if (!table->is_edge)
+		return load_fail(load, -EINVAL, "%s is a node table: its rows are {\"type\":…} lines", table_name);
+	/* {"from":F,"to":T,<data's members>} — the writer puts id first */
+	struct buf text;
+	buf_init(&text);
+	size_t members = size - 2 - at;     /* between data's "{" and its "}" */
+	rc = buf_append(&text, "{\"from\":", 8);
+	if (rc == 0)
+		rc = buf_append(&text, from, from_size);
+	if (rc == 0)
+		rc = buf_append(&text, ",\"to\":", 6);
+	if (rc == 0)
+		rc = buf_append(&text, to, to_size);
+	if (rc == 0 && members)
+		rc = buf_append(&text, ",", 1);
+	if (rc == 0)
+		rc = buf_append(&text, line + at, members);
+	if (rc == 0)
+		rc = buf_append(&text, "}", 1);
+	if (rc < 0)
+		rc = load_fail(load, rc, "out of memory");
+	else
+		rc = load_row(load, table, (const char *)text.data, text.size);
+	buf_free(&text);
+	return rc < 0 ? rc : 1;
+}
+
+/* Any envelope: parsed with jansson. */
+static int load_parsed(struct load *load, const char *line, size_t size)
+{
+	json_error_t parse_error;
+	json_t *object = json_loadb(line, size, 0, &parse_error);
+	if (!json_is_object(object)) {
+		json_decref(object);
+		return load_fail(load, -EINVAL, "not a JSON object%s%s", object ? "" : ": ", object ? "" : parse_error.text);
+	}
+	json_t *schema = json_object_get(object, "schema"), *type = json_object_get(object, "type");
+	json_t *edge = json_object_get(object, "edge"), *data = json_object_get(object, "data");
+	int rc;
+	if (json_is_string(schema) && json_is_object(data) && json_object_size(object) == 2) {
+		rc = load_schema(load, json_string_value(schema), data);
+	} else if (json_is_string(type) && json_is_object(data) && json_object_size(object) == 2) {
+		struct load_table *table;
+		rc = load_table_get(load, json_string_value(type), &table);
+		if (rc == 0 && table->is_edge)
+			rc = load_fail(load, -EINVAL, "%s is an edge table: its rows are {\"edge\":…} lines", table->name);
+		char *text = rc == 0 ? json_dumps(data, JSON_COMPACT) : NULL;
+		if (rc == 0)
+			rc = text ? load_row(load, table, text, strlen(text)) : load_fail(load, -ENOMEM, "out of memory");
+		free(text);
+	} else if (json_is_string(edge) && json_is_object(data) && json_object_get(object, "from") &&
+		   json_object_get(object, "to") && json_object_size(object) == 4) {
+		struct load_table *table;
+		rc = load_table_get(load, json_string_value(edge), &table);
+		if (rc == 0 && !table->schema_given && !table->writer) {
+			table->is_edge = true;
+			rc = infer_edge_schema(load, table, data);
+			table->is_edge = true;
+		}
+		if (rc == 0 && !table->is_edge)
+			rc = load_fail(load, -EINVAL, "%s is a node table: its rows are {\"type\":…} lines", table->name);
+		json_t *row = rc == 0 ? json_deep_copy(data) : NULL;
+		if (rc == 0 && (!row || json_object_set(row, "from", json_object_get(object, "from")) ||
+				json_object_set(row, "to", json_object_get(object, "to"))))
+			rc = load_fail(load, -ENOMEM, "out of memory");
+		char *text = rc == 0 ? json_dumps(row, JSON_COMPACT) : NULL;
+		if (rc == 0)
+			rc = text ? load_row(load, table, text, strlen(text)) : load_fail(load, -ENOMEM, "out of memory");
+		free(text);
+		json_decref(row);
+	} else {
+		rc = load_fail(load, -EINVAL,
+			       "not a dump line: expected {\"schema\":NAME,\"data\":{…}}, {\"type\":NODE,\"data\":{…}} "
+			       "or {\"edge\":EDGE,\"from\":…,\"to\":…,\"data\":{…}}");
+	}
+	json_decref(object);
+	return rc;
+}
+
+static int load_line(struct load *load, const char *line, size_t size)
+{
+	while (size && (line[size - 1] == '\r' || line[size - 1] == ' ' || line[size - 1] == '\t'))
+		size--;
+	if (size == 0)
+		return 0;   /* blank lines are allowed */
+	int rc = load_fast(load, line, size);
+	return rc != 0 ? (rc < 0 ? rc : 0) : load_parsed(load, line, size);
+}
+
+/* A commit-time error (a dangling edge) names the writer's path and line: name the input's. */
+static void locate_in_input(struct load *load)
+{
+	struct error_info *error = load->error;
+	for (size_t i = 0; i < load->count; i++) {
+		struct load_table *table = &load->tables[i];
+		if (strcmp(error->path, table->path) != 0)
+			continue;
+		uint64_t line = error->line;
+		if (table->is_edge && line >= 1 && line <= table->line_count)
+			line = table->lines[line - 1];
+		error_info_locate(error, load->file, line);
+		return;
+	}
+}
+
+int store_load(struct store *store, const char *branch, const char *file, const char *message,
+	       store_progress_fn progress, void *progress_context, struct store_commit_result *result,
+	       struct error_info *error)
+{
+	error_info_clear(error);
+	bool from_stdin = strcmp(file, "-") == 0;
+	FILE *input = from_stdin ? stdin : fopen(file, "r");
+	if (!input)
+		return error_info_set(error, -errno, "cannot read %s: %s", file, strerror(errno));
+	struct load load = { .store = store, .file = from_stdin ? "standard input" : file, .error = error };
+	buf_init(&load.row);
+	uint64_t total = 0, done = 0;
+	if (!from_stdin) {
+		struct stat status;
+		if (fstat(fileno(input), &status) == 0 && S_ISREG(status.st_mode))
+			total = (uint64_t)status.st_size;
+	}
+	int rc = store_txn_begin(store, branch, &load.txn, error);
+	if (rc < 0)
+		goto out;
+	store_txn_defer_endpoint_checks(load.txn, true);
+	char *line = NULL;
+	size_t capacity = 0;
+	ssize_t length;
+	while ((length = getline(&line, &capacity, input)) >= 0) {
+		load.line++;
+		done += (uint64_t)length;
+		if (length > 0 && line[length - 1] == '\n')
+			length--;
+		if ((rc = load_line(&load, line, (size_t)length)) < 0)
+			break;
+		if (progress && load.line % 4096 == 0)
+			progress(done, total, progress_context);
+	}
+	free(line);
+	if (rc == 0 && ferror(input))
+		rc = error_info_set(error, -EIO, "cannot read %s", load.file);
+	/* every table named is overwritten: one with a schema line and no rows becomes empty */
+	for (size_t i = 0; rc == 0 && i < load.count; i++) {
+		struct load_table *table = &load.tables[i];
+		if ((rc = table_writer(&load, table)) < 0)
+			break;
+		struct error_info finish_error;
+		error_info_clear(&finish_error);
+		if ((rc = store_writer_finish(table->writer, &finish_error)) < 0)
+			load_fail(&load, rc, "%s: %s", table->name, finish_error.message);
+	}
+	if (rc == 0 && load.count == 0)
+		rc = error_info_set(error, -ENODATA, "%s holds no dump lines: nothing to load", load.file);
+	if (rc == 0) {
+		char default_message[300];
+		if (!message) {
+			snprintf(default_message, sizeof default_message, "load %.200s", load.file);
+			message = default_message;
+		}
+		rc = store_txn_commit(load.txn, message, result, error);
+		if (rc < 0)
+			locate_in_input(&load);
+	}
+	if (progress && rc == 0)
+		progress(total ? total : done, total, progress_context);
+out:
+	store_txn_free(load.txn);
+	for (size_t i = 0; i < load.count; i++)
+		free(load.tables[i].lines);
+	free(load.tables);
+	buf_free(&load.row);
+	if (!from_stdin)
+		fclose(input);
+	return rc;
+}
