@@ -64,7 +64,7 @@ def block_offsets(offset, stored, rng):
 def damaged_store(tmp_path_factory):
     """A store whose every fragment is live (merges only add or update rows,
     so every fragment keeps live rows): small tables, a schema change, a
-    branch, and one table large enough to be written to a segment file."""
+    branch, and a node and an edge table large enough to be written to segment files."""
     from conftest import Cli, graphfs_binary
     work = tmp_path_factory.mktemp("corruption")
     cli = Cli(graphfs_binary(), work)
@@ -93,7 +93,13 @@ def damaged_store(tmp_path_factory):
     big = [{"id": f"b{i:04d}", "blob": "".join(rng.choice("abcdefghij") for _ in range(8000))}
            for i in range(600)]
     cli.import_rows(store, "Big", jsonl(big))
-    for table in ("Person", "Company", "WORKS_AT", "Big"):
+    # and an edge table as large: its key tree and adjacency indexes are in its segment too
+    cli.set_schema(store, "LINKS", {"kind": "edge", "from": "Person", "to": "Person",
+                                    "properties": {"blob": {"type": "string"}}})
+    links = [{"id": f"l{i:04d}", "from": f"p{i % 50}", "to": f"p{(i * 7) % 50}",
+              "blob": "".join(rng.choice("abcdefghij") for _ in range(8000))} for i in range(600)]
+    cli.import_rows(store, "LINKS", jsonl(links))
+    for table in ("Person", "Company", "WORKS_AT", "Big", "LINKS"):
         record(table)
     record("Company", "experiment")
     cli.ok("verify", store)

@@ -226,11 +226,16 @@ static inline void fixture_print_finding(const char *finding, void *context)
  * A commit that overwrites table with BIG_ROWS rows staged through an intent
  * (the stage spills to segments announced by the intent's sidecar).
  */
-static inline int fixture_write_big(struct manifest *manifest, const char *table, int seed,
-				    struct manifest_commit_result *result, struct error_info *error)
+#define BIG_EDGE_SCHEMA                                                                         \
+	"{\"kind\":\"edge\",\"from\":\"Small\",\"to\":\"Small\",\"properties\":{\"v\":{\"type\":\"i64\","  \
+	"\"nullable\":true},\"s\":{\"type\":\"string\",\"nullable\":true}}}"
+
+/* fixture_write_big with schema_text; edges (BIG_EDGE_SCHEMA) all go from and to node "first". */
+static inline int fixture_write_big_schema(struct manifest *manifest, const char *table, const char *schema_text,
+					   int seed, struct manifest_commit_result *result, struct error_info *error)
 {
 	struct schema schema;
-	int rc = fixture_schema(BIG_SCHEMA, &schema);
+	int rc = fixture_schema(schema_text, &schema);
 	if (rc < 0)
 		return rc;
 	char **lines = calloc(BIG_ROWS, sizeof *lines);
@@ -243,8 +248,11 @@ static inline int fixture_write_big(struct manifest *manifest, const char *table
 	}
 	for (int i = 0; i < BIG_ROWS; i++) {
 		lines[i] = text + (size_t)i * 128;
-		snprintf(lines[i], 128, "{\"id\":\"r%06d\",\"v\":%d,\"s\":\"%08x-padding-padding-padding-padding-padding-padding-%06d\"}",
-			 i, i + seed, (unsigned)(i * 2654435761u + (unsigned)seed), i);
+		bool edge = schema.kind == SCHEMA_EDGE;
+		snprintf(lines[i], 128, "{\"id\":\"r%06d\",%s\"v\":%d,\"s\":\"%08x-%s-%06d\"}", i,
+			 edge ? "\"from\":\"first\",\"to\":\"first\"," : "", i + seed,
+			 (unsigned)(i * 2654435761u + (unsigned)seed),
+			 edge ? "padding-padding-padding-padding" : "padding-padding-padding-padding-padding-padding", i);
 	}
 	if ((rc = manifest_intent_begin(manifest, &intent)) < 0 ||
 	    (rc = fixture_stage(manifest, &schema, TABLE_OVERWRITE, (const char *const *)lines, BIG_ROWS,
@@ -272,6 +280,12 @@ out:
 	free(lines);
 	schema_free(&schema);
 	return rc;
+}
+
+static inline int fixture_write_big(struct manifest *manifest, const char *table, int seed,
+				    struct manifest_commit_result *result, struct error_info *error)
+{
+	return fixture_write_big_schema(manifest, table, BIG_SCHEMA, seed, result, error);
 }
 
 /* Reads all bytes of a live table into out. */

@@ -299,6 +299,13 @@ static int big_commit(struct manifest *manifest)
 	return fixture_write_big(manifest, "Big", 7, NULL, &error);
 }
 
+/* A large edge table: fragments, key tree and both adjacency indexes built into its segment. */
+static int big_edge_commit(struct manifest *manifest)
+{
+	struct error_info error;
+	return fixture_write_big_schema(manifest, "Links", BIG_EDGE_SCHEMA, 7, NULL, &error);
+}
+
 /* The store every crash starts from: one table with one row. */
 static int base_store(void)
 {
@@ -412,9 +419,15 @@ CHILDREN_TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
 			if (harness_failed())
 				return;
 			crash_matrix_point(name, big_commit, "large");
+			if (harness_failed())
+				return;
+			crash_matrix_point(name, big_edge_commit, "large edge");
 			points++;
 		} else if (starts_with(name, "segment.") || starts_with(name, "sidecar.")) {
 			crash_matrix_point(name, big_commit, "large");
+			if (harness_failed())
+				return;
+			crash_matrix_point(name, big_edge_commit, "large edge");
 			points++;
 		}
 		if (harness_failed()) {
