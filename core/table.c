@@ -747,8 +747,30 @@ out:
 
 /* ---- membership ---------------------------------------------------------------------- */
 
+/*
+ * A finder answers through the key tree's finder until it has been asked
+ * often enough that reading the whole key tree once costs less than the
+ * lookups would (more than FINDER_SET_MIN_LOOKUPS lookups, and more than
+ * 1/16 of the rows: at random, every leaf would be decoded again and again);
+ * it then loads every id into one compact array (the id bytes plus 4 bytes
+ * each) with an open-addressing hash index over it (8 bytes an id): exact,
+ * one or two cache misses and no node decode per lookup. A table whose ids
+ * would take more than FINDER_SET_LIMIT bytes keeps the tree finder.
+ */
+#define FINDER_SET_LIMIT (512u << 20)
+#define FINDER_SET_MIN_LOOKUPS 4096
+
 struct table_finder {
+	struct pager *pager;
+	struct table_info info;
 	struct btree_finder *keys;
+	uint64_t lookups;
+	bool set_tried;                 /* the id set was built, or could not be */
+	struct buf ids;                 /* the id set: every id, in key order, concatenated */
+	uint32_t *ends;                 /* end offset of id i in ids; NULL: no id set */
+	size_t count;
+	uint32_t *slots;                /* id index + 1, 0: empty; slot_mask + 1 slots */
+	size_t slot_mask;
 };
 
 int table_finder_open(struct pager *pager, const struct table_info *info, size_t budget,
@@ -757,6 +779,9 @@ int table_finder_open(struct pager *pager, const struct table_info *info, size_t
 	struct table_finder *finder = calloc(1, sizeof *finder);
 	if (!finder)
 		return -ENOMEM;
+	finder->pager = pager;
+	finder->info = *info;
+	buf_init(&finder->ids);
 	int rc = btree_finder_open(pager, info->keys, budget, &finder->keys);
 	if (rc < 0) {
 		free(finder);
@@ -771,11 +796,81 @@ void table_finder_free(struct table_finder *finder)
 	if (!finder)
 		return;
 	btree_finder_free(finder->keys);
+	buf_free(&finder->ids);
+	free(finder->ends);
+	free(finder->slots);
 	free(finder);
+}
+
+/* Reads every id into the id set, once. A failure leaves the tree finder in use. */
+static void finder_build_set(struct table_finder *finder)
+{
+	finder->set_tried = true;
+	uint64_t rows = finder->info.row_count;
+	if (rows == 0 || rows > UINT32_MAX)
+		return;
+	struct btree *keys = NULL;
+	struct btree_iterator *iterator = NULL;
+	uint32_t *ends = malloc((size_t)rows * sizeof *ends);
+	size_t count = 0;
+	int rc = ends ? btree_open(finder->pager, finder->info.keys, &keys) : -ENOMEM;
+	if (rc == 0)
+		rc = btree_iterator_open(keys, NULL, 0, &iterator);
+	const uint8_t *id, *value;
+	size_t id_size, value_size;
+	while (rc == 0 && (rc = btree_iterator_next(iterator, &id, &id_size, &value, &value_size)) == 1) {
+		if (count == rows || finder->ids.size + id_size > FINDER_SET_LIMIT) {
+			rc = -E2BIG;
+			break;
+		}
+		rc = buf_append(&finder->ids, id, id_size);
+		if (rc == 0)
+			ends[count++] = (uint32_t)finder->ids.size;
+	}
+	btree_iterator_free(iterator);
+	btree_free(keys);
+	size_t capacity = 1024;
+	while (capacity < 2 * (size_t)rows)
+		capacity *= 2;
+	uint32_t *slots = rc == 0 && count == rows ? calloc(capacity, sizeof *slots) : NULL;
+	if (!slots) {
+		free(ends);
+		buf_free(&finder->ids);
+		buf_init(&finder->ids);
+		return;
+	}
+	for (size_t i = 0; i < count; i++) {
+		size_t start = i ? ends[i - 1] : 0;
+		size_t slot = (size_t)codec_hash(finder->ids.data + start, ends[i] - start) & (capacity - 1);
+		while (slots[slot])
+			slot = (slot + 1) & (capacity - 1);
+		slots[slot] = (uint32_t)i + 1;
+	}
+	finder->ends = ends;
+	finder->count = count;
+	finder->slots = slots;
+	finder->slot_mask = capacity - 1;
+}
+
+static int set_has(const struct table_finder *finder, const uint8_t *id, size_t id_size)
+{
+	for (size_t slot = (size_t)codec_hash(id, id_size) & finder->slot_mask; finder->slots[slot];
+	     slot = (slot + 1) & finder->slot_mask) {
+		size_t index = finder->slots[slot] - 1;
+		size_t start = index ? finder->ends[index - 1] : 0;
+		if (finder->ends[index] - start == id_size && memcmp(finder->ids.data + start, id, id_size) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 int table_finder_has(struct table_finder *finder, const void *id, size_t id_size)
 {
+	if (!finder->set_tried && ++finder->lookups > FINDER_SET_MIN_LOOKUPS &&
+	    finder->lookups * 16 > finder->info.row_count)
+		finder_build_set(finder);
+	if (finder->ends)
+		return set_has(finder, id, id_size);
 	const uint8_t *value;
 	size_t value_size;
 	int rc = btree_finder_get(finder->keys, id, id_size, &value, &value_size);

@@ -97,7 +97,9 @@ int table_lookup(struct pager *pager, const struct table_info *info, const void 
 /*
  * Membership tests against one table version's key tree alone (no fragment
  * is read): a finder caches the decoded key-tree nodes within budget bytes
- * (btree.h), so ids asked in increasing order read each node once.
+ * (btree.h), so ids asked in increasing order read each node once; once it
+ * has been asked about more than 1/16 of the rows, it reads every id once
+ * into a compact hash set (table.c "membership") and answers from that.
  */
 struct table_finder;
 /* Returns 0 or -ENOMEM. The finder reads info's key tree as it was when opened. */
