@@ -1941,6 +1941,42 @@ TEST(verify_reports_a_live_row_missing_from_the_key_tree_and_a_key_entry_of_no_r
 	fixture_close(&fixture);
 }
 
+/* ---- membership --------------------------------------------------------------------------- */
+
+TEST(a_finder_answers_membership_exactly_before_and_after_it_loads_the_id_set)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(write_rows(&fixture, NULL, 0, 20000, &info), 0);
+	struct table_finder *finder;
+	CHECK_EQ(table_finder_open(fixture.pager, &info, 1u << 20, &finder), 0);
+	uint64_t state = 12345;
+	uint64_t pages_before_last = 0;
+	for (int step = 0; step < 12000; step++) {
+		state = state * 6364136223846793005ull + 1442695040888963407ull;
+		long number = (long)((state >> 33) % 40000);   /* half of them are not rows */
+		char id[32];
+		row_id(id, number);
+		if (step == 11000) {
+			io_counters_reset();
+		}
+		CHECK_EQ(table_finder_has(finder, id, strlen(id)), number < 20000 ? 1 : 0);
+		if (step == 11999) {
+			struct io_counters manifest;
+			io_counters_get(IO_MANIFEST, &manifest);
+			pages_before_last = manifest.pages;
+		}
+	}
+	/* past 1/16 of the rows asked the id set answers: no more tree reads */
+	CHECK_EQ(pages_before_last, 0);
+	CHECK_EQ(table_finder_has(finder, "r", 1), 0);
+	CHECK_EQ(table_finder_has(finder, "r00199990", 9), 0);
+	table_finder_free(finder);
+	fixture_close(&fixture);
+}
+
 /* ---- adjacency indexes (docs/FORMAT.md §12.1) ------------------------------------------ */
 
 #define GRAPH_NODES 60
