@@ -850,6 +850,9 @@ static void finder_build_set(struct table_finder *finder)
 	finder->count = count;
 	finder->slots = slots;
 	finder->slot_mask = capacity - 1;
+	/* the set answers from now on: the decoded nodes go */
+	btree_finder_free(finder->keys);
+	finder->keys = NULL;
 }
 
 static int set_has(const struct table_finder *finder, const uint8_t *id, size_t id_size)

@@ -374,6 +374,8 @@ void namespace_bind_scratch(struct mountfs *mount, struct node *node);
 int namespace_entry(struct mountfs *mount, struct node *parent, const char *name,
 		    const struct child *child, struct mountfs_entry *entry, struct node **out);
 
+/* Whether a node is below graph/ (notify.c invalidates all of them after a commit). */
+bool node_is_graph(enum node_kind kind);
 /* Whether nodes of this kind are symbolic links (their target: namespace_readlink). */
 bool node_is_link(enum node_kind kind);
 /* The target of a link node. 0, -EINVAL (not a link), -errno. */

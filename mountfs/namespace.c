@@ -154,6 +154,11 @@ bool node_shows_head(enum node_kind kind)
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_HEAD_ATTR);
 }
 
+bool node_is_graph(enum node_kind kind)
+{
+	return kind >= NODE_GRAPH_TABLE_DIR && kind <= NODE_GRAPH_NEIGHBOUR_LINK;
+}
+
 bool node_is_link(enum node_kind kind)
 {
 	return kind == NODE_COMMIT_LINK || kind == NODE_GRAPH_NEIGHBOUR_LINK;

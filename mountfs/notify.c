@@ -98,6 +98,15 @@ static void collect_live(struct node *node, void *context)
 	if (work->branch && strcmp(node->view.branch, work->branch) != 0)
 		return;
 	uint64_t id = inode_id(work->mount, node);
+	/* graph/ shows rows and edges of any table by id: after a commit of this
+	 * mount, every graph node the kernel knows is looked up again (rows and
+	 * edges come and go with no table file of their own to invalidate) */
+	if (node_is_graph(node->kind)) {
+		if (work->branch && node->parent && node->parent->view.version == 0)
+			add_entry(work, inode_id(work->mount, node->parent), node->name);
+		add_inode(work, id);
+		return;
+	}
 	if (!node_is_directory(node->kind)) {
 		if (names_match(work, node))
 			add_inode(work, id);

@@ -126,3 +126,35 @@ def test_a_history_version_shows_the_graph_as_it_was(graph, mounter):
     new = m.path("graph", "Person", encode(knows[0]["from"]), "out", "KNOWS.jsonl")
     assert '"k000"' not in new.read_text()
     assert "ad" in os.listdir(m.path("graph", "Person", "ada", "out", "KNOWS"))
+
+
+def test_deleting_a_referenced_node_fails_the_write_and_detach_takes_its_edges(graph, mounter):
+    store, knows, lives = graph
+    m = mounter(store)
+    result = m.sh("echo '{\"id\":\"ada\",\"@delete\":true}' >> tables/Person.jsonl", check=False)
+    assert result.returncode != 0
+    assert b"Invalid argument" in result.stderr
+    error = m.errors()[-1]
+    assert "still referenced by edge" in error["reason"] and error["line"] == 1
+    assert m.path("graph", "Person", "ada").exists()
+    m.write("tables/Person.jsonl", '{"id":"ada","@delete":"detach"}\n', mode="a")
+    assert not m.path("graph", "Person", "ada").exists()
+    remaining = m.read("tables", "KNOWS.jsonl")
+    assert all(json.loads(line)["from"] != "ada" and json.loads(line)["to"] != "ada"
+               for line in remaining.splitlines())
+    assert len(remaining.splitlines()) == len([e for e in knows if "ada" not in (e["from"], e["to"])])
+    assert '"from":"ada"' not in m.read("tables", "LIVES_IN.jsonl")
+
+
+def test_a_referenced_node_table_can_be_renamed_and_the_edge_schema_follows(graph, mounter):
+    store, _, _ = graph
+    m = mounter(store)
+    version = m.log()[0]["version"]
+    os.rename(m.path("tables", "Person.jsonl"), m.path("tables", "People.jsonl"))
+    schema = json.loads(m.read("schema", "KNOWS.json"))
+    assert schema["from"] == schema["to"] == "People"
+    old = json.loads(m.read("history", f"@{version}", "schema", "KNOWS.json"))
+    assert old["from"] == "Person"
+    assert sorted(os.listdir(m.path("graph"))) == ["City", "People"]
+    assert os.readlink(m.path("graph", "People", "ada", "out", "LIVES_IN", os.listdir(
+        m.path("graph", "People", "ada", "out", "LIVES_IN"))[0])).startswith("../../../../City/")
