@@ -367,43 +367,8 @@ static int head_store(struct commit_state *state, const struct head_row *head)
 	return rc;
 }
 
-/* A live edge table other than except whose schema names node table name; "" if none. */
-static int edge_referencing(struct commit_state *state, const char *name, char *edge_out)
-{
-	edge_out[0] = 0;
-	struct btree_iterator *iterator;
-	int rc = btree_iterator_open(state->names, NULL, 0, &iterator);
-	if (rc < 0)
-		return rc;
-	const uint8_t *key, *value;
-	size_t key_size, value_size;
-	struct buf head_bytes;
-	buf_init(&head_bytes);
-	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
-		struct head_row head;
-		buf_reset(&head_bytes);
-		if (value_size != 16) {
-			rc = -EIO;
-			break;
-		}
-		if ((rc = btree_get(state->heads, value, 16, &head_bytes)) < 0 ||
-		    (rc = head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
-			break;
-		if (head.kind != SCHEMA_EDGE)
-			continue;
-		struct touched_table *table;
-		if ((rc = head_table(state, &head, &table)) < 0)
-			break;
-		if (strcmp(table->schema.from, name) == 0 || strcmp(table->schema.to, name) == 0) {
-			snprintf(edge_out, JOURNAL_NAME_MAX + 1, "%s", head.name);
-			rc = 0;
-			break;
-		}
-	}
-	buf_free(&head_bytes);
-	btree_iterator_free(iterator);
-	return rc < 0 ? rc : 0;
-}
+/* The first live edge table (by name) whose schema names node table name; "" if none. */
+static int edge_referencing(struct commit_state *state, const char *name, char *edge_out);
 
 /* Compare-and-swap checks of one operation against the current head. */
 static int check_based_on(struct commit_state *state, const struct manifest_op *op,
@@ -863,6 +828,18 @@ static int check_references(struct commit_state *state)
 			return rc;
 	}
 	return 0;
+}
+
+static int edge_referencing(struct commit_state *state, const char *name, char *edge_out)
+{
+	struct reference *references = NULL;
+	size_t count = 0;
+	int rc = references_collect(state, name, true, &references, &count);
+	edge_out[0] = 0;
+	if (rc == 0 && count > 0)
+		snprintf(edge_out, JOURNAL_NAME_MAX + 1, "%s", references[0].edge_table);
+	free(references);
+	return rc;
 }
 
 /*
