@@ -327,6 +327,30 @@ static bool edge_handled(struct store_txn *txn, const struct reference_table *re
 	       table_stage_deletes(writer->stage, edge, edge_size) != 0;
 }
 
+/* What references_check and detach_collect carry through a walk of one reference's edges. */
+struct reference_walk {
+	struct store_writer *writer;
+	const struct reference_table *reference;
+	uint64_t line;
+	struct error_info *error;
+};
+
+/* A snapshot edge of the node being deleted: refused unless the transaction takes care of it. */
+static int refuse_unhandled(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size,
+			    void *context)
+{
+	struct reference_walk *walk = context;
+	struct store_writer *writer = walk->writer;
+	if (edge_handled(writer->txn, walk->reference, edge, edge_size))
+		return 0;
+	return writer_fail(writer, walk->error, -EINVAL, walk->line,
+			   "node \"%.200s\" is still referenced by edge \"%.*s\" of %s (its %s): "
+			   "delete the edges first, or delete the node with {\"id\":\"%.200s\",\"@delete\":\"detach\"}",
+			   buf_cstr(&writer->row.id), (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge,
+			   walk->reference->name, walk->reference->end == TABLE_EDGE_FROM ? "from" : "to",
+			   buf_cstr(&writer->row.id));
+}
+
 int references_check(struct store_writer *writer, uint64_t line, struct error_info *error)
 {
 	if (io_failpoint_armed("integrity.skip_reference_checks"))
@@ -337,67 +361,39 @@ int references_check(struct store_writer *writer, uint64_t line, struct error_in
 		return writer_fail(writer, error, rc, line, "cannot read the edge tables that refer to %s: %s",
 				   writer->table, strerror(-rc));
 	for (size_t i = 0; i < writer->reference_count; i++) {
-		const struct reference_table *reference = &writer->references[i];
-		struct buf after;
-		buf_init(&after);
-		bool first = true;
-		for (;;) {
-			const uint8_t *edge, *other;
-			size_t edge_size, other_size;
-			rc = table_adjacency_next(reference->adjacency, node->data, node->size, first ? NULL : after.data,
-						  after.size, &edge, &edge_size, &other, &other_size);
-			if (rc <= 0)
-				break;
-			if (!edge_handled(writer->txn, reference, edge, edge_size)) {
-				rc = writer_fail(writer, error, -EINVAL, line,
-						 "node \"%.200s\" is still referenced by edge \"%.*s\" of %s (its %s): "
-						 "delete the edges first, or delete the node with "
-						 "{\"id\":\"%.200s\",\"@delete\":\"detach\"}",
-						 buf_cstr(&writer->row.id), (int)(edge_size > 200 ? 200 : edge_size),
-						 (const char *)edge, reference->name,
-						 reference->end == TABLE_EDGE_FROM ? "from" : "to", buf_cstr(&writer->row.id));
-				break;
-			}
-			buf_reset(&after);
-			if ((rc = buf_append(&after, edge, edge_size)) < 0)
-				break;
-			first = false;
-		}
-		buf_free(&after);
+		struct reference_walk walk = { writer, &writer->references[i], line, error };
+		rc = table_adjacency_each(writer->references[i].adjacency, node->data, node->size, refuse_unhandled,
+					  &walk);
 		if (rc < 0)
 			return writer->failure.code ? rc
 						    : writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
-								  reference->name, strerror(-rc));
+								  writer->references[i].name, strerror(-rc));
 	}
 	return 0;
+}
+
+/* A snapshot edge of the node being detached: noted, to be deleted at commit. */
+static int note_detached(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size,
+			 void *context)
+{
+	struct reference_walk *walk = context;
+	struct buf *detached = &walk->writer->detached;
+	size_t before = detached->size;
+	int rc = buf_put_str(detached, walk->reference->name, strlen(walk->reference->name));
+	if (rc == 0)
+		rc = buf_put_str(detached, (const char *)edge, edge_size);
+	if (rc < 0)
+		detached->size = before;
+	return rc;
 }
 
 int detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error)
 {
 	const struct buf *node = &writer->row.id;
-	struct buf *detached = &writer->detached;
 	int rc = references_load(writer);
 	for (size_t i = 0; rc == 0 && i < writer->reference_count; i++) {
-		const struct reference_table *reference = &writer->references[i];
-		const uint8_t *edge = NULL, *other;
-		size_t edge_size = 0, other_size;
-		struct buf after;
-		buf_init(&after);
-		bool first = true;
-		while ((rc = table_adjacency_next(reference->adjacency, node->data, node->size, first ? NULL : after.data,
-						  after.size, &edge, &edge_size, &other, &other_size)) == 1) {
-			size_t before = detached->size;
-			if ((rc = buf_put_str(detached, reference->name, strlen(reference->name))) < 0 ||
-			    (rc = buf_put_str(detached, (const char *)edge, edge_size)) < 0) {
-				detached->size = before;
-				break;
-			}
-			buf_reset(&after);
-			if ((rc = buf_append(&after, edge, edge_size)) < 0)
-				break;
-			first = false;
-		}
-		buf_free(&after);
+		struct reference_walk walk = { writer, &writer->references[i], line, error };
+		rc = table_adjacency_each(writer->references[i].adjacency, node->data, node->size, note_detached, &walk);
 	}
 	if (rc < 0)
 		return writer_fail(writer, error, rc, line, "cannot collect the edges of \"%.200s\" to detach: %s",

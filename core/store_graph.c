@@ -146,24 +146,7 @@ int store_graph_edges(struct store_snapshot *snapshot, const char *edge_table, e
 				       end == STORE_EDGE_OUT ? TABLE_EDGE_FROM : TABLE_EDGE_TO, GRAPH_READ_CACHE,
 				       &adjacency)) < 0)
 		return rc;
-	struct buf after;
-	buf_init(&after);
-	bool first = true;
-	for (;;) {
-		const uint8_t *edge, *other;
-		size_t edge_size, other_size;
-		rc = table_adjacency_next(adjacency, node, node_size, first ? NULL : after.data, after.size, &edge,
-					  &edge_size, &other, &other_size);
-		if (rc <= 0)
-			break;
-		buf_reset(&after);
-		if ((rc = buf_append(&after, edge, edge_size)) < 0)
-			break;
-		first = false;
-		if ((rc = visit(edge, edge_size, other, other_size, context)) != 0)
-			break;
-	}
-	buf_free(&after);
+	rc = table_adjacency_each(adjacency, node, node_size, visit, context);
 	table_adjacency_free(adjacency);
 	return rc < 0 ? rc : 0;
 }

@@ -129,6 +129,12 @@ void table_adjacency_free(struct table_adjacency *adjacency);
 int table_adjacency_next(struct table_adjacency *adjacency, const void *node, size_t node_size, const void *after,
 			 size_t after_size, const uint8_t **edge, size_t *edge_size, const uint8_t **other,
 			 size_t *other_size);
+/* Every edge of node at this end, in edge-id order. visit returns 0 to go on; anything else stops the
+ * walk and is returned (as is -errno of a read). 0 after the last edge. */
+int table_adjacency_each(struct table_adjacency *adjacency, const void *node, size_t node_size,
+			 int (*visit)(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size,
+				      void *context),
+			 void *context);
 
 /*
  * The first edge of node at one end in a version that may exist only in an

@@ -582,3 +582,30 @@ out:
 	btree_free(keys);
 	return rc < 0 ? -EIO : 0;
 }
+
+int table_adjacency_each(struct table_adjacency *adjacency, const void *node, size_t node_size,
+			 int (*visit)(const uint8_t *edge, size_t edge_size, const uint8_t *other, size_t other_size,
+				      void *context),
+			 void *context)
+{
+	struct buf after;
+	buf_init(&after);
+	bool first = true;
+	int rc;
+	for (;;) {
+		const uint8_t *edge, *other;
+		size_t edge_size, other_size;
+		rc = table_adjacency_next(adjacency, node, node_size, first ? NULL : after.data, after.size, &edge,
+					  &edge_size, &other, &other_size);
+		if (rc <= 0)
+			break;
+		buf_reset(&after);
+		if ((rc = buf_append(&after, edge, edge_size)) < 0)
+			break;
+		first = false;
+		if ((rc = visit(edge, edge_size, other, other_size, context)) != 0)
+			break;
+	}
+	buf_free(&after);
+	return rc;
+}
