@@ -328,41 +328,12 @@ static size_t line_end(const struct fragment_view *view, uint32_t row)
 static int line_id(const uint8_t *line, size_t size, struct buf *scratch, const uint8_t **id,
 		   size_t *id_size)
 {
-	static const char prefix[] = "{\"id\":\"";
+	static const char prefix[] = "{\"id\":";
 	const size_t prefix_size = sizeof prefix - 1;
-	if (size < prefix_size + 1 || memcmp(line, prefix, prefix_size) != 0)
+	if (size < prefix_size + 2 || memcmp(line, prefix, prefix_size) != 0)
 		return -EIO;
-	bool escaped = false;
-	size_t end = prefix_size;
-	while (end < size && line[end] != '"') {
-		if (line[end] == '\\') {
-			escaped = true;
-			end++;
-		}
-		end++;
-	}
-	if (end >= size)
-		return -EIO;
-	if (!escaped) {
-		*id = line + prefix_size;
-		*id_size = end - prefix_size;
-		return 0;
-	}
-	json_error_t error;
-	json_t *text = json_loadb((const char *)line + prefix_size - 1, end - prefix_size + 2,
-				  JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-	if (!text || !json_is_string(text)) {
-		json_decref(text);
-		return -EIO;
-	}
-	buf_reset(scratch);
-	int rc = buf_append(scratch, json_string_value(text), json_string_length(text));
-	json_decref(text);
-	if (rc < 0)
-		return rc;
-	*id = scratch->data;
-	*id_size = scratch->size;
-	return 0;
+	size_t at = prefix_size;
+	return table_line_string(line, size, &at, scratch, id, id_size);
 }
 
 /* True if the canonical line's id is id (what stage_add checks and readers rely on). */

@@ -331,11 +331,8 @@ void table_edges_update_free(struct table_edges_update *update)
 	free(update);
 }
 
-/*
- * Reads the JSON string starting at line[*at] (its opening quote) into out,
- * unescaped; *at moves past the closing quote. 0 or -EIO.
- */
-static int read_string(const uint8_t *line, size_t size, size_t *at, struct buf *out)
+int table_line_string(const uint8_t *line, size_t size, size_t *at, struct buf *scratch, const uint8_t **out,
+		      size_t *out_size)
 {
 	size_t start = *at;
 	if (start >= size || line[start] != '"')
@@ -351,19 +348,36 @@ static int read_string(const uint8_t *line, size_t size, size_t *at, struct buf 
 	}
 	if (end >= size)
 		return -EIO;
-	buf_reset(out);
 	*at = end + 1;
-	if (!escaped)
-		return buf_append(out, line + start + 1, end - start - 1);
+	if (!escaped) {
+		*out = line + start + 1;
+		*out_size = end - start - 1;
+		return 0;
+	}
 	json_error_t error;
 	json_t *text = json_loadb((const char *)line + start, end - start + 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
 	if (!text || !json_is_string(text)) {
 		json_decref(text);
 		return -EIO;
 	}
-	int rc = buf_append(out, json_string_value(text), json_string_length(text));
+	buf_reset(scratch);
+	int rc = buf_append(scratch, json_string_value(text), json_string_length(text));
 	json_decref(text);
+	*out = scratch->data;
+	*out_size = scratch->size;
 	return rc;
+}
+
+/* A JSON string at line[*at] into out, unescaped. 0, -EIO or -ENOMEM. */
+static int read_string(const uint8_t *line, size_t size, size_t *at, struct buf *out)
+{
+	const uint8_t *text;
+	size_t text_size;
+	int rc = table_line_string(line, size, at, out, &text, &text_size);
+	if (rc < 0 || text == out->data)
+		return rc;
+	buf_reset(out);
+	return buf_append(out, text, text_size);
 }
 
 /* Expects the literal text at line[*at]; moves past it. 0 or -EIO. */

@@ -102,6 +102,13 @@ int table_edges_update_finish(struct table_edges_update *update, struct pager_ap
 			      struct block_address *out_root, struct block_address *in_root);
 void table_edges_update_free(struct table_edges_update *update);
 
+/*
+ * The JSON string at line[*at] (its opening quote): *out points into line when
+ * it has no escapes, else into scratch, where it is decoded; *at moves past its
+ * closing quote. 0, -EIO (not a string) or -ENOMEM.
+ */
+int table_line_string(const uint8_t *line, size_t size, size_t *at, struct buf *scratch, const uint8_t **out,
+		      size_t *out_size);
 /* The id, from and to of a canonical edge line, unescaped. 0, -EIO or -ENOMEM. */
 int table_edge_line_parse(const uint8_t *line, size_t size, struct buf *id, struct buf *from, struct buf *to);
 
