@@ -117,7 +117,8 @@ int manifest_root_encode(const struct root_record *root, struct buf *out)
 	    (rc = codec_put_address(out, root->branches)) < 0 ||
 	    (rc = codec_put_address(out, root->versions)) < 0 ||
 	    (rc = codec_put_address(out, root->commit)) < 0 ||
-	    (rc = codec_put_address(out, root->previous)) < 0)
+	    (rc = codec_put_address(out, root->previous)) < 0 ||
+	    (rc = codec_put_address(out, root->tags)) < 0)
 		out->size = start;
 	assert(rc < 0 || out->size - start == MANIFEST_ROOT_PAYLOAD_SIZE);
 	return rc;
@@ -136,6 +137,7 @@ int manifest_root_decode(const void *bytes, size_t size, struct root_record *out
 	root.versions = codec_get_address(&reader);
 	root.commit = codec_get_address(&reader);
 	root.previous = codec_get_address(&reader);
+	root.tags = codec_get_address(&reader);
 	if (reader.failed || buf_reader_remaining(&reader) != 0 || root.sequence == 0 ||
 	    root.horizon > root.version || block_address_is_null(root.branches) ||
 	    (root.version == 0) != block_address_is_null(root.commit))
@@ -173,7 +175,8 @@ int manifest_branch_encode(const struct branch_record *branch, struct buf *out)
 	    (rc = codec_put_address(out, branch->heads)) < 0 ||
 	    (rc = codec_put_address(out, branch->names)) < 0 ||
 	    (rc = buf_put_str(out, branch->forked_from, from_length)) < 0 ||
-	    (rc = buf_put_u64(out, branch->fork_version)) < 0 ||
+	    (rc = buf_put_u64(out, branch->fork_point)) < 0 ||
+	    (rc = buf_put_u64(out, branch->created_version)) < 0 ||
 	    (rc = buf_put_u64(out, branch->created_time_us)) < 0)
 		out->size = start;
 	return rc;
@@ -203,7 +206,8 @@ int manifest_branch_decode(const void *bytes, size_t size, struct branch_record 
 	if (reader.failed || from_length > JOURNAL_NAME_MAX || memchr(from_bytes, 0, from_length))
 		return -EIO;
 	memcpy(branch.forked_from, from_bytes, from_length);
-	branch.fork_version = buf_get_u64(&reader);
+	branch.fork_point = buf_get_u64(&reader);
+	branch.created_version = buf_get_u64(&reader);
 	branch.created_time_us = buf_get_u64(&reader);
 	if (reader.failed || buf_reader_remaining(&reader) != 0 ||
 	    ulid_is_zero(&branch.incarnation) ||
@@ -252,7 +256,7 @@ static int header_check(const char *path, const uint8_t *bytes, struct ulid *sto
 	uint32_t format = buf_load_u32(bytes + 8);
 	if (format < MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,
-				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it (graphfs dump STORE > graph.ndjson; before format 2, graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
+				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
 				      format, MANIFEST_FORMAT_VERSION);
 	if (format > MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,
@@ -862,66 +866,6 @@ int manifest_branch_find(struct pager *pager, struct block_address branches, con
 	return rc;
 }
 
-int manifest_root_at(struct manifest *manifest, const struct root_record *latest, uint64_t version,
-		     struct root_record *out)
-{
-	if (version > latest->version || (latest->horizon && version <= latest->horizon))
-		return -ENOENT;
-	if (version == latest->version) {
-		*out = *latest;
-		return 0;
-	}
-	struct block_address address;
-	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &address);
-	if (rc == -ENOENT) {
-		io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
-			manifest->path, (unsigned long long)version);
-		return -EIO;
-	}
-	if (rc == 0)
-		rc = manifest_root_read(manifest->pager, address, out);
-	if (rc == 0 && out->version != version) {
-		io_log(LOG_ERR, "%s/manifest: version index entry %llu names a root of version %llu",
-			manifest->path, (unsigned long long)version, (unsigned long long)out->version);
-		rc = -EIO;
-	}
-	return rc;
-}
-
-int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
-			     struct manifest_snapshot *out)
-{
-	struct root_record latest;
-	int rc = manifest_refresh(manifest, NULL);
-	if (rc == 0)
-		rc = manifest_latest(manifest, &latest);
-	if (rc == 0)
-		rc = manifest_branch_find(manifest->pager, latest.branches, branch, &out->branch);
-	if (rc == 0) {
-		out->version = latest.version;
-		out->root = latest;
-	}
-	return rc;
-}
-
-int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t version,
-			 struct manifest_snapshot *out)
-{
-	struct root_record latest, root;
-	int rc = manifest_refresh(manifest, NULL);
-	if (rc == 0)
-		rc = manifest_latest(manifest, &latest);
-	if (rc == 0)
-		rc = manifest_root_at(manifest, &latest, version, &root);
-	if (rc == 0)
-		rc = manifest_branch_find(manifest->pager, root.branches, branch, &out->branch);
-	if (rc == 0) {
-		out->version = version;
-		out->root = root;
-	}
-	return rc;
-}
-
 /* ---- heads ------------------------------------------------------------------------------ */
 
 static int head_damaged(const struct manifest_snapshot *snapshot, const char *name, const char *what)
@@ -1068,109 +1012,5 @@ int manifest_branches_each(struct manifest *manifest, const struct root_record *
 out:
 	btree_iterator_free(iterator);
 	btree_free(tree);
-	return rc;
-}
-
-int manifest_commit_read(struct manifest *manifest, struct block_address address,
-			 struct commit_record *out)
-{
-	struct buf raw;
-	buf_init(&raw);
-	int rc = pager_read(manifest->pager, address, BLOCK_COMMIT, &raw);
-	if (rc == 0) {
-		rc = commit_record_decode(raw.data, raw.size, out);
-		if (rc == -EIO)
-			io_log(LOG_ERR, "%s/manifest: commit record at offset %llu is damaged",
-				manifest->path, (unsigned long long)address.offset);
-	} else {
-		commit_record_init(out);
-	}
-	buf_free(&raw);
-	return rc;
-}
-
-int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
-		      int (*visit)(const struct commit_record *record, void *context),
-		      void *context)
-{
-	struct block_address address = snapshot->branch.head_record;
-	uint64_t previous_version = UINT64_MAX;
-	int rc = 0;
-	while (!block_address_is_null(address)) {
-		struct commit_record record;
-		rc = manifest_commit_read(manifest, address, &record);
-		if (rc < 0)
-			return rc;
-		if (record.version >= previous_version) {
-			io_log(LOG_ERR, "%s/manifest: commit at offset %llu does not precede its child",
-				manifest->path, (unsigned long long)address.offset);
-			commit_record_free(&record);
-			return -EIO;
-		}
-		previous_version = record.version;
-		rc = visit(&record, context);
-		address = record.parent_count > 0 ? record.parent_records[0] : (struct block_address){ 0, 0 };
-		commit_record_free(&record);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* ---- commit ids ---------------------------------------------------------------------------- */
-
-void manifest_commit_id(const struct ulid *base, uint64_t version, struct ulid *out)
-{
-	*out = *base;
-	for (int b = 0; b < 5; b++)
-		out->bytes[6 + b] = (uint8_t)(version >> (32 - 8 * b));
-}
-
-uint64_t manifest_commit_id_version(const struct ulid *commit)
-{
-	uint64_t version = 0;
-	for (int b = 0; b < 5; b++)
-		version = version << 8 | commit->bytes[6 + b];
-	return version;
-}
-
-int manifest_version_commit(struct manifest *manifest, const struct root_record *latest,
-			    uint64_t version, struct block_address *record)
-{
-	if (version == 0 || version > latest->version || (latest->horizon && version <= latest->horizon))
-		return -ENOENT;
-	struct root_record root;
-	int rc = manifest_root_at(manifest, latest, version, &root);
-	if (rc == 0)
-		*record = root.commit;
-	return rc;
-}
-
-int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
-			 struct block_address *record)
-{
-	struct root_record latest;
-	struct block_address address;
-	struct commit_record found;
-	commit_record_init(&found);
-	uint64_t claimed = manifest_commit_id_version(commit);
-	int rc = manifest_refresh(manifest, NULL);
-	if (rc == 0)
-		rc = manifest_latest(manifest, &latest);
-	if (rc == 0)
-		rc = manifest_version_commit(manifest, &latest, claimed, &address);
-	if (rc == 0)
-		rc = manifest_commit_read(manifest, address, &found);
-	if (rc == 0 && (found.version != claimed))
-		rc = -EIO;
-	if (rc == 0 && ulid_compare(&found.id, commit) != 0)
-		rc = -ENOENT;
-	if (rc == 0) {
-		if (version)
-			*version = claimed;
-		if (record)
-			*record = address;
-	}
-	commit_record_free(&found);
 	return rc;
 }

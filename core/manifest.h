@@ -50,7 +50,7 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 2   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION 3   /* the store format this binary reads and writes */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;
@@ -67,6 +67,7 @@ struct root_record {
 	struct block_address commit;        /* the record of the commit that made this version (a
 					       branch create/delete keeps its predecessor's); null at 0 */
 	struct block_address previous;      /* the previous root record, null for the first */
+	struct block_address tags;          /* tree: tag name -> tag record (FORMAT.md §20); null: no tags */
 	struct block_address self;          /* where this record lives (not encoded) */
 };
 
@@ -79,7 +80,8 @@ struct branch_record {
 	struct block_address heads;         /* tree: stable id -> head row */
 	struct block_address names;         /* tree: live table name -> stable id */
 	char forked_from[JOURNAL_NAME_MAX + 1]; /* "" for main */
-	uint64_t fork_version;              /* the store version at creation */
+	uint64_t fork_point;                /* the source's head version it forked from (0 for main) */
+	uint64_t created_version;           /* the store version when it was created (0 for main) */
 	uint64_t created_time_us;
 };
 
@@ -134,12 +136,22 @@ int manifest_refresh(struct manifest *manifest, bool *changed);
 int manifest_latest(struct manifest *manifest, struct root_record *out);
 
 /* Resolves branch at the latest version, or at version (docs/MOUNT.md "History"
- * rules: -ENOENT if the branch did not exist then, at or below the horizon,
- * or version > latest). */
+ * rules: before its creation a branch shows the branch it was forked from,
+ * recursively; -ENOENT before the first commit of that ancestry, at or below
+ * the horizon, or above the latest version). O(depth of forks) lookups in the
+ * latest branches tree plus one version-index lookup, whatever the history. */
 int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
 			     struct manifest_snapshot *out);
 int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t version,
 			 struct manifest_snapshot *out);
+
+/*
+ * The newest version whose commit is at or before time_us (µs since the
+ * epoch): O(log versions) reads of the version index (docs/FORMAT.md
+ * §16.3). -ENOENT when time_us is before the first commit (or every version
+ * up to it was reclaimed).
+ */
+int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64_t *version);
 
 /* Heads: by live name (-ENOENT), each live head in name order, each tombstoned head. */
 int manifest_head_find(struct manifest *manifest, const struct manifest_snapshot *snapshot,

@@ -19,7 +19,7 @@
 #define MANIFEST_META_OFFSET FILE_HEADER_SIZE     /* slot 0; slot 1 follows */
 #define MANIFEST_META_SLOT_SIZE 4096
 #define MANIFEST_META_ENCODED_SIZE 48
-#define MANIFEST_ROOT_PAYLOAD_SIZE 96             /* root record payload, fixed */
+#define MANIFEST_ROOT_PAYLOAD_SIZE 112            /* root record payload, fixed */
 #define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
 /*
  * The manifest grows by zero bytes preallocated a chunk at a time (docs/FORMAT.md §4): a
@@ -41,6 +41,7 @@ static inline uint64_t manifest_preallocation(uint64_t file_size)
 #define MANIFEST_LOCK_WAIT_US (30u * 1000000u)    /* bounded wait for the store lock */
 #define MANIFEST_SIDECAR_MAGIC 0x52534647u        /* "GFSR" read as little-endian u32 */
 #define MANIFEST_SIDECAR_MAX_SEGMENTS 65536
+#define MANIFEST_BRANCH_DEPTH_MAX 64             /* branches forked from branches, at most this deep */
 
 struct meta_slot {
 	bool valid;            /* magic, checksum and zero padding check */
@@ -186,6 +187,9 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 			    struct block_address commit_record, uint64_t time_us,
 			    struct root_record *root_out, struct error_info *error);
 void manifest_publish_end(struct manifest_publish *publish);
+/* The time to stamp on this publish: now, or the latest root's time if the
+ * clock went back (root times never decrease; manifest_history.c invariant 1). */
+uint64_t manifest_publish_time(const struct manifest_publish *publish);
 
 /*
  * Publishes one commit on branch whose heads and names are the given trees

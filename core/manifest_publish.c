@@ -100,6 +100,12 @@ failed:
 	return rc;
 }
 
+uint64_t manifest_publish_time(const struct manifest_publish *publish)
+{
+	uint64_t now = manifest_now_us();
+	return now > publish->base.time_us ? now : publish->base.time_us;
+}
+
 void manifest_publish_end(struct manifest_publish *publish)
 {
 	btree_free(publish->branches);
@@ -987,7 +993,7 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 	else
 		ulid_new(&base_id);
 	manifest_commit_id(&base_id, publish.base.version + 1, &state.commit);
-	state.time_us = manifest_now_us();
+	state.time_us = manifest_publish_time(&publish);
 	if ((rc = btree_open(manifest->pager, branch.heads, &state.heads)) < 0 ||
 	    (rc = btree_open(manifest->pager, branch.names, &state.names)) < 0)
 		goto out;
@@ -1078,6 +1084,23 @@ out:
 
 /* ---- branches --------------------------------------------------------------------- */
 
+/* How many forks separate branch from main (0 for main), or -errno. */
+static int fork_depth(struct manifest *manifest, const struct root_record *root,
+		      const struct branch_record *branch)
+{
+	struct branch_record current = *branch;
+	int depth = 0;
+	while (current.forked_from[0] && depth < MANIFEST_BRANCH_DEPTH_MAX) {
+		char source[JOURNAL_NAME_MAX + 1];
+		snprintf(source, sizeof source, "%s", current.forked_from);
+		int rc = manifest_branch_find(manifest->pager, root->branches, source, &current);
+		if (rc < 0)
+			return rc == -ENOENT ? -EIO : rc;
+		depth++;
+	}
+	return depth;
+}
+
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
 			   struct error_info *error)
 {
@@ -1104,13 +1127,21 @@ int manifest_branch_create(struct manifest *manifest, const char *name, const ch
 	}
 	if (rc != -ENOENT)
 		goto out;
+	if ((rc = fork_depth(manifest, &publish.base, &source)) >= MANIFEST_BRANCH_DEPTH_MAX) {
+		rc = error_info_set(error, -EMLINK, "branch %s is already %d forks deep: fork %s from a branch nearer main",
+				    from, rc, name);
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
 	/* O(1): the new branch shares the source's heads and names trees */
 	struct branch_record branch = source;
 	snprintf(branch.name, sizeof branch.name, "%s", name);
 	ulid_new(&branch.incarnation);
 	snprintf(branch.forked_from, sizeof branch.forked_from, "%s", from);
-	branch.fork_version = publish.base.version;
-	branch.created_time_us = manifest_now_us();
+	branch.fork_point = source.head_version;
+	branch.created_version = publish.base.version;
+	branch.created_time_us = manifest_publish_time(&publish);
 	if ((rc = manifest_branch_encode(&branch, &bytes)) < 0 ||
 	    (rc = btree_put(publish.branches, name, strlen(name), bytes.data, bytes.size)) < 0) {
 		error_info_set(error, rc, "cannot create branch %s: %s", name, strerror(-rc));
@@ -1192,7 +1223,7 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
 		error_info_set(error, rc, "cannot delete branch %s: %s", name, strerror(-rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_now_us(), NULL,
+	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish), NULL,
 				     error);
 out:
 	manifest_publish_end(&publish);

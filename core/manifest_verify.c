@@ -1042,7 +1042,7 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 	struct ulid base_id;
 	ulid_new(&base_id);
 	manifest_commit_id(&base_id, publish.base.version + 1, &record.id);
-	record.time_us = manifest_now_us();
+	record.time_us = manifest_publish_time(&publish);
 	record.actor = strdup("graphfs:repair");
 	record.message = strdup("repair: rebuild heads from journal");
 	if (!record.actor || !record.message) {

@@ -415,7 +415,8 @@ static int visit_branch(const struct branch_record *branch, void *context)
 	memset(&info, 0, sizeof info);
 	snprintf(info.name, sizeof info.name, "%s", branch->name);
 	snprintf(info.forked_from, sizeof info.forked_from, "%s", branch->forked_from);
-	info.fork_version = branch->fork_version;
+	info.fork_point = branch->fork_point;
+	info.created_version = branch->created_version;
 	info.head_version = branch->head_version;
 	if (!ulid_is_zero(&branch->head_commit))
 		ulid_format(&branch->head_commit, info.head_commit);

@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 2    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 3    /* same as MANIFEST_FORMAT_VERSION */
 
 struct store;
 struct store_snapshot;
@@ -158,7 +158,8 @@ int store_commit_find(struct store *store, const char *ulid_text, uint64_t *vers
 struct store_branch_info {
 	char name[JOURNAL_NAME_MAX + 1];
 	char forked_from[JOURNAL_NAME_MAX + 1];
-	uint64_t fork_version;
+	uint64_t fork_point;       /* the version of forked_from it forked at (its head then) */
+	uint64_t created_version;  /* the store's version when it was created */
 	uint64_t head_version;
 	char head_commit[ULID_TEXT_SIZE];  /* "" before the first commit */
 };

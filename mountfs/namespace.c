@@ -255,8 +255,8 @@ static bool commit_in_branch(struct mountfs *mount, const char *branch, const ch
 		struct store_branch_info info;
 		if (branch_info(mount, current, &info) < 0 || !info.forked_from[0])
 			return false;
-		if (info.fork_version < limit)
-			limit = info.fork_version;
+		if (info.fork_point < limit)
+			limit = info.fork_point;
 		snprintf(current, sizeof current, "%s", info.forked_from);
 	}
 	return false;

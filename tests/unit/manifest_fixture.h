@@ -170,6 +170,23 @@ static inline int fixture_collect_head(const struct head_row *head, void *contex
 	return 0;
 }
 
+/* The versions and times of the commit records a log walk visits, newest first. */
+struct fixture_versions {
+	size_t count;
+	uint64_t versions[256];
+	uint64_t times[256];
+};
+
+static inline int fixture_collect_version(const struct commit_record *record, void *context)
+{
+	struct fixture_versions *list = context;
+	if (list->count < 256) {
+		list->versions[list->count] = record->version;
+		list->times[list->count++] = record->time_us;
+	}
+	return 0;
+}
+
 /* Live (or tombstoned) heads of branch as of version (UINT64_MAX: latest). */
 static inline int fixture_heads(struct manifest *manifest, const char *branch, uint64_t version,
 				bool tombstoned, struct fixture_heads *out)

@@ -165,14 +165,22 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		1, "store format 1 is older than this graphfs (format 2): dump it with the graphfs version that "
-		   "wrote it (graphfs dump STORE > graph.ndjson; before format 2, graphfs export each table), then "
+		1, "store format 1 is older than this graphfs (format 3): dump it with the graphfs version that "
+		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
 		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
 {
-	format_refused_before_recovery(3, "store format 3 is newer than this graphfs (format 2): upgrade graphfs");
+	format_refused_before_recovery(4, "store format 4 is newer than this graphfs (format 3): upgrade graphfs");
+}
+
+TEST(a_format_2_store_is_refused_with_the_dump_message)
+{
+	format_refused_before_recovery(
+		2, "store format 2 is older than this graphfs (format 3): dump it with the graphfs version that "
+		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
+		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
 
 TEST(a_read_only_open_leaves_a_pending_sidecar_untouched)
@@ -206,34 +214,95 @@ TEST(every_commit_advances_the_version_by_one_on_any_branch)
 	struct manifest_snapshot snapshot;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "side", &snapshot), 0);
 	CHECK_EQ(snapshot.branch.head_version, 2);
-	CHECK_EQ(snapshot.branch.fork_version, 1);
+	CHECK_EQ(snapshot.branch.fork_point, 1);
+	CHECK_EQ(snapshot.branch.created_version, 1);
 	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
 	CHECK_EQ(snapshot.branch.head_version, 3);
 	manifest_close(manifest);
 }
 
-TEST(history_refuses_future_versions_and_branches_absent_at_a_version)
+TEST(history_refuses_future_versions_unknown_branches_and_versions_before_the_first_commit)
 {
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_at(manifest, "main", 1, &snapshot), -ENOENT);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "b", 1), 0);
 	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
-	struct manifest_snapshot snapshot;
 	CHECK_EQ(manifest_snapshot_at(manifest, "main", 3, &snapshot), -ENOENT);
-	CHECK_EQ(manifest_snapshot_at(manifest, "side", 1, &snapshot), -ENOENT);
-	/* created at version 2: visible at 2 */
-	CHECK_EQ(manifest_snapshot_at(manifest, "side", 2, &snapshot), 0);
+	CHECK_EQ(manifest_snapshot_at(manifest, "main", 0, &snapshot), -ENOENT);
 	CHECK_EQ(manifest_snapshot_at(manifest, "nope", 2, &snapshot), -ENOENT);
-	CHECK_EQ(manifest_snapshot_at(manifest, "main", 0, &snapshot), 0);
-	CHECK(block_address_is_null(snapshot.branch.heads));
+	CHECK_EQ(manifest_snapshot_at(manifest, "side", 2, &snapshot), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "side", "Person", "c", 1), 0);
 	CHECK_EQ(manifest_snapshot_at(manifest, "side", 2, &snapshot), 0);
 	struct fixture_heads heads;
 	CHECK_EQ(manifest_heads_each(manifest, &snapshot, false, fixture_collect_head, &heads), 0);
 	CHECK_EQ(heads.count, 1);
 	CHECK_EQ(heads.heads[0].row_count, 2);
+	manifest_close(manifest);
+}
+
+/* Rows of Person in branch at version (-1: the snapshot does not resolve). */
+static long rows_at(struct manifest *manifest, const char *branch, uint64_t version)
+{
+	struct manifest_snapshot snapshot;
+	struct head_row head;
+	if (manifest_snapshot_at(manifest, branch, version, &snapshot) < 0 ||
+	    manifest_head_find(manifest, &snapshot, "Person", &head) < 0)
+		return -1;
+	return (long)head.row_count;
+}
+
+TEST(a_branch_before_its_creation_shows_the_branch_it_forked_from_two_forks_deep)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	/* main: 1, 2; exp forks at 2; main: 3; exp: 4; sub forks from exp at 4; main: 5; sub: 6 */
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "b", 1), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", &error), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "c", 1), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "x", 1), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "sub", "exp", &error), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "d", 1), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "sub", "Person", "y", 1), 0);
+	long expected_sub[] = { -1, 1, 2, 2, 3, 3, 4 };
+	long expected_main[] = { -1, 1, 2, 3, 3, 4, 4 };
+	for (uint64_t version = 0; version <= 6; version++) {
+		CHECK_EQ(rows_at(manifest, "sub", version), expected_sub[version]);
+		CHECK_EQ(rows_at(manifest, "main", version), expected_main[version]);
+	}
+	/* every version sub's log lists opens */
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_latest(manifest, "sub", &snapshot), 0);
+	CHECK_EQ(snapshot.branch.fork_point, 4);
+	CHECK_EQ(snapshot.branch.created_version, 4);
+	struct fixture_versions listed = { 0 };
+	CHECK_EQ(manifest_log_each(manifest, &snapshot, fixture_collect_version, &listed), 0);
+	CHECK_EQ(listed.count, 4);   /* 6, 4, 2, 1 */
+	for (size_t i = 0; i < listed.count; i++)
+		CHECK(rows_at(manifest, "sub", listed.versions[i]) > 0);
+	manifest_close(manifest);
+}
+
+TEST(the_fork_point_is_the_sources_version_not_the_stores)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", &error), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "b", 1), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "c", 1), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "late", "main", &error), 0);
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_latest(manifest, "late", &snapshot), 0);
+	CHECK_EQ(snapshot.branch.fork_point, 1);
+	CHECK_EQ(snapshot.branch.created_version, 3);
+	CHECK_EQ(rows_at(manifest, "late", 2), 1);
 	manifest_close(manifest);
 }
 
@@ -292,13 +361,17 @@ TEST(snapshot_at_every_version_of_a_random_history_matches_a_model)
 	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
 	enum { COMMITS = 200, BRANCHES = 2 };
 	static struct model models[COMMITS + 1][BRANCHES];
+	static bool committed[COMMITS + 1][BRANCHES];   /* the branch has a commit at or before the version */
 	memset(models, 0, sizeof models);
+	memset(committed, 0, sizeof committed);
 	const char *branch_names[BRANCHES] = { "main", "side" };
 	const char *table_names[] = { "A", "B", "C", "D", "E" };
 	unsigned seed = 24601;
 	for (uint64_t version = 1; version <= COMMITS; version++) {
 		memcpy(models[version], models[version - 1], sizeof models[version]);
+		memcpy(committed[version], committed[version - 1], sizeof committed[version]);
 		int b = (int)(rand_r(&seed) % BRANCHES);
+		committed[version][b] = true;
 		struct model *model = &models[version][b];
 		const char *branch = branch_names[b];
 		const char *name = table_names[rand_r(&seed) % 5];
@@ -348,7 +421,11 @@ TEST(snapshot_at_every_version_of_a_random_history_matches_a_model)
 	static struct fixture_heads heads;
 	for (uint64_t version = 0; version <= COMMITS; version++)
 		for (int b = 0; b < BRANCHES; b++) {
-			CHECK_EQ(fixture_heads(manifest, branch_names[b], version, false, &heads), 0);
+			/* before a branch's first commit there is no state to show */
+			CHECK_EQ(fixture_heads(manifest, branch_names[b], version, false, &heads),
+				 committed[version][b] ? 0 : -ENOENT);
+			if (!committed[version][b])
+				continue;
 			if (!model_matches(&models[version][b], &heads)) {
 				fprintf(stderr, "    version %llu branch %s differs from the model\n",
 					(unsigned long long)version, branch_names[b]);
@@ -917,6 +994,97 @@ TEST(resolving_all_heads_of_32_tables_costs_the_same_at_100_and_5000_commits)
 	CHECK_EQ(deep_data.pages, shallow_data.pages);
 	CHECK_EQ(deep_commit.writes, shallow_commit.writes);
 	CHECK_EQ(deep_commit.fsyncs, shallow_commit.fsyncs);
+}
+
+/* ---- versions by time ------------------------------------------------------------------- */
+
+/* The newest version whose commit time is at or before time_us (0: none), from the list. */
+static uint64_t expected_version(const struct fixture_versions *list, uint64_t time_us)
+{
+	uint64_t best = 0;
+	for (size_t i = 0; i < list->count; i++)
+		if (list->times[i] <= time_us && list->versions[i] > best)
+			best = list->versions[i];
+	return best;
+}
+
+TEST(a_time_resolves_to_the_last_version_committed_at_or_before_it)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	uint64_t version = 0;
+	CHECK_EQ(manifest_version_at_time(manifest, manifest_now_us(), &version), -ENOENT);
+	struct error_info error;
+	for (int i = 0; i < 6; i++) {
+		CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", i), 0);
+		if (i == 2)
+			CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	}
+	struct manifest_snapshot snapshot;
+	struct fixture_versions list = { 0 };
+	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+	CHECK_EQ(manifest_log_each(manifest, &snapshot, fixture_collect_version, &list), 0);
+	CHECK_EQ(list.count, 6);
+	for (size_t i = 0; i + 1 < list.count; i++)
+		CHECK(list.times[i] >= list.times[i + 1]);
+	uint64_t first = list.times[list.count - 1], last = list.times[0];
+	/* before the first commit */
+	CHECK_EQ(manifest_version_at_time(manifest, first - 1, &version), -ENOENT);
+	/* exactly at, just after and just before each commit */
+	for (size_t i = 0; i < list.count; i++) {
+		uint64_t probes[] = { list.times[i], list.times[i] + 1, list.times[i] - 1 };
+		for (size_t p = 0; p < 3; p++) {
+			uint64_t expected = expected_version(&list, probes[p]);
+			int rc = manifest_version_at_time(manifest, probes[p], &version);
+			if (expected == 0) {
+				CHECK_EQ(rc, -ENOENT);
+			} else {
+				CHECK_EQ(rc, 0);
+				CHECK_EQ(version, expected);
+			}
+		}
+	}
+	/* long after the last */
+	CHECK_EQ(manifest_version_at_time(manifest, last + 3600000000ull, &version), 0);
+	CHECK_EQ(version, 6);
+	manifest_close(manifest);
+}
+
+/* Manifest pages read to resolve the time of the middle commit. */
+static int time_cost(struct manifest *manifest, struct io_counters *out, uint64_t *found)
+{
+	struct manifest_snapshot snapshot;
+	struct fixture_versions list = { 0 };
+	int rc = manifest_snapshot_latest(manifest, "main", &snapshot);
+	if (rc == 0)
+		rc = manifest_log_each(manifest, &snapshot, fixture_collect_version, &list);
+	if (rc < 0)
+		return rc;
+	uint64_t probe = list.times[list.count / 2];
+	io_counters_reset();
+	rc = manifest_version_at_time(manifest, probe, found);
+	io_counters_get(IO_MANIFEST, out);
+	return rc;
+}
+
+TEST(resolving_a_time_reads_log_pages_of_history)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct io_counters shallow, deep;
+	uint64_t found;
+	CHECK_EQ(extend_history(manifest, 100), 0);
+	CHECK_EQ(time_cost(manifest, &shallow, &found), 0);
+	CHECK_EQ(extend_history(manifest, 10000), 0);
+	CHECK_EQ(time_cost(manifest, &deep, &found), 0);
+	manifest_close(manifest);
+	fprintf(stderr, "    pages to resolve a time: %llu at 100 versions, %llu at 10,000\n",
+		(unsigned long long)shallow.pages, (unsigned long long)deep.pages);
+	/* a binary search: ~log2(versions) probes of the version index (5 nodes + a root each),
+	 * never a walk of the log (10,000 commit records) */
+	CHECK(deep.pages > 0);
+	CHECK(deep.pages <= 7 * (14 + 2));
+	CHECK(deep.pages <= shallow.pages * 3);
 }
 
 /* ---- verify, corruption and repair ------------------------------------------------------- */

@@ -1369,7 +1369,7 @@ static int count_heads(const struct head_row *head, void *context)
 static int find_branch(const struct store_branch_info *branch, void *context)
 {
 	if (strcmp(branch->name, "dev") == 0)
-		*(uint64_t *)context = branch->fork_version + 1;
+		*(uint64_t *)context = branch->created_version + 1;
 	return 0;
 }
 

@@ -29,7 +29,7 @@ static int print_branch(const struct store_branch_info *branch, void *context)
 	       branch->head_commit[0] ? branch->head_commit : "-");
 	if (branch->forked_from[0])
 		printf("forked from %s at version %llu\n", branch->forked_from,
-		       (unsigned long long)branch->fork_version);
+		       (unsigned long long)branch->fork_point);
 	else
 		printf("-\n");
 	return 0;

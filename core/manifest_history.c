@@ -1,0 +1,307 @@
+/*
+ * manifest_history — reading the past (layer: manifest): the last root of a
+ * version, a branch as of a version through its ancestry, commit records, a
+ * branch's log, commits by id and versions by time. Nothing here writes.
+ *
+ * Invariants relied on (kept by manifest_publish.c):
+ *   1. Root times never decrease: a publish stamps max(now, the previous
+ *      root's time), so the version index, read at any version, is also an
+ *      index by time (docs/FORMAT.md §16.3).
+ *   2. A branch that another branch was forked from cannot be deleted while
+ *      that branch exists, so every ancestor of a live branch is live, with
+ *      the incarnation it had at the fork.
+ *   3. A branch created at store version C is in the branches tree of every
+ *      root from its creation on: below C its state is its source's state
+ *      (docs/MOUNT.md "History"), at or above C it is its own record in the
+ *      last root of that version.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "manifest_int.h"
+
+int manifest_root_at(struct manifest *manifest, const struct root_record *latest, uint64_t version,
+		     struct root_record *out)
+{
+	if (version > latest->version || (latest->horizon && version <= latest->horizon))
+		return -ENOENT;
+	if (version == latest->version) {
+		*out = *latest;
+		return 0;
+	}
+	struct block_address address;
+	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &address);
+	if (rc == -ENOENT) {
+		io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
+			manifest->path, (unsigned long long)version);
+		return -EIO;
+	}
+	if (rc == 0)
+		rc = manifest_root_read(manifest->pager, address, out);
+	if (rc == 0 && out->version != version) {
+		io_log(LOG_ERR, "%s/manifest: version index entry %llu names a root of version %llu",
+			manifest->path, (unsigned long long)version, (unsigned long long)out->version);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
+			     struct manifest_snapshot *out)
+{
+	struct root_record latest;
+	int rc = manifest_refresh(manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_branch_find(manifest->pager, latest.branches, branch, &out->branch);
+	if (rc == 0) {
+		out->version = latest.version;
+		out->root = latest;
+	}
+	return rc;
+}
+
+/*
+ * Finds the branch of name's ancestry whose record holds name's state at
+ * version: name itself from its creation on, else the branch it was forked
+ * from, recursively (invariant 3). Reads only the latest branches tree.
+ */
+static int ancestry_owner(struct manifest *manifest, const struct root_record *latest, const char *name,
+			  uint64_t version, struct branch_record *out)
+{
+	int rc = manifest_branch_find(manifest->pager, latest->branches, name, out);
+	for (int depth = 0; rc == 0 && version < out->created_version; depth++) {
+		char child[JOURNAL_NAME_MAX + 1], source[JOURNAL_NAME_MAX + 1];
+		snprintf(child, sizeof child, "%s", out->name);
+		snprintf(source, sizeof source, "%s", out->forked_from);
+		if (!source[0] || depth >= MANIFEST_BRANCH_DEPTH_MAX)
+			return -ENOENT;
+		rc = manifest_branch_find(manifest->pager, latest->branches, source, out);
+		if (rc == -ENOENT) {
+			/* invariant 2: a source outlives the branches forked from it */
+			io_log(LOG_ERR, "%s/manifest: branch %s was forked from %s, which no longer exists",
+				manifest->path, child, source);
+			rc = -EIO;
+		}
+	}
+	return rc;
+}
+
+int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t version,
+			 struct manifest_snapshot *out)
+{
+	struct root_record latest, root;
+	struct branch_record owner;
+	int rc = manifest_refresh(manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	if (rc == 0 && (version == 0 || version > latest.version))
+		return -ENOENT;
+	if (rc == 0)
+		rc = ancestry_owner(manifest, &latest, branch, version, &owner);
+	if (rc < 0)
+		return rc;
+	rc = manifest_root_at(manifest, &latest, version, &root);
+	if (rc == 0)
+		rc = manifest_branch_find(manifest->pager, root.branches, owner.name, &out->branch);
+	if (rc == 0 && ulid_compare(&out->branch.incarnation, &owner.incarnation) != 0) {
+		io_log(LOG_ERR, "%s/manifest: branch %s at version %llu is of another incarnation than its record",
+			manifest->path, owner.name, (unsigned long long)version);
+		rc = -EIO;
+	} else if (rc == -ENOENT && version >= owner.created_version) {
+		io_log(LOG_ERR, "%s/manifest: branch %s is missing from the root of version %llu",
+			manifest->path, owner.name, (unsigned long long)version);
+		rc = -EIO;
+	}
+	/* before the first commit of the ancestry there is nothing to show */
+	if (rc == 0 && out->branch.head_version == 0)
+		rc = -ENOENT;
+	if (rc == 0) {
+		out->version = version;
+		out->root = root;
+	}
+	return rc;
+}
+
+int manifest_commit_read(struct manifest *manifest, struct block_address address,
+			 struct commit_record *out)
+{
+	struct buf raw;
+	buf_init(&raw);
+	int rc = pager_read(manifest->pager, address, BLOCK_COMMIT, &raw);
+	if (rc == 0) {
+		rc = commit_record_decode(raw.data, raw.size, out);
+		if (rc == -EIO)
+			io_log(LOG_ERR, "%s/manifest: commit record at offset %llu is damaged",
+				manifest->path, (unsigned long long)address.offset);
+	} else {
+		commit_record_init(out);
+	}
+	buf_free(&raw);
+	return rc;
+}
+
+int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+		      int (*visit)(const struct commit_record *record, void *context),
+		      void *context)
+{
+	struct block_address address = snapshot->branch.head_record;
+	uint64_t previous_version = UINT64_MAX;
+	int rc = 0;
+	while (!block_address_is_null(address)) {
+		struct commit_record record;
+		rc = manifest_commit_read(manifest, address, &record);
+		if (rc < 0)
+			return rc;
+		if (record.version >= previous_version) {
+			io_log(LOG_ERR, "%s/manifest: commit at offset %llu does not precede its child",
+				manifest->path, (unsigned long long)address.offset);
+			commit_record_free(&record);
+			return -EIO;
+		}
+		previous_version = record.version;
+		rc = visit(&record, context);
+		address = record.parent_count > 0 ? record.parent_records[0] : (struct block_address){ 0, 0 };
+		commit_record_free(&record);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- commit ids ---------------------------------------------------------------------------- */
+
+void manifest_commit_id(const struct ulid *base, uint64_t version, struct ulid *out)
+{
+	*out = *base;
+	for (int b = 0; b < 5; b++)
+		out->bytes[6 + b] = (uint8_t)(version >> (32 - 8 * b));
+}
+
+uint64_t manifest_commit_id_version(const struct ulid *commit)
+{
+	uint64_t version = 0;
+	for (int b = 0; b < 5; b++)
+		version = version << 8 | commit->bytes[6 + b];
+	return version;
+}
+
+int manifest_version_commit(struct manifest *manifest, const struct root_record *latest,
+			    uint64_t version, struct block_address *record)
+{
+	if (version == 0 || version > latest->version || (latest->horizon && version <= latest->horizon))
+		return -ENOENT;
+	struct root_record root;
+	int rc = manifest_root_at(manifest, latest, version, &root);
+	if (rc == 0)
+		*record = root.commit;
+	return rc;
+}
+
+int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
+			 struct block_address *record)
+{
+	struct root_record latest;
+	struct block_address address;
+	struct commit_record found;
+	commit_record_init(&found);
+	uint64_t claimed = manifest_commit_id_version(commit);
+	int rc = manifest_refresh(manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_version_commit(manifest, &latest, claimed, &address);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, address, &found);
+	if (rc == 0 && (found.version != claimed))
+		rc = -EIO;
+	if (rc == 0 && ulid_compare(&found.id, commit) != 0)
+		rc = -ENOENT;
+	if (rc == 0) {
+		if (version)
+			*version = claimed;
+		if (record)
+			*record = address;
+	}
+	commit_record_free(&found);
+	return rc;
+}
+
+/* ---- versions by time ---------------------------------------------------------------------- */
+
+/* The time of the last root published at version (at or after its commit's time). */
+static int root_time(struct manifest *manifest, const struct root_record *latest, uint64_t version,
+		     uint64_t *out)
+{
+	struct root_record root;
+	int rc = manifest_root_at(manifest, latest, version, &root);
+	if (rc == 0)
+		*out = root.time_us;
+	return rc;
+}
+
+static int commit_time(struct manifest *manifest, const struct root_record *latest, uint64_t version,
+		       uint64_t *out)
+{
+	struct root_record root;
+	struct commit_record record;
+	commit_record_init(&record);
+	int rc = manifest_root_at(manifest, latest, version, &root);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, root.commit, &record);
+	if (rc == 0)
+		*out = record.time_us;
+	commit_record_free(&record);
+	return rc;
+}
+
+int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64_t *version)
+{
+	struct root_record latest;
+	int rc = manifest_refresh(manifest, NULL);
+	if (rc == 0)
+		rc = manifest_latest(manifest, &latest);
+	if (rc < 0)
+		return rc;
+	uint64_t low = latest.horizon + 1, high = latest.version;
+	if (high < low)
+		return -ENOENT;
+	/*
+	 * Version v's state stands from its commit's time until the next commit's.
+	 * The last root of v is at or after v's commit and before v+1's
+	 * (invariant 1), so the first version whose last root is at or after
+	 * time_us is the answer or the version after it: a binary search over the
+	 * version index, then one commit record.
+	 */
+	uint64_t first = high + 1;
+	while (low <= high) {
+		uint64_t middle = low + (high - low) / 2, at = 0;
+		if ((rc = root_time(manifest, &latest, middle, &at)) < 0)
+			return rc;
+		if (at >= time_us) {
+			first = middle;
+			high = middle - 1;
+		} else {
+			low = middle + 1;
+		}
+	}
+	if (first > latest.version) {
+		*version = latest.version;
+		return 0;
+	}
+	uint64_t committed = 0;
+	if ((rc = commit_time(manifest, &latest, first, &committed)) < 0)
+		return rc;
+	if (committed <= time_us) {
+		*version = first;
+		return 0;
+	}
+	if (first - 1 <= latest.horizon)
+		return -ENOENT;
+	*version = first - 1;
+	return 0;
+}
