@@ -495,3 +495,78 @@ void journal_format_time(uint64_t time_us, char out[32])
 	size_t length = strftime(out, 32 - 9, "%Y-%m-%dT%H:%M:%S", &parts);
 	snprintf(out + length, 32 - length, ".%06uZ", micros);
 }
+
+/* Reads exactly digits decimal digits at *text into *out, advancing text. */
+static bool read_digits(const char **text, int digits, int *out)
+{
+	int value = 0;
+	for (int i = 0; i < digits; i++) {
+		char c = (*text)[i];
+		if (c < '0' || c > '9')
+			return false;
+		value = value * 10 + (c - '0');
+	}
+	*text += digits;
+	*out = value;
+	return true;
+}
+
+int journal_parse_time(const char *text, uint64_t *time_us)
+{
+	int year, month, day, hour = 0, minute = 0, second = 0;
+	uint64_t micros = 0;
+	if (!read_digits(&text, 4, &year) || *text++ != '-' || !read_digits(&text, 2, &month) || *text++ != '-' ||
+	    !read_digits(&text, 2, &day))
+		return -EINVAL;
+	if (*text) {
+		if (*text != 'T' && *text != 't')
+			return -EINVAL;
+		text++;
+		if (!read_digits(&text, 2, &hour) || *text++ != ':' || !read_digits(&text, 2, &minute) ||
+		    *text++ != ':' || !read_digits(&text, 2, &second))
+			return -EINVAL;
+		if (*text == '.') {
+			text++;
+			int digits = 0;
+			while (*text >= '0' && *text <= '9') {
+				if (digits < 6)
+					micros = micros * 10 + (uint64_t)(*text - '0');
+				digits++;
+				text++;
+			}
+			if (digits == 0 || digits > 9)
+				return -EINVAL;
+			for (; digits < 6; digits++)
+				micros *= 10;
+		}
+		long offset = 0;
+		if (*text == 'Z' || *text == 'z') {
+			text++;
+		} else if (*text == '+' || *text == '-') {
+			int sign = *text++ == '-' ? -1 : 1, offset_hours, offset_minutes;
+			if (!read_digits(&text, 2, &offset_hours) || *text++ != ':' ||
+			    !read_digits(&text, 2, &offset_minutes) || offset_hours > 23 || offset_minutes > 59)
+				return -EINVAL;
+			offset = sign * (offset_hours * 3600L + offset_minutes * 60L);
+		} else {
+			return -EINVAL;   /* RFC 3339 needs the zone: Z or an offset */
+		}
+		if (*text)
+			return -EINVAL;
+		if (second > 60)
+			return -EINVAL;
+		second -= (int)offset;   /* normalised by timegm below */
+	}
+	static const int month_days[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	if (year < 1970 || month < 1 || month > 12 || day < 1 || day > month_days[month - 1] ||
+	    (month == 2 && day == 29 && !leap) || hour > 23 || minute > 59)
+		return -EINVAL;
+	struct tm parts = { .tm_year = year - 1900, .tm_mon = month - 1, .tm_mday = day, .tm_hour = hour,
+			    .tm_min = minute, .tm_sec = second };
+	time_t seconds = timegm(&parts);
+	if (seconds < 0)
+		return -EINVAL;
+	*time_us = (uint64_t)seconds * 1000000u + micros;
+	return 0;
+}

@@ -102,5 +102,9 @@ int commit_record_render_json(const struct commit_record *record, struct buf *ou
 
 /* RFC 3339 UTC with microseconds, e.g. 2026-11-30T12:00:00.000000Z; out must hold 32 bytes. */
 void journal_format_time(uint64_t time_us, char out[32]);
+/* Reads an RFC 3339 time ("2026-12-01T08:00:00Z"; fractions up to nanoseconds,
+ * kept to the microsecond; "Z" or a "+hh:mm"/"-hh:mm" offset) or a date
+ * ("2026-12-01": its 00:00:00Z) into µs since the epoch. 0 or -EINVAL. */
+int journal_parse_time(const char *text, uint64_t *time_us);
 
 #endif

@@ -175,6 +175,44 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record);
 
+/* ---- tags (manifest_tags.c, FORMAT.md §20) ---------------------------------------- */
+
+#define MANIFEST_TAG_ACTOR_MAX 255
+#define MANIFEST_TAG_MESSAGE_MAX 4095
+
+struct manifest_tag {
+	char name[JOURNAL_NAME_MAX + 1];
+	uint64_t version;                   /* the version of the commit it names: branch.head_version */
+	uint64_t time_us;                   /* when the tag was made */
+	char actor[MANIFEST_TAG_ACTOR_MAX + 1];
+	char message[MANIFEST_TAG_MESSAGE_MAX + 1];
+	struct branch_record branch;        /* the tagged state: the branch as of version */
+};
+
+struct manifest_tag_request {
+	const char *name;
+	const char *branch;                 /* NULL: main */
+	uint64_t version;                   /* 0: the branch's head; else the branch as of this version */
+	const char *actor;
+	const char *message;
+};
+
+/* Tag names: a letter or _, then letters, digits, _, - and . (no ".."), 1..128 bytes. 0 or -EINVAL. */
+int manifest_tag_name_check(const char *name, struct error_info *error);
+/* Creates a tag (a publish without a new version, through the publish.* failpoints).
+ * -EEXIST if the name is taken, -ENOENT if the branch or version does not
+ * resolve or the branch has no commit there. out may be NULL. */
+int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_request *request,
+			struct manifest_tag *out, struct error_info *error);
+int manifest_tag_delete(struct manifest *manifest, const char *name, struct error_info *error);
+/* The tag name in the latest root: 0, -ENOENT, -EIO. */
+int manifest_tag_find(struct manifest *manifest, const char *name, struct manifest_tag *out);
+/* The tagged state as a snapshot (version: the tag's version). */
+int manifest_snapshot_tag(struct manifest *manifest, const char *name, struct manifest_snapshot *out);
+/* Tags of a root in name order. */
+int manifest_tags_each(struct manifest *manifest, const struct root_record *root,
+		       int (*visit)(const struct manifest_tag *tag, void *context), void *context);
+
 /* ---- publishing -------------------------------------------------------------- */
 
 enum manifest_op_kind {
@@ -197,6 +235,18 @@ struct manifest_op {
 	struct ulid based_on_incarnation;
 };
 
+/* A publish's compare-and-swap (--if-version, --if-commit): -EBUSY, nothing published, when it fails. */
+struct manifest_condition {
+	bool has_version;
+	uint64_t version;                         /* the store's version must still be this */
+	struct ulid commit;                       /* non-zero: the branch's head commit must still be this */
+};
+
+/* 0 when condition holds for a publish on branch over root, else -EBUSY with the
+ * expected and the actual value in error. */
+int manifest_condition_check(const struct manifest_condition *condition, const struct root_record *root,
+			     const struct branch_record *branch, struct error_info *error);
+
 struct manifest_commit_request {
 	const char *branch;
 	const char *actor;
@@ -204,6 +254,7 @@ struct manifest_commit_request {
 	size_t op_count;
 	struct manifest_op *ops;
 	struct manifest_intent *intent;           /* NULL, or the sidecar of the segments this commit publishes */
+	struct manifest_condition condition;      /* compare-and-swap: checked under the lock, before anything */
 };
 
 struct manifest_commit_result {

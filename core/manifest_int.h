@@ -173,6 +173,7 @@ struct manifest_publish {
 	uint64_t base_size;
 	struct pager_append *append;
 	struct btree *branches;
+	struct btree *tags;             /* NULL, or the tags tree this publish changed (flushed at finish) */
 	bool locked;                    /* store lock held (LOCKED .. PUBLISHED) */
 };
 

@@ -110,6 +110,8 @@ void manifest_publish_end(struct manifest_publish *publish)
 {
 	btree_free(publish->branches);
 	publish->branches = NULL;
+	btree_free(publish->tags);
+	publish->tags = NULL;
 	pager_append_free(publish->append);
 	publish->append = NULL;
 	if (publish->locked)
@@ -183,6 +185,8 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 						base->version, base->self, &root.versions)) < 0)
 			goto failed;
 	}
+	if (publish->tags && (rc = btree_flush(publish->tags, publish->append, &root.tags)) < 0)
+		goto failed;
 	if ((rc = btree_flush(publish->branches, publish->append, &root.branches)) < 0 ||
 	    (rc = manifest_root_encode(&root, &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_ROOT, CODEC_NONE, bytes.data, bytes.size,
@@ -249,6 +253,27 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 out:
 	buf_free(&bytes);
 	return rc;
+}
+
+/* ---- compare-and-swap ---------------------------------------------------------------- */
+
+int manifest_condition_check(const struct manifest_condition *condition, const struct root_record *root,
+			     const struct branch_record *branch, struct error_info *error)
+{
+	if (condition->has_version && condition->version != root->version)
+		return error_info_set(error, -EBUSY,
+				      "the store is at version %llu, not %llu (--if-version): nothing was published",
+				      (unsigned long long)root->version, (unsigned long long)condition->version);
+	if (!ulid_is_zero(&condition->commit) && ulid_compare(&condition->commit, &branch->head_commit) != 0) {
+		char expected[ULID_TEXT_SIZE], actual[ULID_TEXT_SIZE] = "none";
+		ulid_format(&condition->commit, expected);
+		if (!ulid_is_zero(&branch->head_commit))
+			ulid_format(&branch->head_commit, actual);
+		return error_info_set(error, -EBUSY,
+				      "branch %s is at commit %s, not %s (--if-commit): nothing was published",
+				      branch->name, actual, expected);
+	}
+	return 0;
 }
 
 /* ---- one commit ------------------------------------------------------------------ */
@@ -985,6 +1010,8 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 			error_info_set(error, rc, "cannot read branch %s: %s", request->branch, strerror(-rc));
 		goto out;
 	}
+	if ((rc = manifest_condition_check(&request->condition, &publish.base, &branch, error)) < 0)
+		goto out;
 	state.owner = strcmp(branch.name, "main") == 0 ? "" : branch.name;
 	/* the commit id carries its version (FORMAT.md §16.2); an intent's ULID is its base */
 	struct ulid base_id;

@@ -761,6 +761,38 @@ static int collect_branch(const struct branch_record *branch, void *context)
 	return 0;
 }
 
+/* Everything one branch record reaches: its trees, its head commit, its journal
+ * against its heads, its tables. label names it in findings ("branch B", "tag T"). */
+static void verify_state(struct verify *verify, const struct branch_record *branch, const char *label)
+{
+	struct manifest *manifest = verify->manifest;
+	char message[512];
+	if (btree_verify(manifest->pager, branch->heads, NULL, NULL, message, sizeof message) < 0)
+		finding(verify, "%s: heads tree: %s", label, message);
+	if (btree_verify(manifest->pager, branch->names, NULL, NULL, message, sizeof message) < 0)
+		finding(verify, "%s: names tree: %s", label, message);
+	if (!block_address_is_null(branch->head_record)) {
+		struct commit_record record;
+		if (manifest_commit_read(manifest, branch->head_record, &record) == 0) {
+			if (ulid_compare(&record.id, &branch->head_commit) != 0 ||
+			    record.version != branch->head_version)
+				finding(verify, "%s: the record's head commit does not match its commit record", label);
+			commit_record_free(&record);
+		} else {
+			finding(verify, "%s: its head commit record cannot be read", label);
+		}
+	}
+	struct replay replay = { 0 };
+	if (replay_branch(manifest, branch, &replay, message, sizeof message) < 0) {
+		finding(verify, "%s: the journal cannot be replayed: %s", label, message);
+	} else {
+		if (compare_heads(manifest, verify, branch, &replay) < 0)
+			finding(verify, "%s: the heads or names tree cannot be read", label);
+		verify_tables(verify, branch, &replay);
+	}
+	replay_free(&replay);
+}
+
 static void verify_branches(struct verify *verify, const struct root_record *latest)
 {
 	struct manifest *manifest = verify->manifest;
@@ -777,35 +809,45 @@ static void verify_branches(struct verify *verify, const struct root_record *lat
 	}
 	bool have_main = false;
 	for (size_t b = 0; b < list.count; b++) {
-		const struct branch_record *branch = &list.branches[b];
-		have_main |= strcmp(branch->name, "main") == 0;
-		if (btree_verify(manifest->pager, branch->heads, NULL, NULL, message, sizeof message) < 0)
-			finding(verify, "branch %s: heads tree: %s", branch->name, message);
-		if (btree_verify(manifest->pager, branch->names, NULL, NULL, message, sizeof message) < 0)
-			finding(verify, "branch %s: names tree: %s", branch->name, message);
-		if (!block_address_is_null(branch->head_record)) {
-			struct commit_record record;
-			if (manifest_commit_read(manifest, branch->head_record, &record) == 0) {
-				if (ulid_compare(&record.id, &branch->head_commit) != 0 ||
-				    record.version != branch->head_version)
-					finding(verify, "branch %s: the branch record's head commit does not match its record",
-						branch->name);
-				commit_record_free(&record);
-			}
-		}
-		struct replay replay = { 0 };
-		if (replay_branch(manifest, branch, &replay, message, sizeof message) < 0) {
-			finding(verify, "branch %s: the journal cannot be replayed: %s", branch->name, message);
-		} else {
-			if (compare_heads(manifest, verify, branch, &replay) < 0)
-				finding(verify, "branch %s: the heads or names tree cannot be read", branch->name);
-			verify_tables(verify, branch, &replay);
-		}
-		replay_free(&replay);
+		have_main |= strcmp(list.branches[b].name, "main") == 0;
+		char label[JOURNAL_NAME_MAX + 16];
+		snprintf(label, sizeof label, "branch %s", list.branches[b].name);
+		verify_state(verify, &list.branches[b], label);
 	}
 	if (!have_main)
 		finding(verify, "manifest: branch main is missing");
 	free(list.branches);
+}
+
+struct tag_walk {
+	struct verify *verify;
+	const struct root_record *latest;
+};
+
+static int verify_tag(const struct manifest_tag *tag, void *context)
+{
+	struct tag_walk *walk = context;
+	char label[JOURNAL_NAME_MAX + 16];
+	snprintf(label, sizeof label, "tag %s", tag->name);
+	if (tag->version > walk->latest->version)
+		finding(walk->verify, "%s: names version %llu, after the latest version %llu", label,
+			(unsigned long long)tag->version, (unsigned long long)walk->latest->version);
+	verify_state(walk->verify, &tag->branch, label);
+	return 0;
+}
+
+static void verify_tags(struct verify *verify, const struct root_record *latest)
+{
+	if (block_address_is_null(latest->tags))
+		return;
+	char message[512];
+	if (btree_verify(verify->manifest->pager, latest->tags, NULL, NULL, message, sizeof message) < 0) {
+		finding(verify, "manifest: tags tree: %s", message);
+		return;
+	}
+	struct tag_walk walk = { verify, latest };
+	if (manifest_tags_each(verify->manifest, latest, verify_tag, &walk) < 0)
+		finding(verify, "manifest: a tag record is damaged");
 }
 
 /* ---- 5. segments and 6. sidecars ---------------------------------------------------- */
@@ -954,6 +996,7 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 		free(chain.commits);
 		free(chain.commit_versions);
 		verify_branches(&verify, &latest);
+		verify_tags(&verify, &latest);
 	}
 	verify_sidecars(&verify);
 	verify_segments(&verify);

@@ -133,6 +133,27 @@ const char *store_path(const struct store *store)
 
 /* ---- snapshots ------------------------------------------------------------ */
 
+int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *view, const char *branch,
+		       struct store_snapshot **out, struct error_info *error)
+{
+	*out = NULL;
+	struct store_snapshot *snapshot = calloc(1, sizeof *snapshot);
+	if (!snapshot)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	if (pthread_mutex_init(&snapshot->time_lock, NULL) != 0) {
+		free(snapshot);
+		return error_info_set(error, -ENOMEM, "out of memory");
+	}
+	snapshot->view = *view;
+	snprintf(snapshot->branch, sizeof snapshot->branch, "%s", branch);
+	atomic_init(&snapshot->references, 1);
+	atomic_init(&snapshot->time_known, false);
+	snapshot->store = store;
+	atomic_fetch_add(&store->open_snapshots, 1);
+	*out = snapshot;
+	return 0;
+}
+
 int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
 			struct store_snapshot **out, struct error_info *error)
 {
@@ -140,35 +161,21 @@ int store_snapshot_open(struct store *store, const char *branch, uint64_t versio
 	branch = store_branch_or_main(branch);
 	if (!schema_name_is_valid(branch, strlen(branch)))
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", branch);
-	struct store_snapshot *snapshot = calloc(1, sizeof *snapshot);
-	if (!snapshot)
-		return error_info_set(error, -ENOMEM, "out of memory");
+	struct manifest_snapshot view;
 	/* Both refresh first: commits of other processes are seen, and a historical
 	 * version newer than what the handle knew resolves. */
-	int rc = version == STORE_LATEST
-			 ? manifest_snapshot_latest(store->manifest, branch, &snapshot->view)
-			 : manifest_snapshot_at(store->manifest, branch, version, &snapshot->view);
+	int rc = version == STORE_LATEST ? manifest_snapshot_latest(store->manifest, branch, &view)
+					 : manifest_snapshot_at(store->manifest, branch, version, &view);
 	if (rc < 0) {
-		free(snapshot);
 		if (rc == -ENOENT) {
 			if (version == STORE_LATEST)
 				return error_info_set(error, rc, "no branch named \"%s\"", branch);
-			return error_info_set(error, rc, "branch \"%s\" has no version %llu", branch,
-					      (unsigned long long)version);
+			return store_version_missing(store, branch, version, error);
 		}
 		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch,
 				      strerror(-rc));
 	}
-	if (pthread_mutex_init(&snapshot->time_lock, NULL) != 0) {
-		free(snapshot);
-		return error_info_set(error, -ENOMEM, "out of memory");
-	}
-	atomic_init(&snapshot->references, 1);
-	atomic_init(&snapshot->time_known, false);
-	snapshot->store = store;
-	atomic_fetch_add(&store->open_snapshots, 1);
-	*out = snapshot;
-	return 0;
+	return store_snapshot_wrap(store, &view, branch, out, error);
 }
 
 void store_snapshot_retain(struct store_snapshot *snapshot)
@@ -198,7 +205,7 @@ uint64_t store_snapshot_version(const struct store_snapshot *snapshot)
 
 const char *store_snapshot_branch(const struct store_snapshot *snapshot)
 {
-	return snapshot->view.branch.name;
+	return snapshot->branch;
 }
 
 uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot)

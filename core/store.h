@@ -149,6 +149,67 @@ int store_graph_edges(struct store_snapshot *snapshot, const char *edge_table, e
 int store_graph_edge_rows(struct store_snapshot *snapshot, const char *edge_table, enum store_edge_end end,
 			  const void *node, size_t node_size, struct buf *out);
 
+/* ---- names and time (core/store_names.c) ----------------------------------------- */
+
+/* What --at and history/@… name (docs/MOUNT.md "History"). */
+enum store_at_kind { STORE_AT_VERSION = 1, STORE_AT_TIME, STORE_AT_TAG };
+struct store_at {
+	enum store_at_kind kind;
+	uint64_t version;                 /* STORE_AT_VERSION: 1.. */
+	uint64_t time_us;                 /* STORE_AT_TIME */
+	char tag[JOURNAL_NAME_MAX + 1];   /* STORE_AT_TAG */
+};
+/* "12" or "@12"; an RFC 3339 time ("2026-12-01T08:00:00Z", fractions, +hh:mm) or a
+ * date ("2026-12-01" = its 00:00:00Z); otherwise a tag name. 0 or -EINVAL. */
+int store_at_parse(const char *text, struct store_at *out, struct error_info *error);
+/* A time or date alone (the form of history/@<time>). 0 or -EINVAL. */
+int store_time_parse(const char *text, uint64_t *time_us);
+/* The version of branch's state at time_us: the newest commit of its history
+ * (ancestry included) at or before it. O(log versions). 0, -ENOENT. */
+int store_version_at_time(struct store *store, const char *branch, uint64_t time_us, uint64_t *version,
+			  struct error_info *error);
+/* store_snapshot_open of what at names (NULL: the latest); a tag names its own
+ * branch, so branch is then ignored. */
+int store_snapshot_open_at(struct store *store, const char *branch, const char *at,
+			   struct store_snapshot **out, struct error_info *error);
+
+struct store_tag_info {
+	char name[JOURNAL_NAME_MAX + 1];
+	char branch[JOURNAL_NAME_MAX + 1];   /* the branch it was made on */
+	uint64_t version;                    /* the version of the commit it names */
+	char commit[ULID_TEXT_SIZE];
+	uint64_t time_us;                    /* when it was made */
+	char actor[256];
+	char message[4096];
+};
+/* Tags in name order; visit as for store_snapshot_heads. */
+int store_tags(struct store *store, int (*visit)(const struct store_tag_info *tag, void *context), void *context);
+/* Appends the tag as one JSON line: {"tag","version","branch","commit","time","actor","message"}. */
+int store_tag_render_json(const struct store_tag_info *tag, struct buf *out);
+/* Reads tag name into out (may be NULL): 0, -ENOENT, -errno. */
+int store_tag_find(struct store *store, const char *name, struct store_tag_info *out);
+/* Tags branch as of version (STORE_LATEST: its head) as name; actor NULL: the
+ * store's. -EEXIST (tags never move), -ENOENT (no such branch or version, or no
+ * commit there), -EINVAL (name). */
+int store_tag_create(struct store *store, const char *name, const char *branch, uint64_t version,
+		     const char *message, const char *actor, struct error_info *error);
+int store_tag_delete(struct store *store, const char *name, struct error_info *error);
+/* A snapshot of what tag names: the tagged branch as of the tag's version. */
+int store_snapshot_open_tag(struct store *store, const char *tag, struct store_snapshot **out,
+			    struct error_info *error);
+
+/* Compare-and-swap of a write (--if-version V, --if-commit ULID): refused with
+ * -EBUSY, naming the expected and the actual value, and nothing published. */
+struct store_condition {
+	bool has_version;
+	uint64_t version;      /* the store's version must still be this */
+	bool has_commit;
+	struct ulid commit;    /* the branch's head commit must still be this */
+};
+/* Either text may be NULL (no condition). 0 or -EINVAL. */
+int store_condition_parse(const char *if_version, const char *if_commit, struct store_condition *out,
+			  struct error_info *error);
+
 /* ---- commits and branches ------------------------------------------------------ */
 
 /* Finds a commit by ULID text: its version and branch (either may be NULL). -ENOENT / -EINVAL. */
@@ -199,6 +260,8 @@ void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer);
 /* The snapshot the transaction validates against (not retained for the caller:
  * valid until the transaction's next successful commit or its free). */
 struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
+/* The next commit of txn publishes only if condition holds (NULL: none). */
+void store_txn_set_condition(struct store_txn *txn, const struct store_condition *condition);
 
 /*
  * Opens a writer for one table in the transaction (at most one per table).
@@ -286,7 +349,8 @@ typedef void (*store_progress_fn)(uint64_t done, uint64_t total, void *context);
  * it; errors as store_txn_writer / store_writer_write / store_txn_commit, plus
  * -errno of open/read (error names the file). Nothing is published on error. */
 int store_import(struct store *store, const char *branch, const char *table, const char *file,
-		 enum store_write_mode mode, const char *message, store_progress_fn progress,
+		 enum store_write_mode mode, const char *message, const struct store_condition *condition,
+		 store_progress_fn progress,
 		 void *progress_context, struct store_commit_result *result, struct error_info *error);
 /* Writes the table's bytes (as tables/TABLE.jsonl shows them) to fd, at version
  * (STORE_LATEST: newest). 0, -ENOENT (branch, version or table), -EIO, or the
@@ -306,7 +370,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
  * name the input line. 0 or -errno with error set; nothing published then.
  */
 int store_load(struct store *store, const char *branch, const char *file, const char *message,
-	       store_progress_fn progress, void *progress_context, struct store_commit_result *result,
+	       const struct store_condition *condition, store_progress_fn progress, void *progress_context, struct store_commit_result *result,
 	       struct error_info *error);
 
 /* ---- maintenance and stats ---------------------------------------------------------- */

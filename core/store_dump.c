@@ -613,7 +613,7 @@ static void locate_in_input(struct load *load)
 }
 
 int store_load(struct store *store, const char *branch, const char *file, const char *message,
-	       store_progress_fn progress, void *progress_context, struct store_commit_result *result,
+	       const struct store_condition *condition, store_progress_fn progress, void *progress_context, struct store_commit_result *result,
 	       struct error_info *error)
 {
 	error_info_clear(error);
@@ -633,6 +633,7 @@ int store_load(struct store *store, const char *branch, const char *file, const 
 	if (rc < 0)
 		goto out;
 	store_txn_defer_endpoint_checks(load.txn, true);
+	store_txn_set_condition(load.txn, condition);
 	char *line = NULL;
 	size_t capacity = 0;
 	ssize_t length;

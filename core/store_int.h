@@ -47,7 +47,9 @@ int store_delete_check(const char *name, void *context, struct error_info *error
 struct store_snapshot {
 	atomic_long references;
 	struct store *store;
-	struct manifest_snapshot view;    /* plain data: the branch as of view.version */
+	struct manifest_snapshot view;    /* plain data: the branch as of view.version (view.branch is the
+					     record of the ancestor that held that state, or a tag's) */
+	char branch[JOURNAL_NAME_MAX + 1]; /* the branch asked for (a tag's: the branch it was made on) */
 	pthread_mutex_t time_lock;        /* guards the lazily read head commit time */
 	atomic_bool time_known;
 	uint64_t time_us;
@@ -56,6 +58,16 @@ struct store_snapshot {
 /* Reads the table version record and schema of a live head. 0 or -errno. */
 int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,
 		      struct schema *schema_out);
+
+/* A new snapshot (one reference) of view, shown as branch. 0 or -ENOMEM. */
+int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *view, const char *branch,
+			struct store_snapshot **out, struct error_info *error);
+/* The -ENOENT error of a version branch does not show: reclaimed, before the
+ * first commit of its ancestry, or after the latest version (store_names.c). */
+int store_version_missing(struct store *store, const char *branch, uint64_t version, struct error_info *error);
+
+/* The manifest's form of a store condition (NULL: none). */
+void store_condition_to_manifest(const struct store_condition *condition, struct manifest_condition *out);
 
 /* "main" when branch is NULL or empty. */
 const char *store_branch_or_main(const char *branch);

@@ -29,8 +29,9 @@ static ssize_t read_retrying(int fd, void *out, size_t size)
 }
 
 int store_import(struct store *store, const char *branch, const char *table, const char *file,
-		 enum store_write_mode mode, const char *message, store_progress_fn progress,
-		 void *progress_context, struct store_commit_result *result, struct error_info *error)
+		 enum store_write_mode mode, const char *message, const struct store_condition *condition,
+		 store_progress_fn progress, void *progress_context, struct store_commit_result *result,
+		 struct error_info *error)
 {
 	bool from_stdin = strcmp(file, "-") == 0;
 	const char *path = from_stdin ? "<stdin>" : file;
@@ -50,6 +51,7 @@ int store_import(struct store *store, const char *branch, const char *table, con
 	int rc = store_txn_begin(store, branch, &txn, error);
 	if (rc < 0)
 		goto cleanup;
+	store_txn_set_condition(txn, condition);
 	rc = store_txn_writer(txn, table, mode, 0, path, &writer, error);
 	if (rc < 0)
 		goto cleanup;

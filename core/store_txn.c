@@ -977,6 +977,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		.op_count = included_count,
 		.ops = manifest_ops,
 		.intent = NULL,
+		.condition = txn->condition,
 	};
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
@@ -990,6 +991,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 
 	/* 7. Published: the transaction is empty and pinned to what it published. */
 	txn->intent = NULL;   /* completed and cleared by the publish */
+	memset(&txn->condition, 0, sizeof txn->condition);   /* it held for this commit */
 	if (result) {
 		result->version = published.version;
 		ulid_format(&published.commit, result->commit);

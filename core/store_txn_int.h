@@ -89,6 +89,7 @@ struct store_txn {
 	struct manifest_intent *intent;
 	uint64_t staged_bytes;
 	char actor[STORE_ACTOR_MAX];   /* "": the store's actor */
+	struct manifest_condition condition;   /* the next commit's compare-and-swap (cleared by it) */
 };
 
 /* store_txn.c */

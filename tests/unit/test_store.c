@@ -1151,7 +1151,7 @@ TEST(an_import_larger_than_the_inline_limit_reads_back_identically)
 	struct error_info error;
 	struct store_commit_result result;
 	uint64_t progress[2] = { 0, 0 };
-	CHECK_EQ(store_import(store, "main", "Big", path, STORE_OVERWRITE, "import", count_progress,
+	CHECK_EQ(store_import(store, "main", "Big", path, STORE_OVERWRITE, "import", NULL, count_progress,
 			      progress, &result, &error), 0);
 	CHECK_EQ(progress[0], size);
 	CHECK(progress[1] >= 2);
@@ -1200,7 +1200,7 @@ TEST(an_import_of_a_bad_file_publishes_nothing)
 	fputs("{\"id\":\"a\"}\n{\"id\":\n", file);
 	fclose(file);
 	struct error_info error;
-	CHECK_EQ(store_import(store, NULL, "T", path, STORE_OVERWRITE, NULL, NULL, NULL, NULL, &error),
+	CHECK_EQ(store_import(store, NULL, "T", path, STORE_OVERWRITE, NULL, NULL, NULL, NULL, NULL, &error),
 		 -EINVAL);
 	CHECK(strcmp(error.path, path) == 0);
 	CHECK_EQ(error.line, 2);

@@ -36,6 +36,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_log(int argc, char **argv);
 int cmd_branch(int argc, char **argv);
+int cmd_tag(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_schema(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
@@ -98,9 +99,14 @@ int cli_parse(int argc, char **argv, const struct cli_syntax *syntax, char ***po
  * after printing "missing argument(s)" or "too many arguments". */
 int cli_expect_arguments(const char *command, int count, int minimum, int maximum);
 
-/* Parses the value of --at, a version ("12" or "@12"); text NULL (no --at)
- * gives STORE_LATEST. Returns 0, or CLI_EXIT_USAGE after printing the error. */
+/* Parses a version ("12" or "@12"); text NULL gives STORE_LATEST. Returns 0,
+ * or CLI_EXIT_USAGE after printing the error. */
 int cli_parse_version(const char *command, const char *text, uint64_t *out);
+
+/* Parses --if-version / --if-commit (either NULL: not given). 0, or CLI_EXIT_USAGE
+ * after printing the error. */
+int cli_condition_parse(const char *command, const char *if_version, const char *if_commit,
+			struct store_condition *out);
 
 /* ---- the store ---------------------------------------------------------------------- */
 
@@ -133,9 +139,16 @@ int cli_run_on_store(int argc, char **argv, const char *usage, bool read_only,
 struct cli_reading {
 	char **arguments;        /* the positional arguments; arguments[0] is STORE */
 	const char *branch;      /* --branch B; "main" when not given */
-	uint64_t version;        /* --at V; STORE_LATEST when not given */
+	uint64_t version;        /* --at V (a version, time, date or tag, resolved); STORE_LATEST when not given */
 	struct store *store;     /* open read-only; the caller closes it */
 };
+
+/*
+ * Resolves the value of --at (NULL: the latest) on the open store: a version, a
+ * time or date (the version of *branch's state then), or a tag (which sets
+ * *branch to the tag's branch). Returns 0, or CLI_EXIT_FAILURE after one line.
+ */
+int cli_resolve_at(struct store *store, const char *at, const char **branch, uint64_t *version);
 
 /*
  * Parses argv as "<command> STORE ARGUMENT… [--branch B] [--at V]" with

@@ -15,6 +15,7 @@
 
 static const char usage[] =
 	"usage: graphfs import STORE TABLE FILE [--mode overwrite|merge] [--branch B] [-m MSG]\n"
+	"       [--if-version V] [--if-commit ULID]\n"
 	"\n"
 	"Publishes the rows of FILE (one JSON object per line; '-' reads standard input)\n"
 	"into TABLE as one commit.\n"
@@ -24,6 +25,8 @@ static const char usage[] =
 	"  --mode merge       upsert by id; {\"id\":\"…\",\"@delete\":true} deletes a row\n"
 	"  --branch B         commit on branch B (default main)\n"
 	"  -m, --message MSG  the commit message\n"
+	"  --if-version V     publish only if the store is still at version V\n"
+	"  --if-commit ULID   publish only if the branch's head is still commit ULID\n"
 	"\n"
 	"A bad line (JSON syntax, types, duplicate ids in an overwrite, an edge whose\n"
 	"endpoint does not exist) refuses the import: nothing is published.\n";
@@ -32,16 +35,21 @@ int cmd_import(int argc, char **argv)
 {
 	const char *mode_text = "overwrite";
 	const char *branch = "main";
-	const char *message = NULL;
+	const char *message = NULL, *if_version = NULL, *if_commit = NULL;
 	const struct cli_option options[] = {
 		{ "mode", 0, &mode_text, NULL },
 		{ "branch", 0, &branch, NULL },
 		{ "message", 'm', &message, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 3, 3, 3 };
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 3, 3 };
 	char **arguments;
 	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
+		return status;
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
 		return status;
 	enum store_write_mode mode;
 	if (strcmp(mode_text, "overwrite") == 0)
@@ -80,7 +88,7 @@ int cmd_import(int argc, char **argv)
 	struct store_commit_result result;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_import(store, branch, table, file, mode, message, cli_progress_update, &progress,
+	int rc = store_import(store, branch, table, file, mode, message, &condition, cli_progress_update, &progress,
 			      &result, &error);
 	cli_progress_end(&progress, rc == 0, total);
 	if (rc < 0) {

@@ -12,6 +12,7 @@
 
 static const char usage[] =
 	"usage: graphfs load STORE FILE [--branch B] [-m MSG]\n"
+	"       [--if-version V] [--if-commit ULID]\n"
 	"\n"
 	"Publishes FILE ('-': standard input), JSON lines as 'graphfs dump' writes\n"
 	"them, as ONE commit: every table it names is overwritten with its rows.\n"
@@ -21,20 +22,27 @@ static const char usage[] =
 	"is published.\n"
 	"\n"
 	"  --branch B         commit on branch B (default main)\n"
-	"  -m, --message MSG  the commit message\n";
+	"  -m, --message MSG  the commit message\n"
+	"  --if-version V     publish only if the store is still at version V\n"
+	"  --if-commit ULID   publish only if the branch's head is still commit ULID\n";
 
 int cmd_load(int argc, char **argv)
 {
 	const char *branch = "main";
-	const char *message = NULL;
+	const char *message = NULL, *if_version = NULL, *if_commit = NULL;
 	const struct cli_option options[] = {
 		{ "branch", 0, &branch, NULL },
 		{ "message", 'm', &message, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 2, 2, 2 };
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 2, 2 };
 	char **arguments;
 	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
+		return status;
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
 		return status;
 	const char *path = arguments[0];
 	const char *file = arguments[1];
@@ -53,7 +61,7 @@ int cmd_load(int argc, char **argv)
 	struct store_commit_result result;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_load(store, branch, file, message, cli_progress_update, &progress, &result, &error);
+	int rc = store_load(store, branch, file, message, &condition, cli_progress_update, &progress, &result, &error);
 	cli_progress_end(&progress, rc == 0, total);
 	if (rc < 0) {
 		if (error.message[0] == '\0' && rc == -ENOENT)

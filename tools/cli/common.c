@@ -223,6 +223,40 @@ int cli_run_on_store(int argc, char **argv, const char *usage, bool read_only,
 	return status;
 }
 
+int cli_resolve_at(struct store *store, const char *at, const char **branch, uint64_t *version)
+{
+	*version = STORE_LATEST;
+	if (!at)
+		return 0;
+	struct store_at parsed;
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_at_parse(at, &parsed, &error);
+	if (rc < 0)
+		return cli_fail("--at %s: %s", at, error.message);
+	switch (parsed.kind) {
+	case STORE_AT_VERSION:
+		*version = parsed.version;
+		return 0;
+	case STORE_AT_TIME:
+		rc = store_version_at_time(store, *branch, parsed.time_us, version, &error);
+		return rc < 0 ? cli_fail_error(rc, &error, "--at %s", at) : 0;
+	case STORE_AT_TAG: {
+		static struct store_tag_info tag;
+		rc = store_tag_find(store, parsed.tag, &tag);
+		if (rc == -ENOENT)
+			return cli_fail("--at %s: there is no version, time or tag named '%s' (list tags with 'graphfs tag %s list')",
+					at, at, store_path(store));
+		if (rc < 0)
+			return cli_fail("--at %s: cannot read the tag: %s", at, strerror(-rc));
+		*branch = tag.branch;
+		*version = tag.version;
+		return 0;
+	}
+	}
+	return 0;
+}
+
 int cli_reading_open(int argc, char **argv, const char *usage, int argument_count,
 		     struct cli_reading *out)
 {
@@ -236,10 +270,25 @@ int cli_reading_open(int argc, char **argv, const char *usage, int argument_coun
 	int status = cli_parse(argc, argv, &syntax, &out->arguments, NULL);
 	if (status >= 0)
 		return status;
-	if ((status = cli_parse_version(argv[0], at, &out->version)) != 0)
-		return status;
 	status = cli_store_open(out->arguments[0], true, &out->store);
-	return status != 0 ? status : -1;
+	if (status != 0)
+		return status;
+	if ((status = cli_resolve_at(out->store, at, &out->branch, &out->version)) != 0) {
+		store_close(out->store);
+		out->store = NULL;
+		return status;
+	}
+	return -1;
+}
+
+int cli_condition_parse(const char *command, const char *if_version, const char *if_commit,
+			struct store_condition *out)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	if (store_condition_parse(if_version, if_commit, out, &error) < 0)
+		return cli_usage_error(command, "%s", error.message);
+	return 0;
 }
 
 int cli_snapshot_open(struct store *store, const char *branch, uint64_t version,
@@ -255,10 +304,8 @@ int cli_snapshot_open(struct store *store, const char *branch, uint64_t version,
 		if (version == STORE_LATEST)
 			return cli_fail("there is no branch '%s' (list them with 'graphfs branch %s list')",
 					branch, store_path(store));
-		return cli_fail("branch '%s' has no version %llu (the store's latest version is %llu; "
-				"a branch can be read from its creation on)",
-				branch, (unsigned long long)version,
-				(unsigned long long)store_version(store));
+		return cli_fail("branch '%s' has no version %llu (the store's latest version is %llu)",
+				branch, (unsigned long long)version, (unsigned long long)store_version(store));
 	}
 	if (version == STORE_LATEST)
 		return cli_fail_error(rc, &error, "cannot read branch '%s'", branch);
