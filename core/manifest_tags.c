@@ -220,6 +220,8 @@ int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_req
 	snprintf(tag->actor, sizeof tag->actor, "%s", actor);
 	snprintf(tag->message, sizeof tag->message, "%s", message);
 	tag->branch = snapshot.branch;
+	/* before its creation a branch's state is held by an ancestor's record: the tag names the branch asked for */
+	snprintf(tag->branch.name, sizeof tag->branch.name, "%s", branch);
 	tag->version = snapshot.branch.head_version;
 	tag->time_us = manifest_publish_time(&publish);
 	if ((rc = tag_encode(tag, &bytes)) < 0 ||

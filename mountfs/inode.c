@@ -66,10 +66,10 @@ static uint64_t bucket_hash(const struct node *parent, const char *name)
 uint64_t inode_number(const struct node *parent, const char *name, enum node_kind kind,
 			   const struct view *view)
 {
-	char identity[GRAPHFS_NAME_MAX + JOURNAL_NAME_MAX + 128];
-	int length = snprintf(identity, sizeof identity, "%d/%d/%s/%llu/%s", (int)kind,
+	char identity[GRAPHFS_NAME_MAX + 2 * JOURNAL_NAME_MAX + 128];
+	int length = snprintf(identity, sizeof identity, "%d/%d/%s/%llu/%s/%s", (int)kind,
 			      parent ? (int)parent->kind : -1, view->branch,
-			      (unsigned long long)view->version, name);
+			      (unsigned long long)view->version, view->tag, name);
 	if (length < 0)
 		length = 0;
 	if ((size_t)length >= sizeof identity)

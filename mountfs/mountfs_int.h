@@ -74,7 +74,9 @@ enum node_kind {
 	NODE_STATS_FILE,
 	NODE_ERRORS_FILE,
 	NODE_VERSION_FILE,
-	NODE_COMMIT_LINK,   /* history/<ULID> -> @V */
+	NODE_COMMIT_LINK,   /* history/<ULID> and history/@<time> -> @V */
+	NODE_TAGS_DIR,      /* tags/ */
+	NODE_TAG_ROOT,      /* tags/<tag>: the tagged branch as of the tag's version */
 	NODE_GRAPH_DIR,             /* graph/ */
 	NODE_GRAPH_TABLE_DIR,       /* graph/<Node>/ (table: Node) */
 	NODE_GRAPH_NODE_DIR,        /* graph/<Node>/<id>/ (table: Node; name: the encoded id) */
@@ -90,6 +92,7 @@ enum node_kind {
 struct view {
 	char branch[JOURNAL_NAME_MAX + 1];
 	uint64_t version;   /* 0: live */
+	char tag[JOURNAL_NAME_MAX + 1];   /* "" or the tag this view shows (tags/<tag>/; version: its version) */
 };
 
 struct scratch;

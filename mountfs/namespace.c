@@ -31,7 +31,7 @@
 #include "mountfs_int.h"
 
 #define PARENT(kind) (1u << (kind))
-#define ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT) | PARENT(NODE_VERSION_ROOT))
+#define ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT) | PARENT(NODE_VERSION_ROOT) | PARENT(NODE_TAG_ROOT))
 #define LIVE_ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT))
 
 enum class_flags {
@@ -65,6 +65,8 @@ static int resolve_schema(struct mountfs *, struct node *, const char *, struct 
 static int resolve_staging(struct mountfs *, struct node *, const char *, struct child *);
 static int resolve_history(struct mountfs *, struct node *, const char *, struct child *);
 static int resolve_branches(struct mountfs *, struct node *, const char *, struct child *);
+static int resolve_tags(struct mountfs *, struct node *, const char *, struct child *);
+static int list_tags(struct mountfs *, struct node *, struct lister *);
 static int list_tables(struct mountfs *, struct node *, struct lister *);
 static int list_head_files(struct mountfs *, struct node *, struct lister *);
 static int list_dropped(struct mountfs *, struct node *, struct lister *);
@@ -124,6 +126,8 @@ static const struct node_class node_classes[] = {
 	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
 				attr_rendered, CONTENT_RENDERED, view_render_version },
 	[NODE_COMMIT_LINK] = { NULL, "history/<commit>", 0, 0, NULL, NULL, attr_link },
+	[NODE_TAGS_DIR] = { "tags", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY | CLASS_WRITABLE, resolve_tags, list_tags },
+	[NODE_TAG_ROOT] = { NULL, "tags/<tag>", 0, CLASS_DIRECTORY },
 	/* graph/ (graph.c) */
 	[NODE_GRAPH_DIR] = { "graph", NULL, ROOTS, CLASS_DIRECTORY, graph_resolve_tables, graph_list_tables },
 	[NODE_GRAPH_TABLE_DIR] = { NULL, "graph/<Node>", 0, CLASS_DIRECTORY, graph_resolve_nodes, graph_list_nodes },
@@ -362,6 +366,23 @@ static int resolve_staging(struct mountfs *mount, struct node *parent, const cha
 	return resolve_scratch(mount, parent, name, out) ? 0 : -ENOENT;
 }
 
+/* history/@<time>: a link to the version of the branch's state at that time
+ * (not listed; resolved again whenever the kernel asks, as later commits can
+ * answer a time in the future differently). */
+static int resolve_time_link(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	uint64_t time_us, version;
+	if (name[0] != '@' || store_time_parse(name + 1, &time_us) < 0)
+		return -ENOENT;
+	struct error_info error;
+	error_info_clear(&error);
+	if (store_version_at_time(mount->store, parent->view.branch, time_us, &version, &error) < 0)
+		return -ENOENT;
+	out->kind = NODE_COMMIT_LINK;
+	out->version_target = version;
+	return 0;
+}
+
 static int resolve_history(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
 	uint64_t version = 0;
@@ -378,6 +399,8 @@ static int resolve_history(struct mountfs *mount, struct node *parent, const cha
 		out->view = view;
 		return 0;
 	}
+	if (name[0] == '@')
+		return resolve_time_link(mount, parent, name, out);
 	if (strlen(name) != ULID_TEXT_SIZE - 1)
 		return -ENOENT;
 	char commit_branch[JOURNAL_NAME_MAX + 1];
@@ -389,6 +412,25 @@ static int resolve_history(struct mountfs *mount, struct node *parent, const cha
 	out->kind = NODE_COMMIT_LINK;
 	out->version_target = version;
 	return 0;
+}
+
+/* tags/<tag>: the tagged state, immutable like history/@V. */
+static int resolve_tags(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	struct store_tag_info *tag = malloc(sizeof *tag);
+	if (!tag)
+		return -ENOMEM;
+	int rc = store_tag_find(mount->store, name, tag);
+	if (rc == 0) {
+		out->kind = NODE_TAG_ROOT;
+		memset(&out->view, 0, sizeof out->view);
+		snprintf(out->view.branch, sizeof out->view.branch, "%s", tag->branch);
+		snprintf(out->view.tag, sizeof out->view.tag, "%s", tag->name);
+		out->view.version = tag->version;
+		out->time_us = tag->time_us;
+	}
+	free(tag);
+	return rc;
 }
 
 static int resolve_branches(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
@@ -632,7 +674,7 @@ static bool time_later(struct timespec a, struct timespec b)
 static void attr_directory(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	struct timespec newest = mount->mount_time;
-	if (node->kind == NODE_VERSION_ROOT && node->time_us) {
+	if ((node->kind == NODE_VERSION_ROOT || node->kind == NODE_TAG_ROOT) && node->time_us) {
 		newest.tv_sec = (time_t)(node->time_us / 1000000);
 		newest.tv_nsec = (long)(node->time_us % 1000000) * 1000;
 	} else if (node_is_live(node) && node->kind != NODE_META_DIR) {
@@ -878,6 +920,26 @@ static int list_history(struct mountfs *mount, struct node *directory, struct li
 		return rc;
 	rc = store_snapshot_log(snapshot, list_version, lister);
 	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : 0;
+}
+
+static int list_tag(const struct store_tag_info *tag, void *context)
+{
+	struct lister *lister = context;
+	struct dir_entry *entry = lister_add(lister, tag->name, NODE_TAG_ROOT);
+	if (!entry)
+		return -ENOMEM;
+	memset(&entry->child.view, 0, sizeof entry->child.view);
+	snprintf(entry->child.view.branch, sizeof entry->child.view.branch, "%s", tag->branch);
+	snprintf(entry->child.view.tag, sizeof entry->child.view.tag, "%s", tag->name);
+	entry->child.view.version = tag->version;
+	entry->child.time_us = tag->time_us;
+	return 0;
+}
+
+static int list_tags(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	int rc = store_tags(mount->store, list_tag, lister);
 	return rc < 0 ? rc : 0;
 }
 

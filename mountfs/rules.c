@@ -349,12 +349,45 @@ out:
 }
 
 
+/* ---- tags ------------------------------------------------------------------------------------ */
+
+/* mkdir tags/NAME: tags the mounted branch's head, as the writing user. */
+static int rules_tag(struct mountfs *mount, const char *name, uid_t uid)
+{
+	char actor[256];
+	mount_actor(mount, uid, actor, sizeof actor);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_tag_create(mount->store, name, mount->branch, STORE_LATEST, NULL, actor, &error);
+	if (rc < 0 && rc != -EEXIST) {
+		char path[GRAPHFS_PATH_MAX];
+		snprintf(path, sizeof path, "tags/%s", name);
+		mount_error_record(mount, path, &error, rc);
+	}
+	return rc;
+}
+
+static int rules_untag(struct mountfs *mount, const char *name)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_tag_delete(mount->store, name, &error);
+	if (rc < 0 && rc != -ENOENT) {
+		char path[GRAPHFS_PATH_MAX];
+		snprintf(path, sizeof path, "tags/%s", name);
+		mount_error_record(mount, path, &error, rc);
+	}
+	return rc;
+}
+
 /* ---- branches ---------------------------------------------------------------------------------- */
 
 int rules_mkdir(struct mountfs *mount, struct node *parent, const char *name, uid_t uid)
 {
 	if (!node_is_live(parent) || mount->read_only)
 		return -EROFS;
+	if (parent->kind == NODE_TAGS_DIR)
+		return rules_tag(mount, name, uid);
 	if (parent->kind != NODE_BRANCHES_DIR)
 		return -EPERM;
 	if (!table_name_valid(name))
@@ -378,6 +411,8 @@ int rules_rmdir(struct mountfs *mount, struct node *parent, const char *name, ui
 {
 	if (!node_is_live(parent) || mount->read_only)
 		return -EROFS;
+	if (parent->kind == NODE_TAGS_DIR)
+		return rules_untag(mount, name);
 	if (parent->kind != NODE_BRANCHES_DIR) {
 		struct child child;
 		int rc = namespace_resolve(mount, parent, name, &child);

@@ -180,7 +180,7 @@ int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char
 
 static bool same_view(const struct view *a, const struct view *b)
 {
-	return a->version == b->version && strcmp(a->branch, b->branch) == 0;
+	return a->version == b->version && strcmp(a->branch, b->branch) == 0 && strcmp(a->tag, b->tag) == 0;
 }
 
 static struct store_snapshot *cache_find(struct mountfs *mount, const struct view *view,
@@ -210,8 +210,9 @@ int view_snapshot(struct mountfs *mount, const struct view *view, struct store_s
 		return 0;
 	}
 	struct store_snapshot *opened = NULL;
-	int rc = store_snapshot_open(mount->store, view->branch,
-				     view->version ? view->version : STORE_LATEST, &opened, NULL);
+	int rc = view->tag[0] ? store_snapshot_open_tag(mount->store, view->tag, &opened, NULL)
+			      : store_snapshot_open(mount->store, view->branch,
+						    view->version ? view->version : STORE_LATEST, &opened, NULL);
 	if (rc < 0)
 		return rc;
 	/* Keyed by the version the snapshot shows, not by store_version() read
