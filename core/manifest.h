@@ -220,12 +220,14 @@ enum manifest_op_kind {
 	MANIFEST_SCHEMA = 2,   /* create an empty table with schema, or apply a compatible change */
 	MANIFEST_DROP = 3,
 	MANIFEST_RENAME = 4,
+	MANIFEST_RESTORE = 5,  /* name becomes the table version at source (revert): O(1), its trees shared */
 };
 
 struct manifest_op {
 	enum manifest_op_kind kind;
 	char name[JOURNAL_NAME_MAX + 1];
 	char new_name[JOURNAL_NAME_MAX + 1];      /* MANIFEST_RENAME */
+	struct block_address source;              /* MANIFEST_RESTORE: a table version record of the branch's past */
 	struct table_stage *stage;                /* MANIFEST_WRITE, sealed */
 	const struct schema *schema;              /* MANIFEST_SCHEMA; WRITE of a new table (inferred); WRITE that refines */
 	bool refines_schema;                      /* WRITE: schema (inferred from the rows) replaces the empty

@@ -689,6 +689,67 @@ static int op_drop(struct commit_state *state, const struct manifest_op *op, str
 	return 0;
 }
 
+/*
+ * MANIFEST_RESTORE (revert): table name becomes what the table version record
+ * at op->source holds — rows, indexes and schema — by a new version record that
+ * shares its trees (O(1)). The live table of the same incarnation gets it as its
+ * next version; if that incarnation is gone (dropped since: a tombstoned head
+ * never becomes live again), a new stable id and incarnation carry it. The
+ * restored state was itself committed, so its references hold once every table
+ * of it is restored (the caller restores them all in one commit).
+ */
+static int op_restore(struct commit_state *state, const struct manifest_op *op, struct change *change)
+{
+	struct table_info info;
+	struct schema schema;
+	schema_init(&schema);
+	struct head_row head;
+	struct block_address address;
+	struct touched_table *entry;
+	int rc = table_info_read(state->manifest->pager, op->source, &info);
+	if (rc == 0)
+		rc = table_schema_read(state->manifest->pager, info.schema, &schema);
+	if (rc < 0) {
+		error_info_set(state->error, rc, "cannot read the past version of table %s: %s", op->name, strerror(-rc));
+		goto out;
+	}
+	int found = live_head(state, op->name, &head);
+	if (found < 0 && found != -ENOENT) {
+		rc = found;
+		goto out;
+	}
+	bool same = found == 0 && ulid_compare(&head.stable_id, &info.stable_id) == 0 &&
+		    ulid_compare(&head.incarnation, &info.incarnation) == 0;
+	if (found == 0 && !same) {
+		rc = error_info_set(state->error, -EEXIST, "table %s is another table now: drop it first", op->name);
+		goto out;
+	}
+	if (same) {
+		if ((rc = head_table(state, &head, &entry)) < 0)
+			goto out;
+		info.table_version = entry->info.table_version + 1;
+		change->op = CHANGE_OVERWRITE;
+	} else {
+		ulid_new(&info.stable_id);
+		ulid_new(&info.incarnation);
+		info.table_version = 1;
+		change->op = CHANGE_CREATE;
+	}
+	if ((rc = table_info_append(state->publish->append, &info, &address)) < 0 ||
+	    (rc = touched_record(state, &info, &schema, &entry)) < 0)
+		goto out;
+	entry->written = true;
+	head_fill_new(state, op->name, &info, address, &schema, &change->head_after);
+	change->rows = info.row_count;
+	if ((rc = head_store(state, &change->head_after)) < 0)
+		goto out;
+	if (!same)
+		rc = btree_put(state->names, op->name, strlen(op->name), info.stable_id.bytes, 16);
+out:
+	schema_free(&schema);
+	return rc;
+}
+
 static int op_rename(struct commit_state *state, const struct manifest_op *op, struct change *change)
 {
 	struct head_row head, other;
@@ -974,7 +1035,7 @@ static int request_check(const struct manifest_commit_request *request, struct e
 		return error_info_set(error, -EINVAL, "the commit has no operations");
 	for (size_t i = 0; i < request->op_count; i++) {
 		const struct manifest_op *op = &request->ops[i];
-		if (op->kind < MANIFEST_WRITE || op->kind > MANIFEST_RENAME)
+		if (op->kind < MANIFEST_WRITE || op->kind > MANIFEST_RESTORE)
 			return error_info_set(error, -EINVAL, "unknown operation %d", (int)op->kind);
 		if (!memchr(op->name, 0, sizeof op->name) || !memchr(op->new_name, 0, sizeof op->new_name))
 			return error_info_set(error, -EINVAL, "table name is longer than %d bytes",
@@ -1056,6 +1117,9 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 			break;
 		case MANIFEST_RENAME:
 			rc = op_rename(&state, op, change);
+			break;
+		case MANIFEST_RESTORE:
+			rc = op_restore(&state, op, change);
 			break;
 		}
 		if (rc < 0)

@@ -373,6 +373,17 @@ int store_load(struct store *store, const char *branch, const char *file, const 
 	       const struct store_condition *condition, store_progress_fn progress, void *progress_context, struct store_commit_result *result,
 	       struct error_info *error);
 
+/*
+ * One commit on branch whose tables and schemas (drops and renames included)
+ * are exactly those of the branch as of version (core/store_revert.c); history
+ * is kept. message NULL: "revert to version V". -ENODATA when nothing differs
+ * (nothing published), -ENOENT (no such branch or version), -EBUSY (condition),
+ * or the commit's errors.
+ */
+int store_revert(struct store *store, const char *branch, uint64_t version, const char *message,
+		 const struct store_condition *condition, struct store_commit_result *result,
+		 struct error_info *error);
+
 /* ---- maintenance and stats ---------------------------------------------------------- */
 
 /* Appends one JSON object: manifest.{reads,bytes,pages,rows_decoded,writes,

@@ -832,6 +832,9 @@ static void describe_op(const struct txn_op *op, struct buf *out)
 	case MANIFEST_RENAME:
 		buf_printf(out, "rename %s to %s", op->name, op->new_name);
 		break;
+	case MANIFEST_RESTORE:   /* only store_revert publishes these, not a transaction */
+		buf_printf(out, "restore %s", op->name);
+		break;
 	}
 }
 

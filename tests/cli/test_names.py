@@ -152,3 +152,50 @@ def test_a_cas_race_between_two_processes_has_exactly_one_winner(cli, store):
     codes = sorted(result.returncode for result in results)
     assert codes == [0, 1], [r.stderr for r in results]
     assert len(cli.log(store)) == 2
+
+
+# ---- revert -------------------------------------------------------------------------------
+
+def tables_of(cli, store, at=None):
+    heads = cli.heads(store, at=at)
+    return {head["table_key"]: cli.export(store, head["table_key"], at=at) for head in heads}
+
+
+def test_revert_publishes_one_commit_with_exactly_the_old_tables_and_schemas(cli, store):
+    cli.import_rows(store, "P", [{"id": "a", "n": 1}, {"id": "b", "n": 2}])
+    cli.import_rows(store, "Q", [{"id": "q"}])
+    old = cli.log(store)[0]["version"]
+    before = tables_of(cli, store)
+    schema_before = cli.ok("schema", store, "P").stdout
+    cli.import_rows(store, "P", [{"id": "c", "n": 3}], mode="merge")
+    cli.import_rows(store, "P", [{"id": "a", "@delete": True}], mode="merge")
+    cli.import_rows(store, "R", [{"id": "r"}])
+    schema = json.loads(cli.ok("schema", store, "Q").stdout)
+    schema["properties"]["extra"] = {"type": "string"}
+    cli.ok("schema", store, "Q", "--set", cli.write_file(json.dumps(schema), name="q.json"))
+    output = cli.ok("revert", store, str(old)).stdout.decode()
+    assert f"reverted main to version {old}" in output
+    assert tables_of(cli, store) == before
+    assert cli.ok("schema", store, "P").stdout == schema_before
+    assert cli.log(store)[0]["message"] == f"revert to version {old}"
+    assert len(cli.log(store)) == old + 5
+    cli.ok("verify", store)
+
+
+def test_a_second_revert_to_the_same_version_has_nothing_to_do(cli, store):
+    cli.import_rows(store, "A", [{"id": "1"}])
+    cli.import_rows(store, "A", [{"id": "2"}])
+    cli.ok("revert", store, "1")
+    assert ids(cli.export(store, "A")) == ["1"]
+    assert "nothing to revert" in cli.ok("revert", store, "1").stdout.decode()
+    assert len(cli.log(store)) == 3
+    cli.ok("verify", store)
+
+
+def test_revert_to_a_tag_and_with_if_version(cli, store):
+    cli.import_rows(store, "P", [{"id": "a"}])
+    cli.ok("tag", store, "create", "good")
+    cli.import_rows(store, "P", [{"id": "b"}], mode="merge")
+    assert "the store is at version 2, not 1" in cli.fail("revert", store, "good", "--if-version", "1")
+    cli.ok("revert", store, "good", "--if-version", "2")
+    assert ids(cli.export(store, "P")) == ["a"]

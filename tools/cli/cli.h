@@ -37,6 +37,7 @@ int cmd_load(int argc, char **argv);
 int cmd_log(int argc, char **argv);
 int cmd_branch(int argc, char **argv);
 int cmd_tag(int argc, char **argv);
+int cmd_revert(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_schema(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
