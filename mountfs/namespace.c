@@ -30,7 +30,7 @@
 
 #include "mountfs_int.h"
 
-#define PARENT(kind) (1u << (kind))
+#define PARENT(kind) (UINT64_C(1) << (kind))
 #define ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT) | PARENT(NODE_VERSION_ROOT) | PARENT(NODE_TAG_ROOT))
 #define LIVE_ROOTS (PARENT(NODE_ROOT) | PARENT(NODE_BRANCH_ROOT))
 
@@ -46,7 +46,7 @@ struct lister;
 struct node_class {
 	const char *name;           /* fixed name in its parents, NULL: a pattern */
 	const char *shown_as;       /* the pattern, for messages */
-	unsigned parents;           /* fixed names: PARENT() of the kinds that have it */
+	uint64_t parents;           /* fixed names: PARENT() of the kinds that have it */
 	unsigned flags;
 	/* directories: names other than the fixed children, and listing them */
 	int (*resolve)(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
@@ -85,6 +85,7 @@ static int attr_link(struct mountfs *, struct node *, struct stat *);
 static int attr_graph_link(struct mountfs *, struct node *, struct stat *);
 
 static const struct node_class node_classes[] = {
+	/* (parents is a bit set of node kinds: there must be at most 64 kinds) */
 	[NODE_ROOT] = { NULL, "/", 0, CLASS_DIRECTORY | CLASS_WRITABLE },
 	[NODE_BRANCH_ROOT] = { NULL, "branches/<branch>", 0, CLASS_DIRECTORY | CLASS_WRITABLE },
 	[NODE_VERSION_ROOT] = { NULL, "history/@<version>", 0, CLASS_DIRECTORY },
@@ -147,6 +148,7 @@ static const struct node_class node_classes[] = {
 };
 
 #define CLASS_COUNT (sizeof node_classes / sizeof node_classes[0])
+_Static_assert(CLASS_COUNT <= 64, "node_class.parents holds one bit per node kind");
 
 bool node_is_directory(enum node_kind kind)
 {

@@ -58,7 +58,12 @@ def test_bad_mode_is_a_usage_error(cli, store):
 
 
 def test_bad_version_is_a_usage_error(cli, store):
-    cli.fail("export", store, "T", "--at", "yesterday", status=2)
+    cli.fail("export", store, "T", "--at", "12x", status=2)
+    cli.fail("export", store, "T", "--at", "a/b", status=2)
+
+
+def test_an_at_that_names_no_tag_says_so(cli, store):
+    assert "no version, time or tag named 'yesterday'" in cli.fail("export", store, "T", "--at", "yesterday")
 
 
 def test_init_creates_an_empty_store(cli, tmp_path):

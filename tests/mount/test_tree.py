@@ -23,7 +23,7 @@ def populated(store):
 
 def test_root_lists_the_documented_entries(mnt):
     assert sorted(os.listdir(mnt.root)) == sorted(
-        ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", ".graphfs"])
+        ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", "tags", ".graphfs"])
     assert sorted(os.listdir(mnt.path(".graphfs"))) == ["errors", "stats", "version"]
 
 

@@ -147,9 +147,11 @@ struct cli_reading {
 /*
  * Resolves the value of --at (NULL: the latest) on the open store: a version, a
  * time or date (the version of *branch's state then), or a tag (which sets
- * *branch to the tag's branch). Returns 0, or CLI_EXIT_FAILURE after one line.
+ * *branch to the tag's branch). Returns 0, CLI_EXIT_USAGE (not a version, time,
+ * date or tag name) or CLI_EXIT_FAILURE (it names nothing) after one line.
  */
-int cli_resolve_at(struct store *store, const char *at, const char **branch, uint64_t *version);
+int cli_resolve_at(const char *command, struct store *store, const char *at, const char **branch,
+		   uint64_t *version);
 
 /*
  * Parses argv as "<command> STORE ARGUMENT… [--branch B] [--at V]" with

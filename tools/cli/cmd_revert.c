@@ -45,7 +45,7 @@ int cmd_revert(int argc, char **argv)
 		return status;
 	const char *target_branch = branch;
 	uint64_t version = STORE_LATEST;
-	if ((status = cli_resolve_at(store, arguments[1], &target_branch, &version)) == 0) {
+	if ((status = cli_resolve_at(argv[0], store, arguments[1], &target_branch, &version)) == 0) {
 		if (strcmp(target_branch, branch) != 0) {
 			status = cli_fail("%s is a tag of branch '%s': revert it with --branch %s, or give a version",
 					  arguments[1], target_branch, target_branch);

@@ -67,7 +67,7 @@ int cmd_tag(int argc, char **argv)
 		status = cli_finish_stdout(status);
 	} else if (creating) {
 		uint64_t version = STORE_LATEST;
-		if ((status = cli_resolve_at(store, at, &branch, &version)) == 0) {
+		if ((status = cli_resolve_at(argv[0], store, at, &branch, &version)) == 0) {
 			rc = store_tag_create(store, arguments[2], branch, version, message, NULL, &error);
 			struct store_tag_info tag;
 			if (rc == 0 && (rc = store_tag_find(store, arguments[2], &tag)) == 0)

@@ -223,7 +223,8 @@ int cli_run_on_store(int argc, char **argv, const char *usage, bool read_only,
 	return status;
 }
 
-int cli_resolve_at(struct store *store, const char *at, const char **branch, uint64_t *version)
+int cli_resolve_at(const char *command, struct store *store, const char *at, const char **branch,
+		   uint64_t *version)
 {
 	*version = STORE_LATEST;
 	if (!at)
@@ -233,7 +234,7 @@ int cli_resolve_at(struct store *store, const char *at, const char **branch, uin
 	error_info_clear(&error);
 	int rc = store_at_parse(at, &parsed, &error);
 	if (rc < 0)
-		return cli_fail("--at %s: %s", at, error.message);
+		return cli_usage_error(command, "--at %s: %s", at, error.message);
 	switch (parsed.kind) {
 	case STORE_AT_VERSION:
 		*version = parsed.version;
@@ -273,7 +274,7 @@ int cli_reading_open(int argc, char **argv, const char *usage, int argument_coun
 	status = cli_store_open(out->arguments[0], true, &out->store);
 	if (status != 0)
 		return status;
-	if ((status = cli_resolve_at(out->store, at, &out->branch, &out->version)) != 0) {
+	if ((status = cli_resolve_at(argv[0], out->store, at, &out->branch, &out->version)) != 0) {
 		store_close(out->store);
 		out->store = NULL;
 		return status;
