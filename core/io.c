@@ -373,6 +373,26 @@ cleanup:
 	return rc;
 }
 
+int io_link(int from_directory, const char *from, int to_directory, const char *to)
+{
+	int from_parent, from_opened, to_parent, to_opened = -1;
+	const char *from_leaf, *to_leaf;
+	int rc = resolve_name(from_directory, from, &from_parent, &from_leaf, &from_opened);
+	if (rc < 0)
+		return rc;
+	rc = resolve_name(to_directory, to, &to_parent, &to_leaf, &to_opened);
+	if (rc < 0)
+		goto cleanup;
+	/* no AT_SYMLINK_FOLLOW: a symbolic link is linked as itself, never followed */
+	rc = linkat(from_parent, from_leaf, to_parent, to_leaf, 0) < 0 ? -errno : 0;
+cleanup:
+	if (from_opened >= 0)
+		close(from_opened);
+	if (to_opened >= 0)
+		close(to_opened);
+	return rc;
+}
+
 int io_directory_list(int directory, const char *subdirectory,
 		      int (*visit)(const char *name, void *context), void *context)
 {

@@ -135,6 +135,9 @@ int io_size(struct io_file *file, uint64_t *size_out);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);
+/* A hard link to from (under from_directory) named to (under to_directory):
+ * 0, -EXDEV (another file system), -EEXIST, -errno. */
+int io_link(int from_directory, const char *from, int to_directory, const char *to);
 /* flock(2) on the file: exclusive or shared, waiting or not (-EWOULDBLOCK). */
 int io_lock(struct io_file *file, bool exclusive, bool wait);
 int io_unlock(struct io_file *file);

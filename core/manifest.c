@@ -493,7 +493,7 @@ void manifest_state_publish(struct manifest *manifest, const struct root_record 
 	pthread_mutex_unlock(&manifest->state_mutex);
 }
 
-static int meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size)
+int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size)
 {
 	struct meta_slot slot = {
 		.valid = true,
@@ -514,7 +514,7 @@ static int meta_write_file(struct io_file *file, const struct root_record *root,
 
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size)
 {
-	return meta_write_file(&manifest->file, root, size);
+	return manifest_meta_write_file(&manifest->file, root, size);
 }
 
 int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
@@ -602,8 +602,7 @@ static int visit_any(const char *name, void *context)
 	return 1;
 }
 
-/* Opens the store directory, creating it (and not its parents) when missing. */
-static int directory_prepare(const char *path, bool *created, struct error_info *error)
+int manifest_directory_prepare(const char *path, bool *created, struct error_info *error)
 {
 	*created = false;
 	int directory = io_directory_open(path);
@@ -647,7 +646,7 @@ static int directory_prepare(const char *path, bool *created, struct error_info 
 int manifest_create(const char *path, struct error_info *error)
 {
 	bool created;
-	int directory = directory_prepare(path, &created, error);
+	int directory = manifest_directory_prepare(path, &created, error);
 	if (directory < 0)
 		return directory;
 	struct io_file file = { -1, IO_MANIFEST }, lock_file = { -1, IO_MANIFEST };
@@ -695,7 +694,7 @@ int manifest_create(const char *path, struct error_info *error)
 	    (rc = pager_append_block(append, BLOCK_ROOT, CODEC_NONE, bytes.data, bytes.size, &root.self)) < 0 ||
 	    (rc = pager_append_write(append)) < 0)
 		goto failed_write;
-	if ((rc = meta_write_file(&file, &root, root.self.offset + MANIFEST_ROOT_BLOCK_SIZE)) < 0 ||
+	if ((rc = manifest_meta_write_file(&file, &root, root.self.offset + MANIFEST_ROOT_BLOCK_SIZE)) < 0 ||
 	    (rc = io_fsync(&file)) < 0 || (rc = io_directory_sync(directory)) < 0)
 		goto failed_write;
 	goto out;

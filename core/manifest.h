@@ -322,6 +322,38 @@ void manifest_request_attach_intent(struct manifest_commit_request *request,
 /* Abandons: deletes the segments and the sidecar (a refused or abandoned write). */
 void manifest_intent_abandon(struct manifest_intent *intent);
 
+/* ---- snapshots (manifest_copy.c) --------------------------------------------------- */
+
+typedef void (*manifest_progress_fn)(uint64_t done, uint64_t total, void *context);
+
+struct manifest_copy_result {
+	uint64_t version;            /* the store version the copy shows */
+	uint64_t manifest_bytes;     /* copied */
+	uint64_t segments_linked, bytes_linked;
+	uint64_t segments_copied, bytes_copied;
+};
+
+/*
+ * Copies the whole store as of its latest root into a new directory path
+ * (created; -EEXIST if it holds anything): the manifest up to that root, and
+ * every segment a retained version references, hard-linked where the file
+ * system allows and copied otherwise. Writers go on meanwhile; the store lock
+ * is held only to read the latest root. The result is a store. Failpoints
+ * snapshot.after_segments, snapshot.before_rename. 0 or -errno with error set;
+ * on error path may hold a partial copy that is not a store (no manifest).
+ */
+int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest_progress_fn progress,
+			   void *context, struct manifest_copy_result *result, struct error_info *error);
+
+/* The store's ULID (the same in every file of it). */
+const struct ulid *manifest_store_id(const struct manifest *manifest);
+/* 0 if this manifest holds exactly root (of the store store_id) at root->self —
+ * so that every address at or below it means the same here: a snapshot of this
+ * store, restorable without copying data. -ENOENT otherwise. */
+int manifest_root_is_ours(struct manifest *manifest, const struct ulid *store_id, const struct root_record *root);
+/* Publishes a tag record as it is (restore): -EEXIST if the name is taken. */
+int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error);
+
 /* ---- verify and repair ----------------------------------------------------------- */
 
 /*

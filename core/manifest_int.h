@@ -109,6 +109,11 @@ int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
 /* Store lock: process mutex + flock with a bounded wait (-EAGAIN). */
 int manifest_lock(struct manifest *manifest, struct error_info *error);
 void manifest_unlock(struct manifest *manifest);
+/* Opens the directory path for a new store (or a snapshot), creating it (not its
+ * parents) when missing; -EEXIST if it exists and is not empty. Returns the fd. */
+int manifest_directory_prepare(const char *path, bool *created, struct error_info *error);
+/* Writes root's meta slot (sequence % 2) into the manifest file, not fsynced. */
+int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size);
 /* Writes the meta slot of root (sequence % 2), not fsynced. */
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size);
 /* Installs a root this process just made durable as the latest; size is where it

@@ -267,3 +267,36 @@ out:
 	manifest_publish_end(&publish);
 	return rc;
 }
+
+int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error)
+{
+	int rc = manifest_tag_name_check(tag->name, error);
+	if (rc < 0)
+		return rc;
+	struct manifest_publish publish;
+	struct buf bytes;
+	buf_init(&bytes);
+	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
+		return rc;
+	struct manifest_tag *existing = malloc(sizeof *existing);
+	rc = existing ? tag_get(manifest, publish.base.tags, tag->name, existing) : -ENOMEM;
+	free(existing);
+	if (rc == 0) {
+		rc = error_info_set(error, -EEXIST, "tag %s already exists", tag->name);
+		goto out;
+	}
+	if (rc != -ENOENT)
+		goto out;
+	if ((rc = tag_encode(tag, &bytes)) < 0 ||
+	    (rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||
+	    (rc = btree_put(publish.tags, tag->name, strlen(tag->name), bytes.data, bytes.size)) < 0) {
+		error_info_set(error, rc, "cannot write tag %s: %s", tag->name, strerror(-rc));
+		goto out;
+	}
+	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
+				     NULL, error);
+out:
+	manifest_publish_end(&publish);
+	buf_free(&bytes);
+	return rc;
+}

@@ -384,6 +384,34 @@ int store_revert(struct store *store, const char *branch, uint64_t version, cons
 		 const struct store_condition *condition, struct store_commit_result *result,
 		 struct error_info *error);
 
+/* ---- snapshots (core/store_backup.c) ------------------------------------------------ */
+
+struct store_copy_result {
+	uint64_t version;            /* the store version the snapshot shows */
+	uint64_t manifest_bytes;     /* bytes of manifest copied */
+	uint64_t segments_linked, bytes_linked;   /* segment files hard-linked */
+	uint64_t segments_copied, bytes_copied;   /* segment files copied (another file system) */
+};
+/*
+ * Copies the whole store (every branch, all history, tags) as of one instant
+ * into the new directory path while writers go on: a store every read command
+ * and `mount -o ro` open, which never changes as the source moves on. 0 or
+ * -errno (-EEXIST: path is not empty) with error set.
+ */
+int store_snapshot_copy(struct store *store, const char *path, store_progress_fn progress, void *context,
+			struct store_copy_result *out, struct error_info *error);
+
+typedef void (*store_report_fn)(const char *line, void *context);
+/*
+ * Makes store's branches and tags those of the snapshot at path (a snapshot of
+ * this store), as new commits: one per branch that differs (versions continue
+ * upward), branches and tags it lacks deleted (a branch a mount serves is
+ * refused: -EBUSY), missing ones created. report (may be NULL) hears one line
+ * per change. 0 or -errno with error set (-EINVAL: not a snapshot of store).
+ */
+int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
+		  struct error_info *error);
+
 /* ---- maintenance and stats ---------------------------------------------------------- */
 
 /* Appends one JSON object: manifest.{reads,bytes,pages,rows_decoded,writes,

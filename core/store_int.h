@@ -69,6 +69,12 @@ int store_version_missing(struct store *store, const char *branch, uint64_t vers
 /* The manifest's form of a store condition (NULL: none). */
 void store_condition_to_manifest(const struct store_condition *condition, struct manifest_condition *out);
 
+/* One commit on branch making its tables exactly then's (store_revert.c): -ENODATA
+ * when they already are. */
+int store_revert_to(struct store *store, const char *branch, struct store_snapshot *then, const char *message,
+		    const struct store_condition *condition, struct store_commit_result *result,
+		    struct error_info *error);
+
 /* "main" when branch is NULL or empty. */
 const char *store_branch_or_main(const char *branch);
 

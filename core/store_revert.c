@@ -147,20 +147,15 @@ static int plan(struct store *store, const struct head_list *now, const struct h
 	return 0;
 }
 
-int store_revert(struct store *store, const char *branch, uint64_t version, const char *message,
-		 const struct store_condition *condition, struct store_commit_result *result,
-		 struct error_info *error)
+int store_revert_to(struct store *store, const char *branch, struct store_snapshot *then, const char *message,
+		    const struct store_condition *condition, struct store_commit_result *result,
+		    struct error_info *error)
 {
-	error_info_clear(error);
-	if (store->read_only)
-		return error_info_set(error, -EROFS, "the store is open read-only");
-	branch = store_branch_or_main(branch);
-	struct store_snapshot *now = NULL, *then = NULL;
+	struct store_snapshot *now = NULL;
 	struct head_list now_heads = { 0 }, then_heads = { 0 };
 	struct op_list ops = { 0 };
 	int rc;
-	if ((rc = store_snapshot_open(store, branch, STORE_LATEST, &now, error)) < 0 ||
-	    (rc = store_snapshot_open(store, branch, version, &then, error)) < 0)
+	if ((rc = store_snapshot_open(store, branch, STORE_LATEST, &now, error)) < 0)
 		goto out;
 	if ((rc = store_snapshot_heads(now, false, collect_head, &now_heads)) < 0 ||
 	    (rc = store_snapshot_heads(then, false, collect_head, &then_heads)) < 0 ||
@@ -169,16 +164,14 @@ int store_revert(struct store *store, const char *branch, uint64_t version, cons
 		goto out;
 	}
 	if (ops.count == 0) {
-		rc = error_info_set(error, -ENODATA, "branch %s is already as it was at version %llu: nothing to revert",
-				    branch, (unsigned long long)version);
+		rc = error_info_set(error, -ENODATA, "branch %s is already as it was at version %llu: nothing to change",
+				    branch, (unsigned long long)store_snapshot_version(then));
 		goto out;
 	}
-	char default_message[64];
-	snprintf(default_message, sizeof default_message, "revert to version %llu", (unsigned long long)version);
 	struct manifest_commit_request request = {
 		.branch = branch,
 		.actor = store->actor,
-		.message = message && *message ? message : default_message,
+		.message = message,
 		.op_count = ops.count,
 		.ops = ops.ops,
 	};
@@ -196,7 +189,28 @@ out:
 	free(then_heads.heads);
 	if (now)
 		store_snapshot_release(now);
-	if (then)
-		store_snapshot_release(then);
+	return rc;
+}
+
+int store_revert(struct store *store, const char *branch, uint64_t version, const char *message,
+		 const struct store_condition *condition, struct store_commit_result *result,
+		 struct error_info *error)
+{
+	error_info_clear(error);
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	branch = store_branch_or_main(branch);
+	struct store_snapshot *then = NULL;
+	int rc = store_snapshot_open(store, branch, version, &then, error);
+	if (rc < 0)
+		return rc;
+	char default_message[64];
+	snprintf(default_message, sizeof default_message, "revert to version %llu", (unsigned long long)version);
+	rc = store_revert_to(store, branch, then, message && *message ? message : default_message, condition, result,
+			     error);
+	if (rc == -ENODATA)
+		error_info_set(error, rc, "branch %s is already as it was at version %llu: nothing to revert", branch,
+			       (unsigned long long)version);
+	store_snapshot_release(then);
 	return rc;
 }

@@ -1,0 +1,324 @@
+/*
+ * manifest_copy — `graphfs snapshot`: a self-contained copy of a whole store
+ * as of one instant, taken while writers go on (layer: manifest). How a
+ * snapshot is cut: docs/ARCHITECTURE.md "Snapshots".
+ *
+ * Invariants:
+ *   1. The store lock is held only to read the latest root (a refresh): the
+ *      copy is of that root and everything before it.
+ *   2. The manifest below the latest root's end never changes (publishes
+ *      append after it; only the two meta slots are rewritten in place), so
+ *      its first committed_size bytes, copied, with both meta slots rewritten
+ *      to name that root alone, are the store as of that instant.
+ *   3. Segment files never change once published: every segment a version
+ *      at or below that root references is hard-linked (same file system) or
+ *      byte-copied (elsewhere, or where links are refused). Segments of
+ *      writers still in flight are not referenced, so they are not copied.
+ *   4. The destination is a store only once its manifest is complete and
+ *      durable: it is written as manifest.tmp and renamed last (failpoints
+ *      snapshot.after_segments, snapshot.before_rename); a crash before leaves
+ *      a directory that is not a store and that a rerun refuses until it is
+ *      removed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "manifest_int.h"
+
+#define COPY_CHUNK (1u << 20)
+
+/* A set of u64 (segment ids, block offsets): open addressing, 0 is never stored. */
+struct id_set {
+	uint64_t *slots;
+	size_t capacity;   /* a power of two */
+	size_t count;
+};
+
+static int id_set_add(struct id_set *set, uint64_t id, bool *added)
+{
+	*added = false;
+	if (id == 0)
+		return 0;
+	if ((set->count + 1) * 2 > set->capacity) {
+		size_t capacity = set->capacity ? set->capacity * 2 : 256;
+		uint64_t *slots = calloc(capacity, sizeof *slots);
+		if (!slots)
+			return -ENOMEM;
+		for (size_t i = 0; i < set->capacity; i++) {
+			uint64_t value = set->slots[i];
+			if (!value)
+				continue;
+			size_t at = (size_t)(value * 0x9E3779B97F4A7C15ull) & (capacity - 1);
+			while (slots[at])
+				at = (at + 1) & (capacity - 1);
+			slots[at] = value;
+		}
+		free(set->slots);
+		set->slots = slots;
+		set->capacity = capacity;
+	}
+	size_t at = (size_t)(id * 0x9E3779B97F4A7C15ull) & (set->capacity - 1);
+	while (set->slots[at]) {
+		if (set->slots[at] == id)
+			return 0;
+		at = (at + 1) & (set->capacity - 1);
+	}
+	set->slots[at] = id;
+	set->count++;
+	*added = true;
+	return 0;
+}
+
+struct segment_walk {
+	struct manifest *manifest;
+	struct id_set segments;
+	struct id_set tables;      /* table version records seen (manifest offsets) */
+	struct id_set fragments;   /* fragment trees seen */
+};
+
+static int note_segment(struct segment_walk *walk, uint64_t segment)
+{
+	bool added;
+	return id_set_add(&walk->segments, segment, &added);
+}
+
+/* Every segment the table version record at address reaches. */
+static int walk_table(struct segment_walk *walk, struct block_address address)
+{
+	bool added;
+	int rc = id_set_add(&walk->tables, address.offset, &added);
+	if (rc < 0 || !added || block_address_is_null(address))
+		return rc;
+	struct table_info info;
+	if ((rc = table_info_read(walk->manifest->pager, address, &info)) < 0)
+		return rc;
+	if ((rc = note_segment(walk, info.keys.segment)) < 0 || (rc = note_segment(walk, info.out_edges.segment)) < 0 ||
+	    (rc = note_segment(walk, info.in_edges.segment)) < 0 || (rc = note_segment(walk, info.fragments.segment)) < 0)
+		return rc;
+	if (block_address_is_null(info.fragments) ||
+	    (rc = id_set_add(&walk->fragments, info.fragments.offset ^ (info.fragments.segment << 48), &added)) < 0 ||
+	    !added)
+		return rc;
+	struct btree *tree = NULL;
+	struct btree_iterator *iterator = NULL;
+	if ((rc = btree_open(walk->manifest->pager, info.fragments, &tree)) == 0)
+		rc = btree_iterator_open(tree, NULL, 0, &iterator);
+	const uint8_t *key, *descriptor;
+	size_t key_size, descriptor_size;
+	while (rc == 0 && (rc = btree_iterator_next(iterator, &key, &key_size, &descriptor, &descriptor_size)) == 1) {
+		if (descriptor_size < 36)
+			rc = -EIO;
+		else if ((rc = note_segment(walk, buf_load_u64(descriptor))) == 0)
+			rc = note_segment(walk, buf_load_u64(descriptor + 20));
+	}
+	btree_iterator_free(iterator);
+	btree_free(tree);
+	return rc < 0 ? rc : 0;
+}
+
+/* The segments every version up to latest references (through each commit's changes). */
+static int walk_versions(struct segment_walk *walk, const struct root_record *latest)
+{
+	for (uint64_t version = latest->horizon + 1; version <= latest->version; version++) {
+		struct root_record root;
+		struct commit_record record;
+		commit_record_init(&record);
+		int rc = manifest_root_at(walk->manifest, latest, version, &root);
+		if (rc == 0)
+			rc = manifest_commit_read(walk->manifest, root.commit, &record);
+		for (size_t i = 0; rc == 0 && i < record.change_count; i++)
+			rc = walk_table(walk, record.changes[i].head_after.table);
+		commit_record_free(&record);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Copies bytes [0, size) of from into to. */
+static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, uint64_t *done,
+		      uint64_t total, manifest_progress_fn progress, void *context)
+{
+	uint8_t *chunk = malloc(COPY_CHUNK);
+	if (!chunk)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t offset = 0; rc == 0 && offset < size;) {
+		size_t length = size - offset < COPY_CHUNK ? (size_t)(size - offset) : COPY_CHUNK;
+		if ((rc = io_pread(from, chunk, length, offset)) == 0 && (rc = io_pwrite(to, chunk, length, offset)) == 0) {
+			offset += length;
+			*done += length;
+			if (progress)
+				progress(*done, total, context);
+		}
+	}
+	free(chunk);
+	return rc;
+}
+
+/* Links segments/<name> into destination, or copies it when links cannot cross. */
+static int bring_segment(struct manifest *manifest, int destination, const char *name,
+			 struct manifest_copy_result *result, uint64_t *done, uint64_t total,
+			 manifest_progress_fn progress, void *context)
+{
+	struct io_file from = { -1, IO_DATA }, to = { -1, IO_DATA };
+	uint64_t size = 0;
+	int rc = io_file_open(manifest->directory, name, O_RDONLY, IO_DATA, &from);
+	if (rc == 0)
+		rc = io_size(&from, &size);
+	if (rc < 0)
+		goto out;
+	rc = io_link(manifest->directory, name, destination, name);
+	if (rc == 0) {
+		result->segments_linked++;
+		result->bytes_linked += size;
+		*done += size;
+		if (progress)
+			progress(*done, total, context);
+		goto out;
+	}
+	if (rc != -EXDEV && rc != -EPERM && rc != -EMLINK && rc != -EACCES)
+		goto out;
+	if ((rc = io_file_open(destination, name, O_RDWR | O_CREAT | O_EXCL, IO_DATA, &to)) < 0 ||
+	    (rc = copy_bytes(&from, &to, size, done, total, progress, context)) < 0 || (rc = io_fsync(&to)) < 0)
+		goto out;
+	result->segments_copied++;
+	result->bytes_copied += size;
+out:
+	io_file_close(&from);
+	io_file_close(&to);
+	return rc;
+}
+
+int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest_progress_fn progress,
+			   void *context, struct manifest_copy_result *result, struct error_info *error)
+{
+	memset(result, 0, sizeof *result);
+	struct segment_walk walk = { .manifest = manifest };
+	struct io_file source = { -1, IO_MANIFEST }, copy = { -1, IO_MANIFEST }, lock = { -1, IO_MANIFEST };
+	uint8_t *zeros = NULL;
+	int destination = -1;
+	/* 1. the instant: the latest root, under the lock only for the refresh (invariant 1) */
+	bool read_only = manifest->flags & MANIFEST_READ_ONLY;
+	int rc = read_only ? manifest_refresh(manifest, NULL) : manifest_lock(manifest, error);
+	if (rc < 0)
+		return rc;
+	/* A read-only handle cannot take the lock (a snapshot of a snapshot, of a
+	 * store on read-only media): the newest complete root it finds is the copy's. */
+	if (!read_only)
+		rc = manifest_refresh_locked(manifest, error);
+	pthread_mutex_lock(&manifest->state_mutex);
+	struct root_record root = manifest->latest;
+	uint64_t committed_size = manifest->committed_size;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	if (!read_only)
+		manifest_unlock(manifest);
+	if (rc < 0)
+		return rc;
+	result->version = root.version;
+	result->manifest_bytes = committed_size;
+	/* 2. what it references */
+	if ((rc = walk_versions(&walk, &root)) < 0) {
+		error_info_set(error, rc, "cannot walk the versions to copy: %s", strerror(-rc));
+		goto out;
+	}
+	bool created;
+	destination = manifest_directory_prepare(path, &created, error);
+	if (destination < 0) {
+		rc = destination;
+		if (rc == -EEXIST)
+			error_info_set(error, rc, "%s exists and is not empty: a snapshot goes into a new directory", path);
+		goto out;
+	}
+	if ((rc = io_directory_make(destination, "segments")) < 0 || (rc = io_directory_make(destination, "recovery")) < 0 ||
+	    (rc = io_file_open(destination, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock)) < 0) {
+		error_info_set(error, rc, "cannot create the files of %s: %s", path, strerror(-rc));
+		goto out;
+	}
+	/* 3. segments (invariant 3) */
+	uint64_t total = committed_size, done = 0;
+	for (size_t i = 0; i < walk.segments.capacity; i++)
+		if (walk.segments.slots[i]) {
+			char name[64];
+			snprintf(name, sizeof name, "segments/%016" PRIx64, walk.segments.slots[i]);
+			struct io_file probe = { -1, IO_DATA };
+			uint64_t size = 0;
+			if (io_file_open(manifest->directory, name, O_RDONLY, IO_DATA, &probe) == 0 &&
+			    io_size(&probe, &size) == 0)
+				total += size;
+			io_file_close(&probe);
+		}
+	for (size_t i = 0; i < walk.segments.capacity && rc == 0; i++) {
+		if (!walk.segments.slots[i])
+			continue;
+		char name[64];
+		snprintf(name, sizeof name, "segments/%016" PRIx64, walk.segments.slots[i]);
+		rc = bring_segment(manifest, destination, name, result, &done, total, progress, context);
+		if (rc < 0)
+			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, strerror(-rc));
+	}
+	if (rc < 0)
+		goto out;
+	if ((rc = io_directory_open_at(destination, "segments")) >= 0) {
+		io_directory_sync(rc);
+		close(rc);
+		rc = 0;
+	}
+	if ((rc = io_failpoint("snapshot.after_segments")) < 0) {
+		error_info_set(error, rc, "the snapshot stopped after its segments: %s", strerror(-rc));
+		goto out;
+	}
+	/* 4. the manifest, up to the root's end, its meta slots naming that root alone (invariants 2, 4) */
+	zeros = calloc(1, MANIFEST_META_SLOT_SIZE);
+	rc = zeros ? 0 : -ENOMEM;
+	if (rc == 0 && (rc = io_file_open(manifest->directory, "manifest", O_RDONLY, IO_MANIFEST, &source)) == 0 &&
+	    (rc = io_file_open(destination, "manifest.tmp", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &copy)) == 0 &&
+	    (rc = copy_bytes(&source, &copy, committed_size, &done, total, progress, context)) == 0 &&
+	    (rc = io_pwrite(&copy, zeros, MANIFEST_META_SLOT_SIZE,
+			    MANIFEST_META_OFFSET + ((root.sequence + 1) % 2) * MANIFEST_META_SLOT_SIZE)) == 0 &&
+	    (rc = manifest_meta_write_file(&copy, &root, committed_size)) == 0)
+		rc = io_fsync(&copy);
+	if (rc == 0)
+		rc = io_failpoint("snapshot.before_rename");
+	if (rc == 0 && (rc = io_rename(destination, "manifest.tmp", "manifest")) == 0)
+		rc = io_directory_sync(destination);
+	if (rc < 0)
+		error_info_set(error, rc, "cannot write the snapshot's manifest: %s", strerror(-rc));
+out:
+	free(zeros);
+	io_file_close(&source);
+	io_file_close(&copy);
+	io_file_close(&lock);
+	if (destination >= 0)
+		close(destination);
+	free(walk.segments.slots);
+	free(walk.tables.slots);
+	free(walk.fragments.slots);
+	return rc;
+}
+
+int manifest_root_is_ours(struct manifest *manifest, const struct ulid *store_id, const struct root_record *root)
+{
+	if (ulid_compare(store_id, &manifest->store_id) != 0)
+		return -ENOENT;
+	struct root_record ours;
+	int rc = manifest_root_read(manifest->pager, root->self, &ours);
+	if (rc == -EIO || rc == -ENOENT || rc == -EINVAL)
+		return -ENOENT;
+	if (rc < 0)
+		return rc;
+	return ours.sequence == root->sequence && ours.version == root->version && ours.time_us == root->time_us &&
+			       ours.branches.offset == root->branches.offset && ours.previous.offset == root->previous.offset
+		       ? 0
+		       : -ENOENT;
+}
+
+const struct ulid *manifest_store_id(const struct manifest *manifest)
+{
+	return &manifest->store_id;
+}

@@ -1,0 +1,236 @@
+/*
+ * store_backup — `graphfs snapshot` and `graphfs restore` (layer: store).
+ *
+ * A snapshot is a self-contained copy of the whole store as of one instant
+ * (manifest_copy.c cuts it). Restore makes a store's branches and tags those of
+ * a snapshot *of that same store*, as new commits: versions continue upward
+ * (a version number is never reissued), history is kept, pinned readers go on
+ * reading what they pinned, and mounts see the restored state within their
+ * refresh bound. Because the store's manifest only grows, a snapshot's
+ * manifest is a prefix of its store's, so every table version it names is
+ * still there: restoring a branch is a revert to the snapshot's record of it,
+ * O(tables) and no data copied. A snapshot of another store is refused (move
+ * data between stores with dump and load).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_int.h"
+
+int store_snapshot_copy(struct store *store, const char *path, store_progress_fn progress, void *context,
+			struct store_copy_result *out, struct error_info *error)
+{
+	error_info_clear(error);
+	struct manifest_copy_result copied;
+	int rc = manifest_snapshot_copy(store->manifest, path, progress, context, &copied, error);
+	if (rc == 0 && out) {
+		out->version = copied.version;
+		out->manifest_bytes = copied.manifest_bytes;
+		out->segments_linked = copied.segments_linked;
+		out->bytes_linked = copied.bytes_linked;
+		out->segments_copied = copied.segments_copied;
+		out->bytes_copied = copied.bytes_copied;
+	}
+	return rc;
+}
+
+struct name_list {
+	struct branch_record *branches;
+	size_t branch_count;
+	struct manifest_tag *tags;
+	size_t tag_count;
+};
+
+static int collect_branch(const struct branch_record *branch, void *context)
+{
+	struct name_list *list = context;
+	struct branch_record *grown = realloc(list->branches, (list->branch_count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	list->branches = grown;
+	list->branches[list->branch_count++] = *branch;
+	return 0;
+}
+
+static int collect_tag(const struct manifest_tag *tag, void *context)
+{
+	struct name_list *list = context;
+	struct manifest_tag *grown = realloc(list->tags, (list->tag_count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	list->tags = grown;
+	list->tags[list->tag_count++] = *tag;
+	return 0;
+}
+
+static int names_of(struct manifest *manifest, const struct root_record *root, struct name_list *out)
+{
+	int rc = manifest_branches_each(manifest, root, collect_branch, out);
+	if (rc == 0)
+		rc = manifest_tags_each(manifest, root, collect_tag, out);
+	return rc;
+}
+
+static void names_free(struct name_list *list)
+{
+	free(list->branches);
+	free(list->tags);
+}
+
+static const struct branch_record *branch_named(const struct name_list *list, const char *name)
+{
+	for (size_t i = 0; i < list->branch_count; i++)
+		if (strcmp(list->branches[i].name, name) == 0)
+			return &list->branches[i];
+	return NULL;
+}
+
+static const struct manifest_tag *tag_named(const struct name_list *list, const char *name)
+{
+	for (size_t i = 0; i < list->tag_count; i++)
+		if (strcmp(list->tags[i].name, name) == 0)
+			return &list->tags[i];
+	return NULL;
+}
+
+static void say(store_report_fn report, void *context, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void say(store_report_fn report, void *context, const char *format, ...)
+{
+	if (!report)
+		return;
+	char line[512];
+	va_list arguments;
+	va_start(arguments, format);
+	vsnprintf(line, sizeof line, format, arguments);
+	va_end(arguments);
+	report(line, context);
+}
+
+/* Makes branch (created when missing) hold exactly the snapshot's record of it. */
+static int restore_branch(struct store *store, const struct name_list *ours, const struct root_record *snapshot_root,
+			  const struct branch_record *wanted, const char *message, store_report_fn report,
+			  void *context, struct error_info *error)
+{
+	int rc = 0;
+	if (!branch_named(ours, wanted->name)) {
+		const char *from = wanted->forked_from[0] && branch_named(ours, wanted->forked_from) ? wanted->forked_from
+												   : "main";
+		if ((rc = store_branch_create(store, wanted->name, from, error)) < 0)
+			return rc;
+		say(report, context, "created branch %s", wanted->name);
+	}
+	struct manifest_snapshot view = { .version = wanted->head_version, .root = *snapshot_root, .branch = *wanted };
+	struct store_snapshot *then = NULL;
+	if ((rc = store_snapshot_wrap(store, &view, wanted->name, &then, error)) < 0)
+		return rc;
+	struct store_commit_result result;
+	rc = store_revert_to(store, wanted->name, then, message, NULL, &result, error);
+	store_snapshot_release(then);
+	if (rc == -ENODATA) {
+		say(report, context, "branch %s: unchanged", wanted->name);
+		error_info_clear(error);
+		return 0;
+	}
+	if (rc == 0)
+		say(report, context, "branch %s: restored as version %llu (commit %s)", wanted->name,
+		    (unsigned long long)result.version, result.commit);
+	return rc;
+}
+
+int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
+		  struct error_info *error)
+{
+	error_info_clear(error);
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	struct store_options options = { .read_only = true };
+	struct store *snapshot = NULL;
+	struct name_list theirs = { 0 }, ours = { 0 };
+	struct root_record snapshot_root, latest;
+	int rc = store_open(path, &options, &snapshot, error);
+	if (rc < 0)
+		return rc;
+	if ((rc = manifest_latest(snapshot->manifest, &snapshot_root)) < 0 ||
+	    (rc = names_of(snapshot->manifest, &snapshot_root, &theirs)) < 0) {
+		error_info_set(error, rc, "cannot read the snapshot %s: %s", path, strerror(-rc));
+		goto out;
+	}
+	rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
+	if (rc == -ENOENT) {
+		rc = error_info_set(error, -EINVAL,
+				    "%s is not a snapshot of %s (another store, or one whose history was rewritten): move data between stores with graphfs dump and graphfs load",
+				    path, store->path);
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	if ((rc = manifest_refresh(store->manifest, NULL)) < 0 || (rc = manifest_latest(store->manifest, &latest)) < 0 ||
+	    (rc = names_of(store->manifest, &latest, &ours)) < 0)
+		goto out;
+	char message[160];
+	snprintf(message, sizeof message, "restore from a snapshot of version %llu",
+		 (unsigned long long)snapshot_root.version);
+	/* branches: main first, then sources before the branches forked from them */
+	bool *done = calloc(theirs.branch_count + 1, sizeof *done);
+	if (!done) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t pass = 0; rc == 0 && pass <= theirs.branch_count; pass++)
+		for (size_t i = 0; rc == 0 && i < theirs.branch_count; i++) {
+			const struct branch_record *wanted = &theirs.branches[i];
+			const struct branch_record *source = wanted->forked_from[0] ? branch_named(&theirs, wanted->forked_from) : NULL;
+			bool ready = !source || done[source - theirs.branches];
+			if (done[i] || !ready)
+				continue;
+			rc = restore_branch(store, &ours, &snapshot_root, wanted, message, report, context, error);
+			done[i] = true;
+		}
+	free(done);
+	if (rc < 0)
+		goto out;
+	/* branches the snapshot does not have: the ones nothing was forked from first */
+	for (size_t pass = 0; rc == 0 && pass <= ours.branch_count; pass++)
+		for (size_t i = 0; rc == 0 && i < ours.branch_count; i++) {
+			const char *name = ours.branches[i].name;
+			if (!name[0] || branch_named(&theirs, name))
+				continue;
+			rc = store_branch_delete(store, name, NULL, error);
+			if (rc == -ENOTEMPTY && pass < ours.branch_count) {
+				error_info_clear(error);
+				rc = 0;
+				continue;
+			}
+			if (rc == 0) {
+				say(report, context, "deleted branch %s", name);
+				ours.branches[i].name[0] = '\0';
+			}
+		}
+	if (rc < 0)
+		goto out;
+	/* tags: exactly the snapshot's */
+	for (size_t i = 0; rc == 0 && i < ours.tag_count; i++) {
+		const struct manifest_tag *wanted = tag_named(&theirs, ours.tags[i].name);
+		if (wanted && wanted->version == ours.tags[i].version && wanted->time_us == ours.tags[i].time_us)
+			continue;
+		if ((rc = manifest_tag_delete(store->manifest, ours.tags[i].name, error)) == 0)
+			say(report, context, "deleted tag %s", ours.tags[i].name);
+	}
+	for (size_t i = 0; rc == 0 && i < theirs.tag_count; i++) {
+		const struct manifest_tag *have = tag_named(&ours, theirs.tags[i].name);
+		if (have && have->version == theirs.tags[i].version && have->time_us == theirs.tags[i].time_us)
+			continue;
+		if ((rc = manifest_tag_put(store->manifest, &theirs.tags[i], error)) == 0)
+			say(report, context, "restored tag %s", theirs.tags[i].name);
+	}
+out:
+	names_free(&theirs);
+	names_free(&ours);
+	store_close(snapshot);
+	return rc;
+}
