@@ -79,3 +79,16 @@ def test_every_history_entry_of_a_branch_two_forks_deep_opens_with_the_parents_b
         parent = graphfs("export", m.store, "Person", "--branch", "exp", "--at", str(version)).stdout.decode()
         assert sub == parent
     assert m.read("branches", "sub", "history", "@2", "tables", "Person.jsonl") == jsonl(PEOPLE)
+
+
+def test_a_snapshot_mounts_read_only_and_shows_the_store_as_it_was(store, tmp_path, mounter):
+    import_rows(store, "Person", PEOPLE)
+    graphfs("tag", store, "create", "before")
+    graphfs("snapshot", store, tmp_path / "snap")
+    import_rows(store, "Person", [{"id": "z", "name": "Zed"}], mode="merge")
+    m = mounter(tmp_path / "snap", options=("ro",))
+    assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
+    assert m.read("tags", "before", "tables", "Person.jsonl") == jsonl(PEOPLE)
+    with pytest.raises(OSError) as raised:
+        m.write("tables/Person.jsonl", jsonl(PEOPLE))
+    assert raised.value.errno == errno.EROFS

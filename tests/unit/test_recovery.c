@@ -16,6 +16,7 @@
 
 #include "manifest_fixture.h"
 #include "manifest_int.h"
+#include "store.h"
 
 /* ---- observing a store ------------------------------------------------------------ */
 
@@ -306,6 +307,25 @@ static int big_edge_commit(struct manifest *manifest)
 	return fixture_write_big_schema(manifest, "Links", BIG_EDGE_SCHEMA, 7, NULL, &error);
 }
 
+/* A revert's commit: table Small restored to the version record it has now
+ * (a new table version sharing its trees: MANIFEST_RESTORE). */
+static int restore_commit(struct manifest *manifest)
+{
+	struct manifest_snapshot snapshot;
+	struct head_row head;
+	int rc = manifest_snapshot_latest(manifest, "main", &snapshot);
+	if (rc == 0)
+		rc = manifest_head_find(manifest, &snapshot, "Small", &head);
+	if (rc < 0)
+		return rc;
+	struct manifest_op op = { .kind = MANIFEST_RESTORE, .source = head.table };
+	snprintf(op.name, sizeof op.name, "Small");
+	struct manifest_commit_request request = { .branch = "main", .actor = "test", .message = "revert",
+						   .op_count = 1, .ops = &op };
+	struct error_info error;
+	return manifest_commit(manifest, &request, NULL, &error);
+}
+
 /* The store every crash starts from: one table with one row. */
 static int base_store(void)
 {
@@ -422,6 +442,9 @@ CHILDREN_TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
 			if (harness_failed())
 				return;
 			crash_matrix_point(name, big_edge_commit, "large edge");
+			if (harness_failed())
+				return;
+			crash_matrix_point(name, restore_commit, "revert");
 			points++;
 		} else if (starts_with(name, "segment.") || starts_with(name, "sidecar.")) {
 			crash_matrix_point(name, big_commit, "large");
@@ -473,6 +496,223 @@ static int commit_after_a_crash_elsewhere(const char *failpoint, uint64_t *befor
 		manifest_close(reader);
 	}
 	return rc;
+}
+
+/* ---- tags and snapshots ---------------------------------------------------------------- */
+
+static int tag_work(struct manifest *manifest)
+{
+	struct manifest_tag_request request = { .name = "crashed", .branch = "main", .actor = "test" };
+	struct error_info error;
+	return manifest_tag_create(manifest, &request, NULL, &error);
+}
+
+static int tags_now(bool *exists, int *findings)
+{
+	struct manifest *manifest;
+	int rc = fixture_open(&manifest);
+	if (rc < 0)
+		return rc;
+	struct manifest_tag *tag = malloc(sizeof *tag);
+	rc = tag ? manifest_tag_find(manifest, "crashed", tag) : -ENOMEM;
+	free(tag);
+	*exists = rc == 0;
+	*findings = manifest_verify(manifest, print_finding, NULL);
+	manifest_close(manifest);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+CHILDREN_TEST(a_crash_at_every_publish_failpoint_of_a_tag_create_leaves_the_tag_made_or_not)
+{
+	const char *const *names = io_failpoint_names();
+	for (size_t i = 0; names[i]; i++) {
+		const char *name = names[i];
+		/* (a tag has no sidecar: publish.after_sidecar_remove is on the commit path only) */
+		if (!starts_with(name, "publish.") || strcmp(name, "publish.after_sidecar_remove") == 0)
+			continue;
+		CHECK_EQ(base_store(), 0);
+		CHECK_EQ(crash_child(name, tag_work, "tag"), IO_FAILPOINT_EXIT_CODE);
+		bool exists = false;
+		int findings = -1;
+		CHECK_EQ(tags_now(&exists, &findings), 0);
+		CHECK_EQ(findings, 0);
+		if (strcmp(name, "publish.after_lock") == 0 || strcmp(name, "publish.before_write") == 0 ||
+		    strcmp(name, "publish.torn_write") == 0)
+			CHECK(!exists);
+		else if (starts_with(name, "publish.after_"))
+			CHECK(exists);
+		/* and the store takes the next tag or commit */
+		bool again = false;
+		if (!exists) {
+			struct manifest *manifest;
+			CHECK_EQ(fixture_open(&manifest), 0);
+			CHECK_EQ(tag_work(manifest), 0);
+			manifest_close(manifest);
+			CHECK_EQ(tags_now(&again, &findings), 0);
+			CHECK(again);
+		}
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			return;
+		}
+	}
+}
+
+static char snapshot_path[4200];
+
+static int snapshot_work(struct manifest *manifest)
+{
+	struct manifest_copy_result result;
+	struct error_info error;
+	return manifest_snapshot_copy(manifest, snapshot_path, NULL, NULL, &result, &error);
+}
+
+CHILDREN_TEST(a_crash_while_cutting_a_snapshot_leaves_the_store_as_it_was_and_no_store_behind)
+{
+	const char *const *names = io_failpoint_names();
+	int points = 0;
+	for (size_t i = 0; names[i]; i++) {
+		const char *name = names[i];
+		if (!starts_with(name, "snapshot."))
+			continue;
+		points++;
+		CHECK_EQ(base_store(), 0);
+		struct manifest *manifest;
+		CHECK_EQ(fixture_open(&manifest), 0);
+		CHECK_EQ(big_commit(manifest), 0);
+		manifest_close(manifest);
+		struct observed before, after;
+		CHECK_EQ(observe(&before), 0);
+		snprintf(snapshot_path, sizeof snapshot_path, "%s/snapshot-%zu", harness_temp_directory(), i);
+		CHECK_EQ(crash_child(name, snapshot_work, "snapshot"), IO_FAILPOINT_EXIT_CODE);
+		CHECK_EQ(observe(&after), 0);
+		CHECK_EQ(after.version, before.version);
+		CHECK(same_bytes(&after.heads, &before.heads));
+		CHECK(same_bytes(&after.segments, &before.segments));
+		CHECK_EQ(after.findings, 0);
+		/* what the crash left is not a store, and a rerun refuses to write into it */
+		struct manifest *partial = NULL;
+		struct error_info error;
+		CHECK(manifest_open(snapshot_path, MANIFEST_READ_ONLY, &partial, &error) < 0);
+		CHECK_EQ(fixture_open(&manifest), 0);
+		CHECK_EQ(snapshot_work(manifest), -EEXIST);
+		manifest_close(manifest);
+		observed_free(&before);
+		observed_free(&after);
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			return;
+		}
+	}
+	CHECK_EQ(points, 2);
+}
+
+TEST(a_snapshot_is_a_store_that_verifies_and_stays_as_it_was_while_the_store_moves_on)
+{
+	CHECK_EQ(base_store(), 0);
+	struct manifest *manifest, *copy;
+	CHECK_EQ(fixture_open(&manifest), 0);
+	CHECK_EQ(big_commit(manifest), 0);
+	snprintf(snapshot_path, sizeof snapshot_path, "%s/snapshot-stays", harness_temp_directory());
+	struct manifest_copy_result result;
+	struct error_info error;
+	CHECK_EQ(manifest_snapshot_copy(manifest, snapshot_path, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.version, 2);
+	CHECK_EQ(result.segments_linked + result.segments_copied, 1);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Small", "later", 3), 0);
+	CHECK_EQ(manifest_open(snapshot_path, MANIFEST_READ_ONLY, &copy, &error), 0);
+	CHECK_EQ(manifest_verify(copy, print_finding, NULL), 0);
+	CHECK_EQ(fixture_version(copy), 2);
+	struct fixture_heads heads;
+	CHECK_EQ(fixture_heads(copy, "main", UINT64_MAX, false, &heads), 0);
+	CHECK_EQ(heads.count, 2);
+	manifest_close(copy);
+	manifest_close(manifest);
+}
+
+/* The store a restore crash starts from: a snapshot of (main: Small 1 row, tag t),
+ * then main moved on (a second row), tag t deleted and a branch added. */
+static int restore_scenario(void)
+{
+	if (base_store() < 0)
+		return -1;
+	struct store *store = NULL;
+	struct store_options options = { .actor = "test" };
+	struct error_info error;
+	int rc = store_open(fixture_store_path(), &options, &store, &error);
+	if (rc == 0)
+		rc = store_tag_create(store, "t", "main", STORE_LATEST, NULL, NULL, &error);
+	if (rc == 0) {
+		char command[8600];
+		snprintf(command, sizeof command, "rm -rf '%s'", snapshot_path);
+		if (system(command) != 0)
+			rc = -EIO;
+	}
+	if (rc == 0)
+		rc = store_snapshot_copy(store, snapshot_path, NULL, NULL, NULL, &error);
+	if (rc == 0)
+		rc = store_tag_delete(store, "t", &error);
+	if (rc == 0)
+		rc = store_branch_create(store, "extra", "main", &error);
+	if (store)
+		store_close(store);
+	struct manifest *manifest;
+	if (rc == 0 && (rc = fixture_open(&manifest)) == 0) {
+		rc = fixture_merge_one(manifest, "main", "Small", "second", 2);
+		manifest_close(manifest);
+	}
+	return rc;
+}
+
+static int restore_now(void)
+{
+	struct store *store = NULL;
+	struct store_options options = { .actor = "test" };
+	struct error_info error;
+	int rc = store_open(fixture_store_path(), &options, &store, &error);
+	if (rc == 0)
+		rc = store_restore(store, snapshot_path, NULL, NULL, &error);
+	if (store)
+		store_close(store);
+	return rc;
+}
+
+CHILDREN_TEST(a_crash_during_restore_and_a_rerun_converge_to_the_snapshot)
+{
+	snprintf(snapshot_path, sizeof snapshot_path, "%s/snapshot-restore", harness_temp_directory());
+	const char *const *names = io_failpoint_names();
+	for (size_t i = 0; names[i]; i++) {
+		const char *name = names[i];
+		if (!starts_with(name, "publish.") || strcmp(name, "publish.after_sidecar_remove") == 0)
+			continue;
+		CHECK_EQ(restore_scenario(), 0);
+		pid_t child = child_fork(IO_FAILPOINT_EXIT_CODE, "crash at %s in a restore", name);
+		if (child == 0) {
+			if (io_failpoint_arm(name, IO_FAILPOINT_CRASH) < 0)
+				_exit(2);
+			_exit(restore_now() < 0 ? 3 : 0);
+		}
+		CHECK_EQ(child_wait(child), IO_FAILPOINT_EXIT_CODE);
+		CHECK_EQ(restore_now(), 0);
+		struct manifest *manifest;
+		CHECK_EQ(fixture_open(&manifest), 0);
+		struct fixture_heads heads;
+		CHECK_EQ(fixture_heads(manifest, "main", UINT64_MAX, false, &heads), 0);
+		CHECK_EQ(heads.count, 1);
+		CHECK_EQ(heads.heads[0].row_count, 1);
+		struct manifest_tag *tag = malloc(sizeof *tag);
+		CHECK(tag && manifest_tag_find(manifest, "t", tag) == 0);
+		free(tag);
+		struct manifest_snapshot extra;
+		CHECK_EQ(manifest_snapshot_latest(manifest, "extra", &extra), -ENOENT);
+		CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+		CHECK(fixture_version(manifest) > 2);   /* versions went on upward */
+		manifest_close(manifest);
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			return;
+		}
+	}
 }
 
 CHILDREN_TEST(a_durable_commit_whose_writer_died_before_its_meta_slot_is_kept_by_an_open_handles_next_commit)

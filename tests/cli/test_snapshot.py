@@ -1,0 +1,112 @@
+"""snapshot and restore: a consistent, self-contained copy of the whole store,
+and a store brought back to one, as new commits."""
+import json
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import jsonl, store_digest
+
+
+def big_rows(count, tag="r"):
+    return [{"id": f"{tag}{i}", "n": i} for i in range(count)]
+
+
+def snapshot(cli, store, destination):
+    output = cli.ok("snapshot", store, destination).stdout.decode()
+    found = re.search(r"snapshot of version (\d+) .*?(\d+) segments? linked .*?, (\d+) copied", output)
+    assert found, output
+    return int(found.group(1)), int(found.group(2)), int(found.group(3))
+
+
+def test_a_snapshot_taken_while_a_writer_commits_is_clean_and_equals_exactly_one_version(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(300000))   # large enough to spill into a segment
+    stop = threading.Event()
+    sources = [cli.write_file(jsonl([{"id": f"w{i}", "n": i}])) for i in range(200)]
+
+    def writer():
+        for source in sources:
+            if stop.is_set():
+                break
+            cli.run("import", store, "P", source, "--mode", "merge")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        version, linked, copied = snapshot(cli, store, tmp_path / "snap")
+    finally:
+        stop.set()
+        thread.join()
+    copy = tmp_path / "snap"
+    cli.ok("verify", copy)
+    assert cli.log(copy)[0]["version"] == version
+    assert cli.export(copy, "P") == cli.export(store, "P", at=str(version))
+    assert linked + copied >= 1
+
+
+def test_a_snapshot_stays_exactly_as_it_was_while_the_store_moves_on(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(10))
+    snapshot(cli, store, tmp_path / "snap")
+    before = store_digest(tmp_path / "snap")
+    cli.import_rows(store, "P", big_rows(5, "x"), mode="merge")
+    cli.ok("branch", store, "create", "later")
+    assert store_digest(tmp_path / "snap") == before
+
+
+def test_a_snapshot_on_another_file_system_copies_instead_of_linking(cli, store):
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == Path(store).stat().st_dev:
+        pytest.skip("no second file system here")
+    cli.import_rows(store, "P", big_rows(300000))
+    destination = shm / f"graphfs-snapshot-test-{id(store)}"
+    try:
+        version, linked, copied = snapshot(cli, store, destination)
+        assert linked == 0 and copied >= 1
+        cli.ok("verify", destination)
+        assert cli.export(destination, "P") == cli.export(store, "P")
+    finally:
+        subprocess.run(["rm", "-rf", str(destination)], check=False)
+
+
+def test_a_snapshot_needs_a_new_directory(cli, store, tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert "not empty" in cli.fail("snapshot", store, tmp_path / "full")
+
+
+def test_restore_brings_back_branches_and_tags_as_new_commits_and_never_lowers_the_version(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(3))
+    cli.ok("branch", store, "create", "exp")
+    cli.import_rows(store, "P", big_rows(2, "e"), mode="merge", branch="exp")
+    cli.ok("tag", store, "create", "keep")
+    snapshot(cli, store, tmp_path / "snap")
+    main_then, exp_then = cli.export(store, "P"), cli.export(store, "P", branch="exp")
+    cli.import_rows(store, "P", big_rows(7, "m"), mode="merge")
+    cli.ok("branch", store, "create", "extra")
+    cli.ok("tag", store, "delete", "keep")
+    cli.ok("tag", store, "create", "other")
+    version_before = cli.log(store)[0]["version"]
+    assert "add --confirm" in cli.fail("restore", store, tmp_path / "snap", status=2)
+    cli.ok("restore", store, tmp_path / "snap", "--confirm")
+    assert cli.export(store, "P") == main_then
+    assert cli.export(store, "P", branch="exp") == exp_then
+    branches = [line.split("\t")[0] for line in cli.ok("branch", store, "list").stdout.decode().splitlines()]
+    assert branches == ["exp", "main"]
+    assert [json.loads(line)["tag"] for line in cli.ok("tag", store, "list").stdout.decode().splitlines()] == ["keep"]
+    assert cli.log(store)[0]["version"] > version_before
+    cli.ok("verify", store)
+    # a second restore has nothing to do
+    output = cli.ok("restore", store, tmp_path / "snap", "--confirm").stdout.decode()
+    assert "unchanged" in output and "restored as version" not in output
+
+
+def test_restore_refuses_a_snapshot_of_another_store(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(3))
+    other = tmp_path / "other"
+    cli.ok("init", other)
+    cli.import_rows(other, "P", big_rows(3))
+    snapshot(cli, other, tmp_path / "snap")
+    assert "is not a snapshot of" in cli.fail("restore", store, tmp_path / "snap", "--confirm")
