@@ -99,6 +99,9 @@ def damaged_store(tmp_path_factory):
     links = [{"id": f"l{i:04d}", "from": f"p{i % 50}", "to": f"p{(i * 7) % 50}",
               "blob": "".join(rng.choice("abcdefghij") for _ in range(8000))} for i in range(600)]
     cli.import_rows(store, "LINKS", jsonl(links))
+    # tags: a tags tree and tag records in the manifest (FORMAT.md §20)
+    cli.ok("tag", store, "create", "first", "--at", "1", "-m", "the first version")
+    cli.ok("tag", store, "create", "experiment-head", "--branch", "experiment")
     for table in ("Person", "Company", "WORKS_AT", "Big", "LINKS"):
         record(table)
     record("Company", "experiment")
