@@ -102,10 +102,6 @@ int cli_parse(int argc, char **argv, const struct cli_syntax *syntax, char ***po
  * after printing "missing argument(s)" or "too many arguments". */
 int cli_expect_arguments(const char *command, int count, int minimum, int maximum);
 
-/* Parses a version ("12" or "@12"); text NULL gives STORE_LATEST. Returns 0,
- * or CLI_EXIT_USAGE after printing the error. */
-int cli_parse_version(const char *command, const char *text, uint64_t *out);
-
 /* Parses --if-version / --if-commit (either NULL: not given). 0, or CLI_EXIT_USAGE
  * after printing the error. */
 int cli_condition_parse(const char *command, const char *if_version, const char *if_commit,

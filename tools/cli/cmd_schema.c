@@ -27,7 +27,9 @@ static const char usage[] =
 	"  --branch B         the branch (default main)\n"
 	"  --at V             print the schema as of version V\n"
 	"  --set FILE         publish FILE as the schema\n"
-	"  -m, --message MSG  the commit message of --set\n";
+	"  -m, --message MSG  the commit message of --set\n"
+	"  --if-version V     --set publishes only if the store is still at version V\n"
+	"  --if-commit ULID   --set publishes only if the branch's head is still commit ULID\n";
 
 /* Reads a whole file into out (NUL-terminated); 0 or -errno. */
 static int read_file(const char *file, struct buf *out)
@@ -68,7 +70,7 @@ static int print_schema(struct store *store, const char *table, const char *bran
 }
 
 static int set_schema(struct store *store, const char *table, const char *branch, const char *file,
-		      const char *message)
+		      const char *message, const struct store_condition *condition)
 {
 	struct buf json;
 	buf_init(&json);
@@ -96,6 +98,7 @@ static int set_schema(struct store *store, const char *table, const char *branch
 			status = cli_fail_error(rc, &error, "cannot write to branch '%s'", branch);
 		goto out;
 	}
+	store_txn_set_condition(txn, condition);
 	rc = store_txn_schema(txn, table, (const char *)json.data, json.size, &error);
 	if (rc == 0)
 		rc = store_txn_commit(txn, message, &result, &error);
@@ -119,32 +122,35 @@ int cmd_schema(int argc, char **argv)
 	const char *branch = "main";
 	const char *at = NULL;
 	const char *file = NULL;
-	const char *message = NULL;
+	const char *message = NULL, *if_version = NULL, *if_commit = NULL;
 	const struct cli_option options[] = {
 		{ "branch", 0, &branch, NULL },
 		{ "at", 0, &at, NULL },
 		{ "set", 0, &file, NULL },
 		{ "message", 'm', &message, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 4, 2, 2 };
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 2, 2 };
 	char **arguments;
 	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
 		return status;
 	if (file && at)
 		return cli_usage_error(argv[0], "--at reads history; it cannot be combined with --set");
-	if (message && !file)
-		return cli_usage_error(argv[0], "-m is the message of --set");
-	uint64_t version;
-	if ((status = cli_parse_version(argv[0], at, &version)) != 0)
+	if ((message || if_version || if_commit) && !file)
+		return cli_usage_error(argv[0], "-m, --if-version and --if-commit apply to --set");
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
 		return status;
 
 	struct store *store;
 	if ((status = cli_store_open(arguments[0], file == NULL, &store)) != 0)
 		return status;
+	uint64_t version = STORE_LATEST;
 	if (file)
-		status = set_schema(store, arguments[1], branch, file, message);
-	else
+		status = set_schema(store, arguments[1], branch, file, message, &condition);
+	else if ((status = cli_resolve_at(argv[0], store, at, &branch, &version)) == 0)
 		status = print_schema(store, arguments[1], branch, version);
 	store_close(store);
 	return status;

@@ -162,26 +162,6 @@ int cli_expect_arguments(const char *command, int count, int minimum, int maximu
 	return 0;
 }
 
-int cli_parse_version(const char *command, const char *text, uint64_t *out)
-{
-	if (!text) {
-		*out = STORE_LATEST;
-		return 0;
-	}
-	const char *digits = text[0] == '@' ? text + 1 : text;
-	if (digits[0] < '0' || digits[0] > '9')
-		return cli_usage_error(command, "'%s' is not a version (expected a number such as 12)",
-				       text);
-	errno = 0;
-	char *end = NULL;
-	unsigned long long value = strtoull(digits, &end, 10);
-	if (errno != 0 || *end != '\0' || value == UINT64_MAX)
-		return cli_usage_error(command, "'%s' is not a version (expected a number such as 12)",
-				       text);
-	*out = value;
-	return 0;
-}
-
 /* ---- the store ---------------------------------------------------------------------- */
 
 int cli_store_open(const char *path, bool read_only, struct store **out)
