@@ -351,6 +351,14 @@ const struct ulid *manifest_store_id(const struct manifest *manifest);
  * so that every address at or below it means the same here: a snapshot of this
  * store, restorable without copying data. -ENOENT otherwise. */
 int manifest_root_is_ours(struct manifest *manifest, const struct ulid *store_id, const struct root_record *root);
+/*
+ * The states retention must keep whatever its horizon: every branch's head
+ * state, then every tag's (label "branch B" / "tag T"). The hook a garbage
+ * collector marks from, so that no tagged version is ever reclaimed.
+ */
+int manifest_retained_states_each(struct manifest *manifest, const struct root_record *root,
+				  int (*visit)(const char *label, const struct branch_record *state, void *context),
+				  void *context);
 /* Publishes a tag record as it is (restore): -EEXIST if the name is taken. */
 int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error);
 

@@ -300,3 +300,37 @@ out:
 	buf_free(&bytes);
 	return rc;
 }
+
+/* ---- what retention keeps --------------------------------------------------------------- */
+
+struct retained_walk {
+	int (*visit)(const char *label, const struct branch_record *state, void *context);
+	void *context;
+};
+
+static int retained_branch(const struct branch_record *branch, void *context)
+{
+	struct retained_walk *walk = context;
+	char label[JOURNAL_NAME_MAX + 16];
+	snprintf(label, sizeof label, "branch %s", branch->name);
+	return walk->visit(label, branch, walk->context);
+}
+
+static int retained_tag(const struct manifest_tag *tag, void *context)
+{
+	struct retained_walk *walk = context;
+	char label[JOURNAL_NAME_MAX + 16];
+	snprintf(label, sizeof label, "tag %s", tag->name);
+	return walk->visit(label, &tag->branch, walk->context);
+}
+
+int manifest_retained_states_each(struct manifest *manifest, const struct root_record *root,
+				  int (*visit)(const char *label, const struct branch_record *state, void *context),
+				  void *context)
+{
+	struct retained_walk walk = { visit, context };
+	int rc = manifest_branches_each(manifest, root, retained_branch, &walk);
+	if (rc == 0)
+		rc = manifest_tags_each(manifest, root, retained_tag, &walk);
+	return rc;
+}

@@ -2,6 +2,7 @@
 import errno
 import json
 import os
+import time
 
 import pytest
 
@@ -92,3 +93,20 @@ def test_a_snapshot_mounts_read_only_and_shows_the_store_as_it_was(store, tmp_pa
     with pytest.raises(OSError) as raised:
         m.write("tables/Person.jsonl", jsonl(PEOPLE))
     assert raised.value.errno == errno.EROFS
+
+
+def test_a_mount_sees_a_restore_within_the_refresh_bound_and_a_pinned_reader_keeps_its_bytes(store, tmp_path,
+                                                                                           mounter):
+    import_rows(store, "Person", PEOPLE)
+    graphfs("snapshot", store, tmp_path / "snap")
+    import_rows(store, "Person", [{"id": "z", "name": "Zed"}], mode="merge")
+    m = mounter(store)
+    later = jsonl(PEOPLE + [{"id": "z", "name": "Zed"}])
+    assert m.read("tables", "Person.jsonl") == later
+    with open(m.path("tables", "Person.jsonl")) as pinned:
+        graphfs("restore", store, tmp_path / "snap", "--confirm")
+        deadline = time.monotonic() + 5
+        while m.read("tables", "Person.jsonl") != jsonl(PEOPLE) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
+        assert pinned.read() == later

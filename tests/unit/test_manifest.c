@@ -1071,13 +1071,24 @@ TEST(resolving_a_time_reads_log_pages_of_history)
 {
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
-	struct io_counters shallow, deep;
+	struct io_counters shallow, deep, tag_cost;
 	uint64_t found;
 	CHECK_EQ(extend_history(manifest, 100), 0);
 	CHECK_EQ(time_cost(manifest, &shallow, &found), 0);
+	struct manifest_tag_request request = { .name = "early", .branch = "main" };
+	struct error_info error;
+	CHECK_EQ(manifest_tag_create(manifest, &request, NULL, &error), 0);
 	CHECK_EQ(extend_history(manifest, 10000), 0);
 	CHECK_EQ(time_cost(manifest, &deep, &found), 0);
+	/* a tag resolves in one lookup of the tags tree, whatever the depth */
+	struct manifest_snapshot tagged;
+	io_counters_reset();
+	CHECK_EQ(manifest_snapshot_tag(manifest, "early", &tagged), 0);
+	io_counters_get(IO_MANIFEST, &tag_cost);
+	CHECK_EQ(tagged.version, 100);
 	manifest_close(manifest);
+	fprintf(stderr, "    pages to resolve a tag at 10,000 versions: %llu\n", (unsigned long long)tag_cost.pages);
+	CHECK(tag_cost.pages <= 3);
 	fprintf(stderr, "    pages to resolve a time: %llu at 100 versions, %llu at 10,000\n",
 		(unsigned long long)shallow.pages, (unsigned long long)deep.pages);
 	/* a binary search: ~log2(versions) probes of the version index (5 nodes + a root each),
@@ -1085,6 +1096,43 @@ TEST(resolving_a_time_reads_log_pages_of_history)
 	CHECK(deep.pages > 0);
 	CHECK(deep.pages <= 7 * (14 + 2));
 	CHECK(deep.pages <= shallow.pages * 3);
+}
+
+static int collect_retained(const char *label, const struct branch_record *state, void *context)
+{
+	struct fixture_versions *list = context;
+	if (list->count < 256)
+		list->versions[list->count++] = state->head_version;
+	return 0;
+}
+
+TEST(the_retention_hook_keeps_every_branch_head_and_every_tagged_version)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
+	struct manifest_tag_request request = { .name = "first", .branch = "main" };
+	CHECK_EQ(manifest_tag_create(manifest, &request, NULL, &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(extend_history(manifest, 6), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "side", "Person", "s", 1), 0);
+	struct root_record latest;
+	CHECK_EQ(manifest_latest(manifest, &latest), 0);
+	struct fixture_versions retained = { 0 };
+	CHECK_EQ(manifest_retained_states_each(manifest, &latest, collect_retained, &retained), 0);
+	/* main's head (6), side's (7), and the tag's version 1, older than both */
+	CHECK_EQ(retained.count, 3);
+	CHECK_EQ(retained.versions[0], 6);
+	CHECK_EQ(retained.versions[1], 7);
+	CHECK_EQ(retained.versions[2], 1);
+	/* and the tagged state reads as it was */
+	struct manifest_snapshot tagged;
+	struct head_row head;
+	CHECK_EQ(manifest_snapshot_tag(manifest, "first", &tagged), 0);
+	CHECK_EQ(manifest_head_find(manifest, &tagged, "Person", &head), 0);
+	CHECK_EQ(head.row_count, 1);
+	manifest_close(manifest);
 }
 
 /* ---- verify, corruption and repair ------------------------------------------------------- */
