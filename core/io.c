@@ -452,6 +452,58 @@ int io_file_open(int directory, const char *name, int flags, enum io_class class
 	return rc;
 }
 
+int io_file_create_locked(int directory, const char *name, enum io_class class, struct io_file *out)
+{
+	out->descriptor = -1;
+	out->class = class;
+	int parent, opened;
+	const char *leaf;
+	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
+	if (rc < 0)
+		return rc;
+	/* unnamed, locked, then given its name: nobody ever sees it unlocked */
+	int descriptor;
+	do
+		descriptor = openat(parent, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	while (descriptor < 0 && errno == EINTR);
+	if (descriptor >= 0) {
+		char proc_path[64];
+		snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", descriptor);
+		if (flock(descriptor, LOCK_EX | LOCK_NB) < 0) {
+			rc = -errno;
+		} else if (linkat(AT_FDCWD, proc_path, parent, leaf, AT_SYMLINK_FOLLOW) < 0) {
+			rc = -errno;
+			if (rc == -ENOENT && faccessat(parent, leaf, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
+				rc = 1;   /* no /proc to link through: fall back */
+		}
+		if (rc != 0)
+			close(descriptor);
+		else
+			out->descriptor = descriptor;
+	} else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+		rc = 1;   /* no O_TMPFILE on this file system */
+	} else {
+		rc = -errno;
+	}
+	if (rc == 1) {
+		/* the narrow window between create and lock remains here */
+		do
+			descriptor = openat(parent, leaf, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		while (descriptor < 0 && errno == EINTR);
+		rc = descriptor < 0 ? -errno : 0;
+		if (rc == 0 && flock(descriptor, LOCK_EX | LOCK_NB) < 0) {
+			rc = -errno;
+			unlinkat(parent, leaf, 0);
+			close(descriptor);
+		} else if (rc == 0) {
+			out->descriptor = descriptor;
+		}
+	}
+	if (opened >= 0)
+		close(opened);
+	return rc;
+}
+
 int io_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out)
 {
 	int rc = io_file_open(directory, subdirectory, O_TMPFILE | O_RDWR, class, out);

@@ -117,6 +117,15 @@ int io_directory_make(int directory, const char *name);
 int io_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
 void io_file_close(struct io_file *file);
 /*
+ * Creates name (which must not exist: -EEXIST) under directory, empty, already
+ * holding flock(LOCK_EX) when the name appears: the file is made unnamed
+ * (O_TMPFILE) in name's directory, locked, then linked as name, so a process
+ * that removes unlocked files of such names (recovery of dead writers) never
+ * takes it for a dead one. Where O_TMPFILE or /proc are missing it creates and
+ * then locks. Returns 0 or -errno.
+ */
+int io_file_create_locked(int directory, const char *name, enum io_class class, struct io_file *out);
+/*
  * Opens an unnamed scratch file in directory/subdirectory (O_TMPFILE): it has
  * no name, so nothing is left behind by a crash and nothing needs removing;
  * its space returns when it is closed. Where the file system has no

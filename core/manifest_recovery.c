@@ -183,10 +183,12 @@ static int sidecar_write(struct manifest_intent *intent)
 	rc = io_directory_make(manifest->directory, "recovery");
 	if (rc < 0 && rc != -EEXIST)
 		goto out;
+	/* A stale temporary of ours (a failed earlier rewrite) goes first: the new one
+	 * is created already locked, so another process's recovery never removes it
+	 * as a dead writer's. */
+	io_unlink(manifest->directory, temporary);
 	if ((rc = sidecar_encode(intent, &bytes)) < 0 ||
-	    (rc = io_file_open(manifest->directory, temporary, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST,
-			       &file)) < 0 ||
-	    (rc = io_lock(&file, true, false)) < 0 ||
+	    (rc = io_file_create_locked(manifest->directory, temporary, IO_MANIFEST, &file)) < 0 ||
 	    (rc = io_pwrite(&file, bytes.data, bytes.size, 0)) < 0 || (rc = io_fsync(&file)) < 0 ||
 	    (rc = io_rename(manifest->directory, temporary, final)) < 0 ||
 	    (rc = subdirectory_sync(manifest, "recovery")) < 0)

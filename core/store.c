@@ -96,6 +96,8 @@ int store_open(const char *path, const struct store_options *options, struct sto
 		manifest_close(store->manifest);
 		goto cleanup;
 	}
+	if (!store->read_only)
+		store_restore_resume(store);
 	*out = store;
 	return 0;
 cleanup:

@@ -11,12 +11,25 @@
  * still there: restoring a branch is a revert to the snapshot's record of it,
  * O(tables) and no data copied. A snapshot of another store is refused (move
  * data between stores with dump and load).
+ *
+ * Restore is several publishes (one commit per branch, branch and tag
+ * changes), each atomic; the restore as a whole is made so by a marker: the
+ * file `restoring` in the store directory, naming the snapshot's absolute path,
+ * durable before the first publish and removed after the last, flock-held
+ * while a process works on it. The next read-write open of the store that can
+ * take its lock completes the restore (every step is idempotent: a branch
+ * already as the snapshot has it is left alone), so a crash at any instant
+ * opens to the state before the restore (no marker yet) or after it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #include "store_int.h"
 
@@ -142,12 +155,9 @@ static int restore_branch(struct store *store, const struct name_list *ours, con
 	return rc;
 }
 
-int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
-		  struct error_info *error)
+static int restore_steps(struct store *store, const char *path, store_report_fn report, void *context,
+			 struct error_info *error)
 {
-	error_info_clear(error);
-	if (store->read_only)
-		return error_info_set(error, -EROFS, "the store is open read-only");
 	struct store_options options = { .read_only = true };
 	struct store *snapshot = NULL;
 	struct name_list theirs = { 0 }, ours = { 0 };
@@ -233,4 +243,123 @@ out:
 	names_free(&ours);
 	store_close(snapshot);
 	return rc;
+}
+
+/* ---- the marker -------------------------------------------------------------------------- */
+
+#define RESTORE_MARKER "restoring"
+
+/* Opens (creating when path is not NULL) the marker, flock-held. 0, -ENOENT (none),
+ * -EWOULDBLOCK (another process holds it), -errno. */
+static int marker_open(struct store *store, const char *path, int *directory_out, struct io_file *out)
+{
+	int directory = io_directory_open(store->path);
+	if (directory < 0)
+		return directory;
+	int rc = io_file_open(directory, RESTORE_MARKER, path ? O_RDWR | O_CREAT : O_RDWR, IO_MANIFEST, out);
+	if (rc == 0 && (rc = io_lock(out, true, false)) < 0)
+		io_file_close(out);
+	if (rc == 0 && path) {
+		size_t length = strlen(path);
+		char *line = malloc(length + 2);
+		rc = line ? 0 : -ENOMEM;
+		if (line) {
+			memcpy(line, path, length);
+			line[length] = '\n';
+			if ((rc = io_truncate(out, 0)) == 0 && (rc = io_pwrite(out, line, length + 1, 0)) == 0 &&
+			    (rc = io_fsync(out)) == 0)
+				rc = io_directory_sync(directory);
+			free(line);
+		}
+		if (rc < 0)
+			io_file_close(out);
+	}
+	if (rc < 0) {
+		close(directory);
+		return rc;
+	}
+	*directory_out = directory;
+	return 0;
+}
+
+static void marker_remove(int directory, struct io_file *marker)
+{
+	if (io_unlink(directory, RESTORE_MARKER) == 0)
+		io_directory_sync(directory);
+	io_file_close(marker);
+	close(directory);
+}
+
+int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
+		  struct error_info *error)
+{
+	error_info_clear(error);
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	char absolute[PATH_MAX];
+	if (!realpath(path, absolute))
+		return error_info_set(error, -errno, "cannot find the snapshot %s: %s", path, strerror(errno));
+	/* a snapshot that is not of this store is refused before anything is marked */
+	struct store_options options = { .read_only = true };
+	struct store *snapshot = NULL;
+	struct root_record snapshot_root;
+	int rc = store_open(absolute, &options, &snapshot, error);
+	if (rc < 0)
+		return rc;
+	rc = manifest_latest(snapshot->manifest, &snapshot_root);
+	if (rc == 0)
+		rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
+	store_close(snapshot);
+	if (rc == -ENOENT)
+		return error_info_set(error, -EINVAL,
+				      "%s is not a snapshot of %s (another store, or one whose history was rewritten): move data between stores with graphfs dump and graphfs load",
+				      path, store->path);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot read the snapshot %s: %s", path, strerror(-rc));
+	int directory;
+	struct io_file marker = { -1, IO_MANIFEST };
+	if ((rc = marker_open(store, absolute, &directory, &marker)) < 0)
+		return error_info_set(error, rc, rc == -EWOULDBLOCK ? "another process is restoring %s" : "cannot mark the restore of %s: %s",
+				      store->path, strerror(-rc));
+	rc = io_failpoint("restore.after_marker");
+	if (rc == 0)
+		rc = restore_steps(store, absolute, report, context, error);
+	else
+		error_info_set(error, rc, "the restore stopped after its marker: %s", strerror(-rc));
+	if (rc == 0)
+		marker_remove(directory, &marker);
+	else {
+		io_file_close(&marker);
+		close(directory);
+	}
+	return rc;
+}
+
+void store_restore_resume(struct store *store)
+{
+	int directory;
+	struct io_file marker = { -1, IO_MANIFEST };
+	if (marker_open(store, NULL, &directory, &marker) < 0)
+		return;   /* none, or its restorer is alive */
+	char path[PATH_MAX + 1];
+	ssize_t length = io_pread_some(&marker, path, sizeof path - 1, 0);
+	if (length <= 1 || path[length - 1] != '\n') {
+		io_log(LOG_ERR, "%s/%s: damaged restore marker removed (the restore it named may be incomplete: run graphfs restore again)",
+		       store->path, RESTORE_MARKER);
+		marker_remove(directory, &marker);
+		return;
+	}
+	path[length - 1] = '\0';
+	struct error_info error;
+	error_info_clear(&error);
+	io_log(LOG_NOTICE, "%s: completing the restore from %s that a crash interrupted", store->path, path);
+	int rc = restore_steps(store, path, NULL, NULL, &error);
+	if (rc == 0) {
+		marker_remove(directory, &marker);
+		return;
+	}
+	io_log(LOG_ERR, "%s: the interrupted restore from %s cannot be completed (%s): its branches may be partly restored; run graphfs restore again",
+	       store->path, path, error.message[0] ? error.message : strerror(-rc));
+	io_file_close(&marker);
+	close(directory);
 }

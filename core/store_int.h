@@ -75,6 +75,10 @@ int store_revert_to(struct store *store, const char *branch, struct store_snapsh
 		    const struct store_condition *condition, struct store_commit_result *result,
 		    struct error_info *error);
 
+/* Completes a restore a crash interrupted (its marker is there and free); called
+ * by every read-write store_open. Reports through the log hook; never fails the open. */
+void store_restore_resume(struct store *store);
+
 /* "main" when branch is NULL or empty. */
 const char *store_branch_or_main(const char *branch);
 
