@@ -527,3 +527,20 @@ int main(int argc, char **argv)
 		return io_failpoint(argv[2]) == -EIO ? 5 : 0;
 	return harness_run();
 }
+
+TEST(a_file_created_locked_is_locked_before_its_name_appears_and_refuses_an_existing_name)
+{
+	int directory = io_directory_open(harness_temp_directory());
+	CHECK(directory >= 0);
+	struct io_file created, other;
+	CHECK_EQ(io_file_create_locked(directory, "locked.tmp", IO_MANIFEST, &created), 0);
+	/* whoever opens the name finds it locked (recovery would leave it alone) */
+	CHECK_EQ(io_file_open(directory, "locked.tmp", O_RDWR, IO_MANIFEST, &other), 0);
+	CHECK_EQ(io_lock(&other, true, false), -EWOULDBLOCK);
+	io_file_close(&other);
+	struct io_file again;
+	CHECK_EQ(io_file_create_locked(directory, "locked.tmp", IO_MANIFEST, &again), -EEXIST);
+	io_file_close(&created);
+	CHECK_EQ(io_unlink(directory, "locked.tmp"), 0);
+	close(directory);
+}
