@@ -1,7 +1,6 @@
 /*
- * manifest_int.h — internals shared by manifest.c, manifest_index.c,
- * manifest_publish.c, manifest_recovery.c and manifest_verify.c. Not part of
- * the API: only the manifest files and the manifest unit tests include it.
+ * manifest_int.h — internals shared by the manifest files (manifest*.c). Not
+ * part of the API: only the manifest files and the manifest unit tests include it.
  */
 #ifndef GRAPHFS_MANIFEST_INT_H
 #define GRAPHFS_MANIFEST_INT_H
