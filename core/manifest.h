@@ -175,6 +175,18 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record);
 
+/* A publish's compare-and-swap (--if-version, --if-commit): -EBUSY, nothing published, when it fails. */
+struct manifest_condition {
+	bool has_version;
+	uint64_t version;                         /* the store's version must still be this */
+	struct ulid commit;                       /* non-zero: the branch's head commit must still be this */
+};
+
+/* 0 when condition holds for a publish on branch over root, else -EBUSY with the
+ * expected and the actual value in error. */
+int manifest_condition_check(const struct manifest_condition *condition, const struct root_record *root,
+			     const struct branch_record *branch, struct error_info *error);
+
 /* ---- tags (manifest_tags.c, FORMAT.md §20) ---------------------------------------- */
 
 #define MANIFEST_TAG_ACTOR_MAX 255
@@ -195,6 +207,7 @@ struct manifest_tag_request {
 	uint64_t version;                   /* 0: the branch's head; else the branch as of this version */
 	const char *actor;
 	const char *message;
+	struct manifest_condition condition;  /* checked against the store and the branch's latest head */
 };
 
 /* Tag names: a letter or _, then letters, digits, _, - and . (no ".."), 1..128 bytes. 0 or -EINVAL. */
@@ -204,7 +217,9 @@ int manifest_tag_name_check(const char *name, struct error_info *error);
  * resolve or the branch has no commit there. out may be NULL. */
 int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_request *request,
 			struct manifest_tag *out, struct error_info *error);
-int manifest_tag_delete(struct manifest *manifest, const char *name, struct error_info *error);
+/* condition (NULL: none): its version only. */
+int manifest_tag_delete(struct manifest *manifest, const char *name, const struct manifest_condition *condition,
+			struct error_info *error);
 /* The tag name in the latest root: 0, -ENOENT, -EIO. */
 int manifest_tag_find(struct manifest *manifest, const char *name, struct manifest_tag *out);
 /* The tagged state as a snapshot (version: the tag's version). */
@@ -237,18 +252,6 @@ struct manifest_op {
 	struct ulid based_on_incarnation;
 };
 
-/* A publish's compare-and-swap (--if-version, --if-commit): -EBUSY, nothing published, when it fails. */
-struct manifest_condition {
-	bool has_version;
-	uint64_t version;                         /* the store's version must still be this */
-	struct ulid commit;                       /* non-zero: the branch's head commit must still be this */
-};
-
-/* 0 when condition holds for a publish on branch over root, else -EBUSY with the
- * expected and the actual value in error. */
-int manifest_condition_check(const struct manifest_condition *condition, const struct root_record *root,
-			     const struct branch_record *branch, struct error_info *error);
-
 struct manifest_commit_request {
 	const char *branch;
 	const char *actor;
@@ -278,9 +281,10 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 		    struct manifest_commit_result *result, struct error_info *error);
 
 /* Branch create from another branch's head (O(1)) and delete (docs/MOUNT.md "Branches";
- * mounted_branch may be NULL). */
+ * mounted_branch may be NULL). condition (NULL: none) is checked under the lock
+ * against the store and branch from (create) / the branch deleted (delete). */
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
-			   struct error_info *error);
+			   const struct manifest_condition *condition, struct error_info *error);
 /* A check that branch delete makes under the store lock, before it publishes:
  * a negative result refuses the delete with that error (the store: a branch a
  * running mount serves). */
@@ -292,7 +296,7 @@ void manifest_set_delete_check(struct manifest *manifest,
 int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *manifest, void *context),
 			void *context, struct error_info *error);
 int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
-			   struct error_info *error);
+			   const struct manifest_condition *condition, struct error_info *error);
 
 /* ---- recovery sidecars ------------------------------------------------------- */
 

@@ -38,7 +38,7 @@ static int fork_depth(struct manifest *manifest, const struct root_record *root,
 }
 
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
-			   struct error_info *error)
+			   const struct manifest_condition *condition, struct error_info *error)
 {
 	int rc = manifest_name_check("branch", name, error);
 	if (rc < 0)
@@ -56,6 +56,8 @@ int manifest_branch_create(struct manifest *manifest, const char *name, const ch
 		error_info_set(error, rc, rc == -ENOENT ? "no branch %s" : "cannot read branch %s", from);
 		goto out;
 	}
+	if (condition && (rc = manifest_condition_check(condition, &publish.base, &source, error)) < 0)
+		goto out;
 	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &existing);
 	if (rc == 0) {
 		rc = error_info_set(error, -EEXIST, "branch %s already exists", name);
@@ -126,7 +128,7 @@ int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *ma
 }
 
 int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
-			   struct error_info *error)
+			   const struct manifest_condition *condition, struct error_info *error)
 {
 	int rc = manifest_name_check("branch", name, error);
 	if (rc < 0)
@@ -144,6 +146,8 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
 		error_info_set(error, rc, rc == -ENOENT ? "no branch %s" : "cannot read branch %s", name);
 		goto out;
 	}
+	if (condition && (rc = manifest_condition_check(condition, &publish.base, &branch, error)) < 0)
+		goto out;
 	struct fork_search search = { .name = name };
 	rc = manifest_branches_each(manifest, &publish.base, find_fork, &search);
 	if (rc < 0)

@@ -207,6 +207,10 @@ int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_req
 			error_info_set(error, rc, "cannot resolve branch %s: %s", branch, strerror(-rc));
 		goto out;
 	}
+	struct manifest_snapshot head;
+	if ((rc = manifest_snapshot_latest(manifest, branch, &head)) < 0 ||
+	    (rc = manifest_condition_check(&request->condition, &publish.base, &head.branch, error)) < 0)
+		goto out;
 	struct manifest_tag existing;
 	rc = tag_get(manifest, publish.base.tags, request->name, &existing);
 	if (rc == 0) {
@@ -241,7 +245,8 @@ out_free:
 	return rc;
 }
 
-int manifest_tag_delete(struct manifest *manifest, const char *name, struct error_info *error)
+int manifest_tag_delete(struct manifest *manifest, const char *name, const struct manifest_condition *condition,
+			struct error_info *error)
 {
 	int rc = manifest_tag_name_check(name, error);
 	if (rc < 0)
@@ -249,6 +254,11 @@ int manifest_tag_delete(struct manifest *manifest, const char *name, struct erro
 	struct manifest_publish publish;
 	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
 		return rc;
+	if (condition && condition->has_version && condition->version != publish.base.version) {
+		rc = error_info_set(error, -EBUSY, "the store is at version %llu, not %llu (--if-version): nothing was published",
+				    (unsigned long long)publish.base.version, (unsigned long long)condition->version);
+		goto out;
+	}
 	struct manifest_tag *existing = malloc(sizeof *existing);
 	rc = existing ? tag_get(manifest, publish.base.tags, name, existing) : -ENOMEM;
 	free(existing);

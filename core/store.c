@@ -446,7 +446,7 @@ int store_branches(struct store *store,
 }
 
 int store_branch_create(struct store *store, const char *name, const char *from,
-			struct error_info *error)
+			const struct store_condition *condition, struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
@@ -456,11 +456,13 @@ int store_branch_create(struct store *store, const char *name, const char *from,
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), error);
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
 }
 
 int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
-			struct error_info *error)
+			const struct store_condition *condition, struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
@@ -469,7 +471,9 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
-	return manifest_branch_delete(store->manifest, name, mounted_branch, error);
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
 }
 
 /* ---- stats, verify, repair ------------------------------------------------------------ */

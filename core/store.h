@@ -173,6 +173,18 @@ int store_version_at_time(struct store *store, const char *branch, uint64_t time
 int store_snapshot_open_at(struct store *store, const char *branch, const char *at,
 			   struct store_snapshot **out, struct error_info *error);
 
+/* Compare-and-swap of a write (--if-version V, --if-commit ULID): refused with
+ * -EBUSY, naming the expected and the actual value, and nothing published. */
+struct store_condition {
+	bool has_version;
+	uint64_t version;      /* the store's version must still be this */
+	bool has_commit;
+	struct ulid commit;    /* the branch's head commit must still be this */
+};
+/* Either text may be NULL (no condition). 0 or -EINVAL. */
+int store_condition_parse(const char *if_version, const char *if_commit, struct store_condition *out,
+			  struct error_info *error);
+
 struct store_tag_info {
 	char name[JOURNAL_NAME_MAX + 1];
 	char branch[JOURNAL_NAME_MAX + 1];   /* the branch it was made on */
@@ -192,23 +204,14 @@ int store_tag_find(struct store *store, const char *name, struct store_tag_info 
  * store's. -EEXIST (tags never move), -ENOENT (no such branch or version, or no
  * commit there), -EINVAL (name). */
 int store_tag_create(struct store *store, const char *name, const char *branch, uint64_t version,
-		     const char *message, const char *actor, struct error_info *error);
-int store_tag_delete(struct store *store, const char *name, struct error_info *error);
+		     const char *message, const char *actor, const struct store_condition *condition,
+		     struct error_info *error);
+/* condition: its version only (a tag is on no branch). */
+int store_tag_delete(struct store *store, const char *name, const struct store_condition *condition,
+		     struct error_info *error);
 /* A snapshot of what tag names: the tagged branch as of the tag's version. */
 int store_snapshot_open_tag(struct store *store, const char *tag, struct store_snapshot **out,
 			    struct error_info *error);
-
-/* Compare-and-swap of a write (--if-version V, --if-commit ULID): refused with
- * -EBUSY, naming the expected and the actual value, and nothing published. */
-struct store_condition {
-	bool has_version;
-	uint64_t version;      /* the store's version must still be this */
-	bool has_commit;
-	struct ulid commit;    /* the branch's head commit must still be this */
-};
-/* Either text may be NULL (no condition). 0 or -EINVAL. */
-int store_condition_parse(const char *if_version, const char *if_commit, struct store_condition *out,
-			  struct error_info *error);
 
 /* ---- commits and branches ------------------------------------------------------ */
 
@@ -227,13 +230,14 @@ struct store_branch_info {
 /* Branches of the latest root in name order; visit as for store_snapshot_heads. */
 int store_branches(struct store *store,
 		   int (*visit)(const struct store_branch_info *branch, void *context), void *context);
+/* condition (NULL: none) is checked against the store and branch from. */
 int store_branch_create(struct store *store, const char *name, const char *from,
-			struct error_info *error);
+			const struct store_condition *condition, struct error_info *error);
 /* Deletes branch name. -EBUSY if it is mounted_branch, main, or served by a running
- * mount in any process (the message says where it is mounted); -ENOTEMPTY if a
- * branch forked from it still exists; -ENOENT. */
+ * mount in any process (the message says where it is mounted), or condition (NULL:
+ * none) fails; -ENOTEMPTY if a branch forked from it still exists; -ENOENT. */
 int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
-			struct error_info *error);
+			const struct store_condition *condition, struct error_info *error);
 /* Records, until store_close, that this process serves branch (a mount at where),
  * so that no other process deletes it; the record goes when the process dies.
  * 0, -ENOENT (no such branch), -EBUSY (this handle serves one already), -errno. */
@@ -407,10 +411,11 @@ typedef void (*store_report_fn)(const char *line, void *context);
  * this store), as new commits: one per branch that differs (versions continue
  * upward), branches and tags it lacks deleted (a branch a mount serves is
  * refused: -EBUSY), missing ones created. report (may be NULL) hears one line
- * per change. 0 or -errno with error set (-EINVAL: not a snapshot of store).
+ * per change. condition (NULL: none): its version, checked as the restore starts.
+ * 0 or -errno with error set (-EINVAL: not a snapshot of store).
  */
-int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
-		  struct error_info *error);
+int store_restore(struct store *store, const char *path, const struct store_condition *condition,
+		  store_report_fn report, void *context, struct error_info *error);
 
 /* ---- maintenance and stats ---------------------------------------------------------- */
 

@@ -133,7 +133,7 @@ static int restore_branch(struct store *store, const struct name_list *ours, con
 	if (!branch_named(ours, wanted->name)) {
 		const char *from = wanted->forked_from[0] && branch_named(ours, wanted->forked_from) ? wanted->forked_from
 												   : "main";
-		if ((rc = store_branch_create(store, wanted->name, from, error)) < 0)
+		if ((rc = store_branch_create(store, wanted->name, from, NULL, error)) < 0)
 			return rc;
 		say(report, context, "created branch %s", wanted->name);
 	}
@@ -210,7 +210,7 @@ static int restore_steps(struct store *store, const char *path, store_report_fn 
 			const char *name = ours.branches[i].name;
 			if (!name[0] || branch_named(&theirs, name))
 				continue;
-			rc = store_branch_delete(store, name, NULL, error);
+			rc = store_branch_delete(store, name, NULL, NULL, error);
 			if (rc == -ENOTEMPTY && pass < ours.branch_count) {
 				error_info_clear(error);
 				rc = 0;
@@ -228,7 +228,7 @@ static int restore_steps(struct store *store, const char *path, store_report_fn 
 		const struct manifest_tag *wanted = tag_named(&theirs, ours.tags[i].name);
 		if (wanted && wanted->version == ours.tags[i].version && wanted->time_us == ours.tags[i].time_us)
 			continue;
-		if ((rc = manifest_tag_delete(store->manifest, ours.tags[i].name, error)) == 0)
+		if ((rc = manifest_tag_delete(store->manifest, ours.tags[i].name, NULL, error)) == 0)
 			say(report, context, "deleted tag %s", ours.tags[i].name);
 	}
 	for (size_t i = 0; rc == 0 && i < theirs.tag_count; i++) {
@@ -290,8 +290,25 @@ static void marker_remove(int directory, struct io_file *marker)
 	close(directory);
 }
 
-int store_restore(struct store *store, const char *path, store_report_fn report, void *context,
-		  struct error_info *error)
+struct version_check {
+	uint64_t version;
+	struct error_info *error;
+};
+
+static int check_version(struct manifest *manifest, void *context)
+{
+	struct version_check *check = context;
+	struct root_record latest;
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0 && latest.version != check->version)
+		rc = error_info_set(check->error, -EBUSY,
+				    "the store is at version %llu, not %llu (--if-version): nothing was restored",
+				    (unsigned long long)latest.version, (unsigned long long)check->version);
+	return rc;
+}
+
+int store_restore(struct store *store, const char *path, const struct store_condition *condition,
+		  store_report_fn report, void *context, struct error_info *error)
 {
 	error_info_clear(error);
 	if (store->read_only)
@@ -316,6 +333,11 @@ int store_restore(struct store *store, const char *path, store_report_fn report,
 				      path, store->path);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot read the snapshot %s: %s", path, strerror(-rc));
+	if (condition && condition->has_version) {
+		struct version_check check = { condition->version, error };
+		if ((rc = manifest_run_locked(store->manifest, check_version, &check, error)) < 0)
+			return rc;
+	}
 	int directory;
 	struct io_file marker = { -1, IO_MANIFEST };
 	if ((rc = marker_open(store, absolute, &directory, &marker)) < 0)

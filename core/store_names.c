@@ -231,7 +231,8 @@ int store_tag_find(struct store *store, const char *name, struct store_tag_info 
 }
 
 int store_tag_create(struct store *store, const char *name, const char *branch, uint64_t version,
-		     const char *message, const char *actor, struct error_info *error)
+		     const char *message, const char *actor, const struct store_condition *condition,
+		     struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
@@ -242,14 +243,18 @@ int store_tag_create(struct store *store, const char *name, const char *branch, 
 		.actor = actor && *actor ? actor : store->actor,
 		.message = message,
 	};
+	store_condition_to_manifest(condition, &request.condition);
 	return manifest_tag_create(store->manifest, &request, NULL, error);
 }
 
-int store_tag_delete(struct store *store, const char *name, struct error_info *error)
+int store_tag_delete(struct store *store, const char *name, const struct store_condition *condition,
+		     struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
-	return manifest_tag_delete(store->manifest, name, error);
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_tag_delete(store->manifest, name, &check, error);
 }
 
 int store_tag_render_json(const struct store_tag_info *tag, struct buf *out)

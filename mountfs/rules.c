@@ -358,7 +358,7 @@ static int rules_tag(struct mountfs *mount, const char *name, uid_t uid)
 	mount_actor(mount, uid, actor, sizeof actor);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_tag_create(mount->store, name, mount->branch, STORE_LATEST, NULL, actor, &error);
+	int rc = store_tag_create(mount->store, name, mount->branch, STORE_LATEST, NULL, actor, NULL, &error);
 	if (rc < 0 && rc != -EEXIST) {
 		char path[GRAPHFS_PATH_MAX];
 		snprintf(path, sizeof path, "tags/%s", name);
@@ -371,7 +371,7 @@ static int rules_untag(struct mountfs *mount, const char *name)
 {
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_tag_delete(mount->store, name, &error);
+	int rc = store_tag_delete(mount->store, name, NULL, &error);
 	if (rc < 0 && rc != -ENOENT) {
 		char path[GRAPHFS_PATH_MAX];
 		snprintf(path, sizeof path, "tags/%s", name);
@@ -394,7 +394,7 @@ int rules_mkdir(struct mountfs *mount, struct node *parent, const char *name, ui
 		return -EINVAL;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_branch_create(mount->store, name, mount->branch, &error);
+	int rc = store_branch_create(mount->store, name, mount->branch, NULL, &error);
 	if (rc < 0) {
 		char path[GRAPHFS_PATH_MAX];
 		snprintf(path, sizeof path, "branches/%s", name);
@@ -422,7 +422,7 @@ int rules_rmdir(struct mountfs *mount, struct node *parent, const char *name, ui
 		return -EBUSY;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_branch_delete(mount->store, name, mount->branch, &error);
+	int rc = store_branch_delete(mount->store, name, mount->branch, NULL, &error);
 	if (rc < 0) {
 		if (rc != -ENOENT) {
 			char path[GRAPHFS_PATH_MAX];

@@ -199,3 +199,21 @@ def test_revert_to_a_tag_and_with_if_version(cli, store):
     assert "the store is at version 2, not 1" in cli.fail("revert", store, "good", "--if-version", "1")
     cli.ok("revert", store, "good", "--if-version", "2")
     assert ids(cli.export(store, "P")) == ["a"]
+
+
+def test_branch_tag_and_restore_commands_take_the_same_conditions(cli, store, tmp_path):
+    cli.import_rows(store, "P", [{"id": "a"}])
+    head = commit_of(cli, store)
+    assert "not 9 (--if-version)" in cli.fail("branch", store, "create", "b", "--if-version", "9")
+    assert "not 01HZZZZZZZZZZZZZZZZZZZZZZZ" in cli.fail("branch", store, "create", "b", "--if-commit",
+                                                        "01HZZZZZZZZZZZZZZZZZZZZZZZ")
+    cli.ok("branch", store, "create", "b", "--if-version", "1", "--if-commit", head)
+    assert "not 9" in cli.fail("branch", store, "delete", "b", "--if-version", "9")
+    assert "not 9" in cli.fail("tag", store, "create", "t", "--if-version", "9")
+    cli.ok("tag", store, "create", "t", "--if-commit", head)
+    assert "not 9" in cli.fail("tag", store, "delete", "t", "--if-version", "9")
+    cli.ok("tag", store, "delete", "t", "--if-version", "1")
+    cli.ok("snapshot", store, tmp_path / "snap")
+    assert "not 9" in cli.fail("restore", store, tmp_path / "snap", "--confirm", "--if-version", "9")
+    cli.ok("restore", store, tmp_path / "snap", "--confirm", "--if-version", "1")
+    assert [line.split("\t")[0] for line in cli.ok("branch", store, "list").stdout.decode().splitlines()] == ["b", "main"]

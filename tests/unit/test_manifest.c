@@ -205,7 +205,7 @@ TEST(every_commit_advances_the_version_by_one_on_any_branch)
 	struct error_info error;
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
 	CHECK_EQ(fixture_version(manifest), 1);
-	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	CHECK_EQ(fixture_version(manifest), 1);
 	CHECK_EQ(fixture_merge_one(manifest, "side", "Person", "b", 2), 0);
 	CHECK_EQ(fixture_version(manifest), 2);
@@ -230,7 +230,7 @@ TEST(history_refuses_future_versions_unknown_branches_and_versions_before_the_fi
 	CHECK_EQ(manifest_snapshot_at(manifest, "main", 1, &snapshot), -ENOENT);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "b", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	CHECK_EQ(manifest_snapshot_at(manifest, "main", 3, &snapshot), -ENOENT);
 	CHECK_EQ(manifest_snapshot_at(manifest, "main", 0, &snapshot), -ENOENT);
 	CHECK_EQ(manifest_snapshot_at(manifest, "nope", 2, &snapshot), -ENOENT);
@@ -263,10 +263,10 @@ TEST(a_branch_before_its_creation_shows_the_branch_it_forked_from_two_forks_deep
 	/* main: 1, 2; exp forks at 2; main: 3; exp: 4; sub forks from exp at 4; main: 5; sub: 6 */
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "b", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", NULL, &error), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "c", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "x", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "sub", "exp", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "sub", "exp", NULL, &error), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "d", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "sub", "Person", "y", 1), 0);
 	long expected_sub[] = { -1, 1, 2, 2, 3, 3, 4 };
@@ -294,10 +294,10 @@ TEST(the_fork_point_is_the_sources_version_not_the_stores)
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "exp", "main", NULL, &error), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "b", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "exp", "Person", "c", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "late", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "late", "main", NULL, &error), 0);
 	struct manifest_snapshot snapshot;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "late", &snapshot), 0);
 	CHECK_EQ(snapshot.branch.fork_point, 1);
@@ -358,7 +358,7 @@ TEST(snapshot_at_every_version_of_a_random_history_matches_a_model)
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
-	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	enum { COMMITS = 200, BRANCHES = 2 };
 	static struct model models[COMMITS + 1][BRANCHES];
 	static bool committed[COMMITS + 1][BRANCHES];   /* the branch has a commit at or before the version */
@@ -572,7 +572,7 @@ TEST(invalid_table_and_branch_names_are_refused)
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (strlen(bad[i]) <= JOURNAL_NAME_MAX)
 			CHECK_EQ(fixture_merge_one(manifest, "main", bad[i], "a", 1), -EINVAL);
-		CHECK_EQ(manifest_branch_create(manifest, bad[i], "main", &error), -EINVAL);
+		CHECK_EQ(manifest_branch_create(manifest, bad[i], "main", NULL, &error), -EINVAL);
 	}
 	/* a table name filling the whole field (no terminating NUL) is overlong */
 	struct manifest_op op;
@@ -720,7 +720,7 @@ static uint64_t branch_create_cost(int tables)
 	}
 	uint64_t before = manifest_blocks_end(manifest);
 	struct error_info error;
-	if (manifest_branch_create(manifest, "feature", "main", &error) < 0)
+	if (manifest_branch_create(manifest, "feature", "main", NULL, &error) < 0)
 		return 0;
 	uint64_t after = manifest_blocks_end(manifest);
 	manifest_close(manifest);
@@ -741,7 +741,7 @@ TEST(a_branch_sees_the_source_tables_and_its_first_write_takes_ownership)
 	struct error_info error;
 	CHECK_EQ(fixture_merge_one(manifest, "main", "T", "a", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "U", "a", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "dev", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "dev", "main", NULL, &error), 0);
 	struct head_row on_main, on_dev;
 	CHECK_EQ(head_of(manifest, "dev", "T", &on_dev), 0);
 	CHECK_EQ(head_of(manifest, "main", "T", &on_main), 0);
@@ -765,15 +765,15 @@ TEST(branch_delete_refuses_main_the_mounted_branch_and_a_forked_from_branch)
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
-	CHECK_EQ(manifest_branch_create(manifest, "a", "main", &error), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "b", "a", &error), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "a", "main", &error), -EEXIST);
-	CHECK_EQ(manifest_branch_delete(manifest, "main", NULL, &error), -EBUSY);
-	CHECK_EQ(manifest_branch_delete(manifest, "b", "b", &error), -EBUSY);
-	CHECK_EQ(manifest_branch_delete(manifest, "a", NULL, &error), -ENOTEMPTY);
-	CHECK_EQ(manifest_branch_delete(manifest, "zzz", NULL, &error), -ENOENT);
-	CHECK_EQ(manifest_branch_delete(manifest, "b", "main", &error), 0);
-	CHECK_EQ(manifest_branch_delete(manifest, "a", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "a", "main", NULL, &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "b", "a", NULL, &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "a", "main", NULL, &error), -EEXIST);
+	CHECK_EQ(manifest_branch_delete(manifest, "main", NULL, NULL, &error), -EBUSY);
+	CHECK_EQ(manifest_branch_delete(manifest, "b", "b", NULL, &error), -EBUSY);
+	CHECK_EQ(manifest_branch_delete(manifest, "a", NULL, NULL, &error), -ENOTEMPTY);
+	CHECK_EQ(manifest_branch_delete(manifest, "zzz", NULL, NULL, &error), -ENOENT);
+	CHECK_EQ(manifest_branch_delete(manifest, "b", "main", NULL, &error), 0);
+	CHECK_EQ(manifest_branch_delete(manifest, "a", "main", NULL, &error), 0);
 	struct manifest_snapshot snapshot;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "a", &snapshot), -ENOENT);
 	CHECK_EQ(fixture_version(manifest), 0);
@@ -866,7 +866,7 @@ TEST(the_log_walks_the_branch_newest_first_into_its_source)
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
 	CHECK_EQ(fixture_merge_one(manifest, "main", "T", "a", 1), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "dev", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "dev", "main", NULL, &error), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "T", "b", 1), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "dev", "T", "c", 1), 0);
 	struct manifest_snapshot snapshot;
@@ -1018,7 +1018,7 @@ TEST(a_time_resolves_to_the_last_version_committed_at_or_before_it)
 	for (int i = 0; i < 6; i++) {
 		CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", i), 0);
 		if (i == 2)
-			CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+			CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	}
 	struct manifest_snapshot snapshot;
 	struct fixture_versions list = { 0 };
@@ -1114,7 +1114,7 @@ TEST(the_retention_hook_keeps_every_branch_head_and_every_tagged_version)
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Person", "a", 1), 0);
 	struct manifest_tag_request request = { .name = "first", .branch = "main" };
 	CHECK_EQ(manifest_tag_create(manifest, &request, NULL, &error), 0);
-	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	CHECK_EQ(extend_history(manifest, 6), 0);
 	CHECK_EQ(fixture_merge_one(manifest, "side", "Person", "s", 1), 0);
 	struct root_record latest;
@@ -1170,7 +1170,7 @@ static int build_rich_store(struct manifest *manifest)
 	    (rc = fixture_op(manifest, "main", MANIFEST_RENAME, "Company", "Firm", NULL, &error)) < 0 ||
 	    (rc = fixture_op(manifest, "main", MANIFEST_DROP, "Firm", NULL, NULL, &error)) < 0 ||
 	    (rc = fixture_merge_one(manifest, "main", "Firm", "y", 2)) < 0 ||
-	    (rc = manifest_branch_create(manifest, "dev", "main", &error)) < 0 ||
+	    (rc = manifest_branch_create(manifest, "dev", "main", NULL, &error)) < 0 ||
 	    (rc = fixture_merge_one(manifest, "dev", "Firm", "z", 3)) < 0 ||
 	    (rc = fixture_write(manifest, "main", "Firm", TABLE_OVERWRITE, people, 2, NULL, &error)) < 0)
 		goto out;

@@ -433,7 +433,7 @@ TEST(a_branch_a_mount_serves_cannot_be_deleted_by_another_process)
 	CHECK(fixture_open_branch(NULL) == 0);
 	struct error_info error;
 	error_info_clear(&error);
-	CHECK(store_branch_create(fx.store, "side", "main", &error) == 0);
+	CHECK(store_branch_create(fx.store, "side", "main", NULL, &error) == 0);
 	fixture_close();
 	/* Mount "side"; a second handle (another process, as far as the lock can tell) tries to delete it. */
 	memset(&fx, 0, sizeof fx);
@@ -445,12 +445,12 @@ TEST(a_branch_a_mount_serves_cannot_be_deleted_by_another_process)
 	struct store *other = NULL;
 	CHECK(store_open(fx.store_path, NULL, &other, &error) == 0);
 	error_info_clear(&error);
-	CHECK_EQ(store_branch_delete(other, "side", "main", &error), -EBUSY);
+	CHECK_EQ(store_branch_delete(other, "side", "main", NULL, &error), -EBUSY);
 	CHECK(strstr(error.message, "/mnt/side") != NULL);
 	fixture_close();
 	/* Unmounted: the branch can go. */
 	error_info_clear(&error);
-	CHECK_EQ(store_branch_delete(other, "side", "main", &error), 0);
+	CHECK_EQ(store_branch_delete(other, "side", "main", NULL, &error), 0);
 	store_close(other);
 }
 

@@ -641,7 +641,7 @@ static int restore_scenario(void)
 	struct error_info error;
 	int rc = store_open(fixture_store_path(), &options, &store, &error);
 	if (rc == 0)
-		rc = store_tag_create(store, "t", "main", STORE_LATEST, NULL, NULL, &error);
+		rc = store_tag_create(store, "t", "main", STORE_LATEST, NULL, NULL, NULL, &error);
 	if (rc == 0) {
 		char command[8600];
 		snprintf(command, sizeof command, "rm -rf '%s'", snapshot_path);
@@ -651,9 +651,9 @@ static int restore_scenario(void)
 	if (rc == 0)
 		rc = store_snapshot_copy(store, snapshot_path, NULL, NULL, NULL, &error);
 	if (rc == 0)
-		rc = store_tag_delete(store, "t", &error);
+		rc = store_tag_delete(store, "t", NULL, &error);
 	if (rc == 0)
-		rc = store_branch_create(store, "extra", "main", &error);
+		rc = store_branch_create(store, "extra", "main", NULL, &error);
 	if (store)
 		store_close(store);
 	struct manifest *manifest;
@@ -671,7 +671,7 @@ static int restore_now(void)
 	struct error_info error;
 	int rc = store_open(fixture_store_path(), &options, &store, &error);
 	if (rc == 0)
-		rc = store_restore(store, snapshot_path, NULL, NULL, &error);
+		rc = store_restore(store, snapshot_path, NULL, NULL, NULL, &error);
 	if (store)
 		store_close(store);
 	return rc;
@@ -1018,7 +1018,7 @@ CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_br
 	struct manifest *manifest;
 	CHECK_EQ(fixture_create_open(&manifest), 0);
 	struct error_info error;
-	CHECK_EQ(manifest_branch_create(manifest, "side", "main", &error), 0);
+	CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
 	manifest_close(manifest);
 	pid_t writers[WRITERS];
 	for (int w = 0; w < WRITERS; w++) {

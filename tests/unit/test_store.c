@@ -1379,7 +1379,7 @@ TEST(a_branch_shares_its_parents_tables_until_it_writes)
 	CHECK(store);
 	struct error_info error;
 	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, NULL, &error), 0);
-	CHECK_EQ(store_branch_create(store, "dev", "main", &error), 0);
+	CHECK_EQ(store_branch_create(store, "dev", "main", NULL, &error), 0);
 	uint64_t found = 0;
 	CHECK_EQ(store_branches(store, find_branch, &found), 0);
 	CHECK_EQ(found, 2);
@@ -1403,7 +1403,7 @@ TEST(a_branch_shares_its_parents_tables_until_it_writes)
 	CHECK_EQ(store_snapshot_heads(dev, false, count_heads, &heads), 0);
 	CHECK_EQ(heads, 1);
 	store_snapshot_release(dev);
-	CHECK_EQ(store_branch_delete(store, "main", NULL, &error), -EBUSY);
+	CHECK_EQ(store_branch_delete(store, "main", NULL, NULL, &error), -EBUSY);
 	store_close(store);
 }
 
@@ -1439,7 +1439,7 @@ TEST(a_read_only_store_refuses_writes)
 	struct error_info error;
 	struct store_txn *txn = NULL;
 	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), -EROFS);
-	CHECK_EQ(store_branch_create(store, "dev", "main", &error), -EROFS);
+	CHECK_EQ(store_branch_create(store, "dev", "main", NULL, &error), -EROFS);
 	store_close(store);
 }
 

@@ -14,13 +14,16 @@
 
 static const char usage[] =
 	"usage: graphfs branch STORE list\n"
-	"       graphfs branch STORE create NAME [--from B]\n"
-	"       graphfs branch STORE delete NAME\n"
+	"       graphfs branch STORE create NAME [--from B] [--if-version V] [--if-commit ULID]\n"
+	"       graphfs branch STORE delete NAME [--if-version V] [--if-commit ULID]\n"
 	"\n"
 	"list     one line per branch: name, head version, head commit, where it forked from\n"
 	"create   a new branch NAME from the head of branch B (default main); it shares\n"
 	"         B's tables until it writes them\n"
-	"delete   removes branch NAME (never main, nor a branch another branch forked from)\n";
+	"delete   removes branch NAME (never main, nor a branch another branch forked from)\n"
+	"\n"
+	"--if-version V and --if-commit ULID: only if the store is still at version V and\n"
+	"the branch (the source for create) is still at commit ULID.\n";
 
 static int print_branch(const struct store_branch_info *branch, void *context)
 {
@@ -37,11 +40,13 @@ static int print_branch(const struct store_branch_info *branch, void *context)
 
 int cmd_branch(int argc, char **argv)
 {
-	const char *from = NULL;
+	const char *from = NULL, *if_version = NULL, *if_commit = NULL;
 	const struct cli_option options[] = {
 		{ "from", 0, &from, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 1, 2, 3 };
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 2, 3 };
 	char **arguments;
 	int count;
 	int status = cli_parse(argc, argv, &syntax, &arguments, &count);
@@ -58,6 +63,11 @@ int cmd_branch(int argc, char **argv)
 		return cli_usage_error(argv[0], "%s needs the branch NAME", action);
 	if (from && strcmp(action, "create") != 0)
 		return cli_usage_error(argv[0], "--from applies to create only");
+	if (listing && (if_version || if_commit))
+		return cli_usage_error(argv[0], "--if-version and --if-commit apply to create and delete");
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
+		return status;
 
 	struct store *store;
 	if ((status = cli_store_open(path, listing, &store)) != 0)
@@ -72,7 +82,7 @@ int cmd_branch(int argc, char **argv)
 			status = cli_fail_error(rc, NULL, "cannot list the branches of %s", path);
 	} else if (strcmp(action, "create") == 0) {
 		const char *source = from ? from : "main";
-		rc = store_branch_create(store, arguments[2], source, &error);
+		rc = store_branch_create(store, arguments[2], source, &condition, &error);
 		if (rc == -EEXIST && error.message[0] == '\0')
 			status = cli_fail("branch '%s' already exists", arguments[2]);
 		else if (rc == -ENOENT && error.message[0] == '\0')
@@ -86,7 +96,7 @@ int cmd_branch(int argc, char **argv)
 		else
 			printf("created branch %s from %s\n", arguments[2], source);
 	} else {
-		rc = store_branch_delete(store, arguments[2], NULL, &error);
+		rc = store_branch_delete(store, arguments[2], NULL, &condition, &error);
 		if (rc == -ENOENT && error.message[0] == '\0')
 			status = cli_fail("there is no branch '%s'", arguments[2]);
 		else if (rc == -EBUSY && error.message[0] == '\0')

@@ -20,12 +20,13 @@ static const char snapshot_usage[] =
 	"on. Bring it back with 'graphfs restore STORE DIR --confirm'.\n";
 
 static const char restore_usage[] =
-	"usage: graphfs restore STORE DIR --confirm\n"
+	"usage: graphfs restore STORE DIR --confirm [--if-version V]\n"
 	"\n"
 	"Makes STORE's branches and tags those of DIR, a snapshot of STORE, as new commits\n"
 	"(one per branch that differs; versions continue upward and history is kept).\n"
 	"Branches and tags DIR lacks are deleted, missing ones created. --confirm is\n"
-	"required: the current state of every branch is replaced.\n";
+	"required: the current state of every branch is replaced. --if-version V: only if\n"
+	"the store is still at version V when the restore starts.\n";
 
 static void report_line(const char *line, void *context)
 {
@@ -63,13 +64,18 @@ int cmd_snapshot(int argc, char **argv)
 int cmd_restore(int argc, char **argv)
 {
 	bool confirm = false;
+	const char *if_version = NULL;
 	const struct cli_option options[] = {
 		{ "confirm", 0, NULL, &confirm },
+		{ "if-version", 0, &if_version, NULL },
 	};
-	const struct cli_syntax syntax = { restore_usage, options, 1, 2, 2 };
+	const struct cli_syntax syntax = { restore_usage, options, sizeof options / sizeof options[0], 2, 2 };
 	char **arguments;
 	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
 	if (status >= 0)
+		return status;
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, NULL, &condition)) != 0)
 		return status;
 	if (!confirm)
 		return cli_usage_error(argv[0], "restore replaces the state of every branch of %s: add --confirm",
@@ -78,7 +84,7 @@ int cmd_restore(int argc, char **argv)
 	if ((status = cli_store_open(arguments[0], false, &store)) != 0)
 		return status;
 	struct error_info error;
-	int rc = store_restore(store, arguments[1], report_line, NULL, &error);
+	int rc = store_restore(store, arguments[1], &condition, report_line, NULL, &error);
 	if (rc < 0)
 		status = cli_fail_error(rc, &error, "cannot restore %s from %s", arguments[0], arguments[1]);
 	else

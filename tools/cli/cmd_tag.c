@@ -12,8 +12,8 @@
 
 static const char usage[] =
 	"usage: graphfs tag STORE list\n"
-	"       graphfs tag STORE create NAME [--at V] [--branch B] [-m MSG]\n"
-	"       graphfs tag STORE delete NAME\n"
+	"       graphfs tag STORE create NAME [--at V] [--branch B] [-m MSG] [--if-version V] [--if-commit ULID]\n"
+	"       graphfs tag STORE delete NAME [--if-version V]\n"
 	"\n"
 	"list     one JSON line per tag: tag, version, branch, commit, time, actor, message\n"
 	"create   names branch B (default main) as of --at V (a version, time or date;\n"
@@ -29,13 +29,15 @@ static int print_tag(const struct store_tag_info *tag, void *context)
 
 int cmd_tag(int argc, char **argv)
 {
-	const char *branch = "main", *at = NULL, *message = NULL;
+	const char *branch = "main", *at = NULL, *message = NULL, *if_version = NULL, *if_commit = NULL;
 	const struct cli_option options[] = {
 		{ "branch", 0, &branch, NULL },
 		{ "at", 0, &at, NULL },
 		{ "message", 'm', &message, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 3, 2, 3 };
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 2, 3 };
 	char **arguments;
 	int count;
 	int status = cli_parse(argc, argv, &syntax, &arguments, &count);
@@ -51,6 +53,11 @@ int cmd_tag(int argc, char **argv)
 		return cli_usage_error(argv[0], "%s needs the tag NAME", action);
 	if (!creating && (at || message || strcmp(branch, "main") != 0))
 		return cli_usage_error(argv[0], "--at, --branch and -m apply to create only");
+	if ((listing && (if_version || if_commit)) || (!creating && if_commit))
+		return cli_usage_error(argv[0], "--if-commit applies to create, --if-version to create and delete");
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
+		return status;
 
 	struct store *store;
 	if ((status = cli_store_open(path, listing, &store)) != 0)
@@ -68,7 +75,7 @@ int cmd_tag(int argc, char **argv)
 	} else if (creating) {
 		uint64_t version = STORE_LATEST;
 		if ((status = cli_resolve_at(argv[0], store, at, &branch, &version)) == 0) {
-			rc = store_tag_create(store, arguments[2], branch, version, message, NULL, &error);
+			rc = store_tag_create(store, arguments[2], branch, version, message, NULL, &condition, &error);
 			struct store_tag_info tag;
 			if (rc == 0 && (rc = store_tag_find(store, arguments[2], &tag)) == 0)
 				printf("tagged version %llu of %s as %s (commit %s)\n", (unsigned long long)tag.version,
@@ -77,7 +84,7 @@ int cmd_tag(int argc, char **argv)
 				status = cli_fail_error(rc, &error, "cannot create tag '%s'", arguments[2]);
 		}
 	} else {
-		rc = store_tag_delete(store, arguments[2], &error);
+		rc = store_tag_delete(store, arguments[2], &condition, &error);
 		if (rc < 0)
 			status = cli_fail_error(rc, &error, "cannot delete tag '%s'", arguments[2]);
 		else
