@@ -213,6 +213,11 @@ bool node_is_writable(const struct mountfs *mount, const struct node *node)
 
 double namespace_timeout(const struct node *node)
 {
+	/* A tag's name can be deleted and made again elsewhere: the entry tags/<tag>
+	 * expires like a live one, while everything under it (its inodes carry the
+	 * tag's version) is as immutable as history. */
+	if (node->kind == NODE_TAG_ROOT)
+		return GRAPHFS_LIVE_TIMEOUT;
 	return node_is_live(node) ? GRAPHFS_LIVE_TIMEOUT : GRAPHFS_HISTORY_TIMEOUT;
 }
 

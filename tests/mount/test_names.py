@@ -110,3 +110,16 @@ def test_a_mount_sees_a_restore_within_the_refresh_bound_and_a_pinned_reader_kee
             time.sleep(0.1)
         assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
         assert pinned.read() == later
+
+
+def test_a_tag_deleted_and_made_again_elsewhere_shows_its_new_version(m):
+    graphfs("tag", m.store, "create", "moving")
+    assert m.read("tags", "moving", "tables", "Person.jsonl") == jsonl(PEOPLE)
+    m.sh("""echo '{"id":"c","name":"Cy"}' >> tables/Person.jsonl""")
+    graphfs("tag", m.store, "delete", "moving")
+    graphfs("tag", m.store, "create", "moving")
+    expected = jsonl(PEOPLE + [{"id": "c", "name": "Cy"}])
+    deadline = time.monotonic() + 5
+    while m.read("tags", "moving", "tables", "Person.jsonl") != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert m.read("tags", "moving", "tables", "Person.jsonl") == expected
