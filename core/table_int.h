@@ -1,5 +1,5 @@
 /*
- * table_int.h — internals shared by table.c and table_runs.c (layer: table).
+ * table_int.h — internals shared by the table files (table*.c; layer: table).
  *
  * A large stage keeps at most TABLE_RUN_ENTRIES staged ids in memory. When
  * that many are held, they are sorted and written, as one run, to an unnamed
@@ -15,6 +15,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+
+#include <roaring/roaring.h>
 
 #include "pager.h"
 #include "table.h"
@@ -111,5 +114,235 @@ int table_line_string(const uint8_t *line, size_t size, size_t *at, struct buf *
 		      size_t *out_size);
 /* The id, from and to of a canonical edge line, unescaped. 0, -EIO or -ENOMEM. */
 int table_edge_line_parse(const uint8_t *line, size_t size, struct buf *id, struct buf *from, struct buf *to);
+
+/* ---- shared by table.c, table_stage.c, table_apply.c and table_verify.c ----------
+ * The layouts are docs/FORMAT.md §10–§13; the invariants a stage keeps (the
+ * numbers below refer to them) are at the top of table_stage.c. */
+
+#define TABLE_RECORD_SIZE (16 + 16 + 8 + 5 * BLOCK_ADDRESS_SIZE + 8 + 8 + 8) /* docs/FORMAT.md §10 */
+#define DESCRIPTOR_SIZE (BLOCK_ADDRESS_SIZE + 4 + BLOCK_ADDRESS_SIZE + 4 + 8)
+#define KEY_VALUE_SIZE (8 + 4 + 4)
+#define SEQUENCE_KEY_SIZE 8
+
+struct fragment_descriptor {
+	struct block_address block;
+	uint32_t rows;                 /* rows in the fragment block */
+	struct block_address bitmap;   /* deletion bitmap, null if none */
+	uint32_t live_rows;
+	uint64_t live_bytes;
+};
+
+struct key_value {
+	uint64_t sequence;             /* fragment sequence */
+	uint32_t row_index;            /* row in that fragment */
+	uint32_t row_size;             /* bytes of the row's canonical line */
+};
+
+/*
+ * One decoded fragment. Payload (FORMAT.md §11): u32 rows n, n u32 line
+ * lengths, the lines. Lengths (not offsets) because similar lengths compress
+ * to almost nothing; the ends are summed up once per decode.
+ */
+struct fragment_view {
+	struct buf raw;
+	uint32_t *ends;                 /* end offset of each line within lines */
+	size_t ends_capacity;
+	uint32_t rows;
+	const uint8_t *lines;
+	size_t lines_size;
+	roaring_bitmap_t *deleted;      /* NULL when no row is deleted */
+	uint32_t live_rows;
+	uint64_t live_bytes;
+};
+
+enum {
+	ENTRY_DELETE = 1,   /* a staged delete (merges) */
+	ENTRY_DEAD = 2,     /* superseded by a later entry for the same id */
+	ENTRY_CUT = 4,      /* the row is in stage fragment `fragment` at `row_index` */
+};
+
+/*
+ * One staged row or delete: 16 bytes (plus its id in stage->ids and
+ * 7 to 14 bytes of id map), the whole per-row cost of a large import.
+ */
+struct stage_entry {
+	uint64_t id_offset : 37;        /* into stage->ids (STAGE_IDS_LIMIT) */
+	uint64_t id_size : 11;          /* 1 .. BTREE_MAX_KEY */
+	uint64_t flags : 3;
+	uint64_t row_index : 13;        /* ENTRY_CUT: row index in its stage fragment */
+	uint32_t line_size;             /* bytes of the canonical line, 0 for deletes */
+	uint32_t location;              /* ENTRY_CUT: stage fragment ordinal; pending: offset in pending_lines */
+};
+
+#define STAGE_IDS_LIMIT (UINT64_C(1) << 37)
+_Static_assert(sizeof(struct stage_entry) == 16, "a stage entry is 16 bytes");
+_Static_assert(BTREE_MAX_KEY < (1 << 11), "ids fit stage_entry.id_size");
+_Static_assert(TABLE_FRAGMENT_ROWS <= (1 << 13), "row indexes fit stage_entry.row_index");
+
+struct stage_fragment {
+	struct block_address address;   /* spilled: its block in the segment (set once written); inline: null */
+	struct buf payload;             /* inline: the raw payload, appended at apply */
+	uint32_t rows;
+	uint32_t live_rows;
+	uint64_t live_bytes;
+	roaring_bitmap_t *dead;         /* rows that died after the cut, NULL if none */
+};
+
+/*
+ * The spill writer: a thread that compresses and writes the fragments cut
+ * from a spilled stage, in the order they were cut, while the stage keeps
+ * taking rows. At most STAGE_QUEUE_DEPTH fragments wait or are being
+ * written; their payloads are job buffers reused from one fragment to the
+ * next, so memory stays bounded.
+ */
+#define STAGE_QUEUE_DEPTH 2
+
+struct stage_job {
+	struct buf payload;             /* the raw fragment payload */
+	uint32_t fragment;              /* stage fragment ordinal */
+	struct block_address address;   /* written: the block's address */
+};
+
+struct stage_writer {
+	pthread_t thread;
+	bool running;                   /* the thread exists and has not been joined */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;         /* a job was submitted or completed, or stopping was set */
+	struct stage_job jobs[STAGE_QUEUE_DEPTH];
+	uint64_t submitted;             /* jobs handed over (job n uses jobs[n % STAGE_QUEUE_DEPTH]) */
+	uint64_t completed;             /* jobs written (or skipped after a failure) */
+	uint64_t harvested;             /* completed jobs whose address was copied to its fragment */
+	bool stopping;
+	_Atomic int failure;            /* first write error, 0 if none; written under lock, read without */
+};
+
+struct table_stage {
+	struct pager *pager;
+	enum table_write_mode mode;
+	enum codec_kind codec;
+	table_segment_allocator allocate;
+	void *allocate_context;
+	struct pager_segment *segment;  /* non-NULL once spilled */
+	uint64_t segment_id;
+	bool sealed;
+	bool published;
+
+	struct stage_entry *entries;
+	size_t entry_count, entry_capacity;
+	struct buf ids;                 /* every staged id, concatenated */
+	/*
+	 * The id map: open addressing, linear probing. A slot is the entry
+	 * index + 1 in slots and a one-byte tag from the id's hash in tags (0:
+	 * empty), so a probe reads an entry and its id only when the tags match:
+	 * 5 bytes a slot.
+	 */
+	uint32_t *slots;
+	uint8_t *tags;
+	size_t slot_capacity;           /* power of two */
+	size_t distinct;                /* entries that are not DEAD (the ids the map names) */
+	bool ids_ascending;             /* invariant 8: entries in strictly increasing id order, map empty */
+
+	struct buf pending_lines;       /* lines of rows not yet cut */
+	uint32_t *pending;              /* entry indexes of those rows, in order */
+	size_t pending_count, pending_capacity;
+
+	struct stage_fragment *fragments;
+	size_t fragment_count, fragment_capacity;
+
+	/*
+	 * After seal the id map is replaced, in its own memory, by the entries
+	 * that are not DEAD in id order: sorted_count live rows, then
+	 * deleted_count deletes. Lookups then binary-search them.
+	 */
+	uint32_t *sorted;
+	size_t sorted_count, deleted_count;
+	bool map_is_sorted;
+
+	uint64_t rows_added, bytes_added, live_rows, live_bytes;
+	struct buf scratch;
+	struct stage_writer writer;     /* used once spilled */
+
+	/*
+	 * A spilled stage that holds run_entries entries (or
+	 * STAGE_RUN_ID_BYTES of ids) writes them, sorted, as a run to a scratch
+	 * file and starts its entries, ids and map over (invariant 9).
+	 */
+	struct stage_runs *runs;        /* NULL until the first run */
+	uint32_t run_entries;           /* entries held in memory before a run is written */
+	/* A sealed spilled overwrite: its key tree, built into the segment by the seal. */
+	bool keys_prebuilt;
+	struct block_address prebuilt_keys;
+	/* An edge table's stage: what its adjacency indexes need (table_edges.c); NULL for node tables. */
+	struct stage_edges *edges;
+	int edges_error;                /* the first failure to record a row in edges: sticky */
+};
+
+#define STAGE_RUN_ID_BYTES (UINT32_C(24) << 20)
+
+/*
+ * The sealed stage's last record per id, live rows and deletes: from the
+ * runs in id order, or from the sorted entries in memory (live rows in id
+ * order, then deletes in id order).
+ */
+struct stage_iterator {
+	const struct table_stage *stage;
+	struct stage_runs_cursor *cursor;  /* NULL: the entries in memory */
+	size_t next;
+};
+
+void table_sequence_key(uint64_t sequence, uint8_t key[SEQUENCE_KEY_SIZE]);
+uint64_t table_sequence_from_key(const uint8_t key[SEQUENCE_KEY_SIZE]);
+void table_descriptor_encode(const struct fragment_descriptor *descriptor, uint8_t out[DESCRIPTOR_SIZE]);
+int table_descriptor_decode(const uint8_t *bytes, size_t size, struct fragment_descriptor *out);
+void table_key_value_encode(const struct key_value *value, uint8_t out[KEY_VALUE_SIZE]);
+int table_key_value_decode(const uint8_t *bytes, size_t size, struct key_value *out);
+/* Keys compare as the B+tree does: memcmp over the shorter length, then length. */
+int table_id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size);
+int table_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size);
+void table_fragment_view_init(struct fragment_view *view);
+/* Forgets the decoded fragment but keeps the memory for the next one. */
+void table_fragment_view_reset(struct fragment_view *view);
+void table_fragment_view_clear(struct fragment_view *view);
+size_t table_line_start(const struct fragment_view *view, uint32_t row);
+size_t table_line_end(const struct fragment_view *view, uint32_t row);
+/*
+ * The id of a canonical line (which starts {"id":"<id as a JSON string>"):
+ * points into the line when the id has no escapes, else decodes it (jansson)
+ * into scratch. Returns 0, -EIO (not a canonical line) or -ENOMEM.
+ */
+int table_line_id(const uint8_t *line, size_t size, struct buf *scratch, const uint8_t **id,
+		   size_t *id_size);
+/* True if the canonical line's id is id (what stage_add checks and readers rely on). */
+bool table_line_has_id(const uint8_t *line, size_t size, const void *id, size_t id_size,
+			struct buf *scratch);
+/*
+ * Reads and deserializes a deletion bitmap of a fragment of rows rows, through
+ * append when given (apply may read what the same publish appended).
+ * Returns 0, -EIO, -ENOENT, -ENOMEM.
+ */
+int table_bitmap_read(struct pager *pager, struct pager_append *append, struct block_address address,
+		       uint32_t rows, roaring_bitmap_t **out);
+/*
+ * Loads the fragment a descriptor names (block and bitmap), checks its
+ * structure against the descriptor and counts its rows as decoded data rows.
+ * On error the view is cleared. Returns 0, -EIO, -ENOENT, -ENOMEM.
+ */
+int table_fragment_view_load(struct pager *pager, const struct fragment_descriptor *descriptor,
+			      struct fragment_view *view);
+bool table_fragment_view_is_live(const struct fragment_view *view, uint32_t row);
+/* Looks a fragment descriptor up by sequence in the fragment tree. 0, -ENOENT, -errno. */
+int table_descriptor_get(struct btree *fragments, uint64_t sequence, struct fragment_descriptor *out);
+void stage_record_location(uint64_t first_sequence, const struct stage_record *record,
+			    uint8_t value[KEY_VALUE_SIZE]);
+int stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator);
+/* 1 with *out, 0 at the end, or -errno. */
+int stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out);
+void stage_iterator_close(struct stage_iterator *iterator);
+/*
+ * Adds the key tree entry of every live row, in id order, to builder.
+ * first_sequence: the sequence the stage's first fragment gets. 0 or -errno.
+ */
+int stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
+			    struct btree_builder *builder);
 
 #endif

@@ -144,14 +144,6 @@ static bool filter_may_hold(const struct run *run, uint64_t hash)
 
 /* ---- records ----------------------------------------------------------------------- */
 
-static int id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
-{
-	int order = memcmp(a, b, a_size < b_size ? a_size : b_size);
-	if (order != 0)
-		return order;
-	return a_size < b_size ? -1 : a_size > b_size;
-}
-
 /* Appends the record to out, which has room for it (buf_reserve). */
 static void record_encode(const struct stage_record *record, struct buf *out)
 {
@@ -351,7 +343,7 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 		bool in_block = runs->block.size > 0;
 		const uint8_t *last = in_block ? runs->block.data + runs->last_id_at : run->last_id.data;
 		size_t last_size = in_block ? runs->last_id_size : run->last_id.size;
-		if (id_compare(last, last_size, record->id, record->id_size) >= 0)
+		if (table_id_compare(last, last_size, record->id, record->id_size) >= 0)
 			return -EINVAL;
 	}
 	size_t size = RUN_RECORD_FIXED + record->id_size;
@@ -486,7 +478,7 @@ static int run_find(struct stage_runs *runs, struct run *run, const void *id, si
 		uint64_t middle = low + (high - low) / 2;
 		size_t first_size;
 		const uint8_t *first = index_id(index, middle, &first_size);
-		if (id_compare(first, first_size, id, id_size) <= 0)
+		if (table_id_compare(first, first_size, id, id_size) <= 0)
 			low = middle;
 		else
 			high = middle;
@@ -506,7 +498,7 @@ static int run_find(struct stage_runs *runs, struct run *run, const void *id, si
 		uint16_t middle = (uint16_t)(first + (after - first) / 2);
 		if ((rc = record_at(&view, middle, out)) < 0)
 			return rc;
-		int order = id_compare(out->id, out->id_size, id, id_size);
+		int order = table_id_compare(out->id, out->id_size, id, id_size);
 		if (order == 0)
 			return 1;
 		if (order < 0)
@@ -526,8 +518,8 @@ int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, str
 		struct run *run = run_at(runs, i);
 		size_t first_size;
 		const uint8_t *first = index_id(&runs->blocks, run->first_block, &first_size);
-		if (id_compare(id, id_size, first, first_size) < 0 ||
-		    id_compare(id, id_size, run->last_id.data, run->last_id.size) > 0 ||
+		if (table_id_compare(id, id_size, first, first_size) < 0 ||
+		    table_id_compare(id, id_size, run->last_id.data, run->last_id.size) > 0 ||
 		    !filter_may_hold(run, hash))
 			continue;
 		int found = run_find(runs, run, id, id_size, out);
@@ -594,7 +586,7 @@ static int source_advance(struct stage_runs *runs, struct cursor_source *source)
 /* True if source a comes before source b: a smaller id, or the same id in a newer run. */
 static bool source_before(const struct cursor_source *a, const struct cursor_source *b)
 {
-	int order = id_compare(a->current.id, a->current.id_size, b->current.id, b->current.id_size);
+	int order = table_id_compare(a->current.id, a->current.id_size, b->current.id, b->current.id_size);
 	return order < 0 || (order == 0 && a->run > b->run);
 }
 
@@ -696,7 +688,7 @@ int stage_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record
 		if ((rc = heap_advance_top(cursor)) < 0)
 			return rc;
 	} while (cursor->heap_size > 0 &&
-		 id_compare(cursor->sources[cursor->heap[0]].current.id,
+		 table_id_compare(cursor->sources[cursor->heap[0]].current.id,
 			    cursor->sources[cursor->heap[0]].current.id_size, out->id, out->id_size) == 0);
 	return 1;
 }
