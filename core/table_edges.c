@@ -14,7 +14,7 @@
  *   - a merge feeds one sorter by id, in the order rows and deletes were
  *     added: the last record per id is what the stage leaves. At apply the
  *     base's trees lose the entries of the rows the merge replaces or
- *     deletes (their lines, given by table.c, name their old endpoints) and
+ *     deletes (their lines, given by table_apply.c, name their old endpoints) and
  *     gain those of the new rows: O(k log n). A merge into an empty table
  *     builds the trees from its last records instead.
  *
@@ -23,7 +23,7 @@
  *      (so row_count entries each); both are null exactly when the table
  *      is empty (or is a node table).
  *   2. Recording never changes what was recorded before: apply may run any
- *      number of times on one sealed stage (table.c invariant 6).
+ *      number of times on one sealed stage (table_stage.c invariant 6).
  *
  * States of a stage_edges: RECORDING (stage_edges_add) -> SEALED
  * (stage_edges_seal: sorted, and for a spilled overwrite built into the
