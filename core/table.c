@@ -31,20 +31,6 @@
 
 
 
-void table_sequence_key(uint64_t sequence, uint8_t key[SEQUENCE_KEY_SIZE])
-{
-	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
-		key[i] = (uint8_t)(sequence >> (8 * (SEQUENCE_KEY_SIZE - 1 - i)));
-}
-
-uint64_t table_sequence_from_key(const uint8_t key[SEQUENCE_KEY_SIZE])
-{
-	uint64_t sequence = 0;
-	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
-		sequence = sequence << 8 | key[i];
-	return sequence;
-}
-
 static void address_store(uint8_t *at, struct block_address address)
 {
 	buf_store_u64(at, address.segment);
@@ -95,16 +81,6 @@ int table_key_value_decode(const uint8_t *bytes, size_t size, struct key_value *
 	out->row_index = buf_load_u32(bytes + 8);
 	out->row_size = buf_load_u32(bytes + 12);
 	return 0;
-}
-
-/* Keys compare as the B+tree does: memcmp over the shorter length, then length. */
-int table_id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
-{
-	size_t common = a_size < b_size ? a_size : b_size;
-	int order = common ? memcmp(a, b, common) : 0;
-	if (order != 0)
-		return order;
-	return a_size < b_size ? -1 : a_size > b_size;
 }
 
 int table_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
@@ -236,16 +212,6 @@ void table_fragment_view_clear(struct fragment_view *view)
 	buf_free(&view->raw);
 	free(view->ends);
 	table_fragment_view_init(view);
-}
-
-size_t table_line_start(const struct fragment_view *view, uint32_t row)
-{
-	return row ? view->ends[row - 1] : 0;
-}
-
-size_t table_line_end(const struct fragment_view *view, uint32_t row)
-{
-	return view->ends[row];
 }
 
 /*

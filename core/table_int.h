@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <pthread.h>
 
 #include <roaring/roaring.h>
@@ -290,21 +291,15 @@ struct stage_iterator {
 	size_t next;
 };
 
-void table_sequence_key(uint64_t sequence, uint8_t key[SEQUENCE_KEY_SIZE]);
-uint64_t table_sequence_from_key(const uint8_t key[SEQUENCE_KEY_SIZE]);
 void table_descriptor_encode(const struct fragment_descriptor *descriptor, uint8_t out[DESCRIPTOR_SIZE]);
 int table_descriptor_decode(const uint8_t *bytes, size_t size, struct fragment_descriptor *out);
 void table_key_value_encode(const struct key_value *value, uint8_t out[KEY_VALUE_SIZE]);
 int table_key_value_decode(const uint8_t *bytes, size_t size, struct key_value *out);
-/* Keys compare as the B+tree does: memcmp over the shorter length, then length. */
-int table_id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size);
 int table_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size);
 void table_fragment_view_init(struct fragment_view *view);
 /* Forgets the decoded fragment but keeps the memory for the next one. */
 void table_fragment_view_reset(struct fragment_view *view);
 void table_fragment_view_clear(struct fragment_view *view);
-size_t table_line_start(const struct fragment_view *view, uint32_t row);
-size_t table_line_end(const struct fragment_view *view, uint32_t row);
 /*
  * The id of a canonical line (which starts {"id":"<id as a JSON string>"):
  * points into the line when the id has no escapes, else decodes it (jansson)
@@ -343,6 +338,41 @@ void stage_iterator_close(struct stage_iterator *iterator);
  * first_sequence: the sequence the stage's first fragment gets. 0 or -errno.
  */
 int stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
-			    struct btree_builder *builder);
+		     struct btree_builder *builder);
+
+/* Small and hot (sorting ids, walking lines): inline in every table file. */
+static inline void table_sequence_key(uint64_t sequence, uint8_t key[SEQUENCE_KEY_SIZE])
+{
+	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
+		key[i] = (uint8_t)(sequence >> (8 * (SEQUENCE_KEY_SIZE - 1 - i)));
+}
+
+static inline uint64_t table_sequence_from_key(const uint8_t key[SEQUENCE_KEY_SIZE])
+{
+	uint64_t sequence = 0;
+	for (int i = 0; i < SEQUENCE_KEY_SIZE; i++)
+		sequence = sequence << 8 | key[i];
+	return sequence;
+}
+
+/* Keys compare as the B+tree does: memcmp over the shorter length, then length. */
+static inline int table_id_compare(const uint8_t *a, size_t a_size, const uint8_t *b, size_t b_size)
+{
+	size_t common = a_size < b_size ? a_size : b_size;
+	int order = common ? memcmp(a, b, common) : 0;
+	if (order != 0)
+		return order;
+	return a_size < b_size ? -1 : a_size > b_size;
+}
+
+static inline size_t table_line_start(const struct fragment_view *view, uint32_t row)
+{
+	return row ? view->ends[row - 1] : 0;
+}
+
+static inline size_t table_line_end(const struct fragment_view *view, uint32_t row)
+{
+	return view->ends[row];
+}
 
 #endif

@@ -60,6 +60,7 @@ enum write_kind { WRITE_OVERWRITE, WRITE_MERGE, WRITE_EDIT };
 struct open_file {
 	struct open_file *all_previous;
 	struct open_file *all_next;
+	atomic_int references;             /* the handle's own, plus settle_deferred's while it works */
 	pthread_mutex_t lock;
 	struct node *node;                 /* retained */
 	enum file_role role;
@@ -132,6 +133,7 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 	if (!file)
 		return NULL;
 	pthread_mutex_init(&file->lock, NULL);
+	atomic_init(&file->references, 1);
 	file->node = node;
 	inode_retain(mount, node);
 	file->role = role;
@@ -166,6 +168,13 @@ static void file_free(struct mountfs *mount, struct open_file *file)
 	free(file);
 }
 
+/* Drops a reference; the last one frees the file (which is no longer registered). */
+static void file_put(struct mountfs *mount, struct open_file *file)
+{
+	if (atomic_fetch_sub(&file->references, 1) == 1)
+		file_free(mount, file);
+}
+
 void files_close_all(struct mountfs *mount)
 {
 	for (;;) {
@@ -175,7 +184,7 @@ void files_close_all(struct mountfs *mount)
 		if (!file)
 			break;
 		file_unregister(mount, file);
-		file_free(mount, file);
+		file_put(mount, file);
 	}
 }
 
@@ -275,6 +284,43 @@ static int begin_stream(struct mountfs *mount, struct open_file *file, enum stor
 	if (mode == STORE_OVERWRITE)
 		same_as_begin(mount, file);
 	return 0;
+}
+
+/*
+ * Publishes the deferred O_TRUNC (or creation) of every other handle of
+ * branch/table that was never written. Such a handle publishes at its last
+ * close (RELEASE), which the kernel sends without waiting, so `touch t` or
+ * `: > t` can return before it lands; a later open of the same table settles
+ * it first, so that it sees the truncation (and is not undone by it
+ * afterwards). Called holding no lock.
+ */
+static int publish(struct mountfs *mount, struct open_file *file, bool releasing);
+
+static void settle_deferred(struct mountfs *mount, const char *branch, const char *table,
+			    const struct open_file *except)
+{
+	struct open_file *found[16];
+	size_t count = 0;
+	pthread_mutex_lock(&mount->files_lock);
+	for (struct open_file *other = mount->files; other && count < 16; other = other->all_next)
+		if (other != except && other->role == FILE_TABLE_WRITE && strcmp(other->table, table) == 0 &&
+		    strcmp(other->branch, branch) == 0 && other->node->view.version == 0) {
+			atomic_fetch_add(&other->references, 1);
+			found[count++] = other;
+		}
+	pthread_mutex_unlock(&mount->files_lock);
+	for (size_t i = 0; i < count; i++) {
+		struct open_file *other = found[i];
+		pthread_mutex_lock(&other->lock);
+		if (!other->failed && other->write_kind == WRITE_OVERWRITE && other->truncate_pending && !other->dirty) {
+			int rc = publish(mount, other, true);
+			if (rc < 0)
+				mount_log(mount, LOG_WARNING, "%s: publishing its truncation before another open of it failed: %s",
+					  other->path, strerror(-rc));
+		}
+		pthread_mutex_unlock(&other->lock);
+		file_put(mount, other);
+	}
 }
 
 static int open_table_write(struct mountfs *mount, struct open_file *file, int flags, bool created)
@@ -426,6 +472,8 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 	struct open_file *file = file_new(mount, node, role);
 	if (!file)
 		return -ENOMEM;
+	if ((role == FILE_TABLE_WRITE || role == FILE_TABLE_READ) && live)
+		settle_deferred(mount, file->branch, file->table, file);
 	file->writable = writable;
 	file->uid = uid;
 	int rc = 0;
@@ -930,7 +978,7 @@ void file_release(struct mountfs *mount, struct open_file *file)
 	snprintf(branch, sizeof branch, "%s", file->branch);
 	snprintf(table, sizeof table, "%s", file->table);
 	bool still_pending = file->pending_registered;
-	file_free(mount, file);
+	file_put(mount, file);
 	/* A creation that never published: its name goes away again. */
 	if (was_pending && still_pending) {
 		const char *names[1] = { table };
@@ -1074,7 +1122,7 @@ int file_truncate(struct mountfs *mount, struct node *node, struct open_file *fi
 		rc = publish(mount, own, false);
 	pthread_mutex_unlock(&own->lock);
 	file_unregister(mount, own);
-	file_free(mount, own);
+	file_put(mount, own);
 	return rc;
 }
 

@@ -319,6 +319,36 @@ TEST(a_table_created_empty_takes_its_schema_from_its_first_rows)
 	fixture_close();
 }
 
+/* The kernel sends RELEASE without waiting: `touch t; echo row >> t` can reach the
+ * daemon as create, flush, open, write, flush, and only then the touch's release. */
+TEST(a_touch_whose_release_comes_after_the_next_open_does_not_lose_the_append)
+{
+	CHECK(fixture_open() == 0);
+	uint64_t touched, appended;
+	CHECK(fs_open("tables/New.jsonl", O_WRONLY | O_CREAT, 0644, &touched, NULL) == 0);
+	CHECK(mountfs_flush(fx.mount, touched) == 0);           /* close(2) of touch returns here */
+	CHECK(fs_open("tables/New.jsonl", O_WRONLY | O_CREAT | O_APPEND, 0644, &appended, NULL) == 0);
+	mountfs_release(fx.mount, touched);                      /* the touch's RELEASE, late */
+	CHECK(fs_write_at(appended, "{\"id\":\"n\",\"size\":3}\n", 0) == 0);
+	CHECK(fs_close(appended) == 0);
+	CHECK_EQ(fs_read_file("tables/New.jsonl", text, sizeof text), 20);
+	CHECK(strcmp(text, "{\"id\":\"n\",\"size\":3}\n") == 0);
+	fixture_close();
+}
+
+TEST(an_unwritten_truncation_is_seen_by_the_next_open_before_its_release)
+{
+	CHECK(with_people() == 0);
+	uint64_t truncating;
+	CHECK(fs_open("tables/Person.jsonl", O_WRONLY | O_TRUNC, 0644, &truncating, NULL) == 0);
+	CHECK(mountfs_flush(fx.mount, truncating) == 0);        /* `: > tables/Person.jsonl` returns */
+	CHECK(fs_append("tables/Person.jsonl", "{\"id\":\"z\",\"name\":\"Zed\"}\n") == 0);
+	mountfs_release(fx.mount, truncating);
+	CHECK(fs_read_file("tables/Person.jsonl", text, sizeof text) > 0);
+	CHECK(strcmp(text, "{\"id\":\"z\",\"name\":\"Zed\"}\n") == 0);
+	fixture_close();
+}
+
 /* ---- what is published ---------------------------------------------------------------- */
 
 TEST(an_overwrite_with_the_current_bytes_publishes_nothing)
