@@ -82,6 +82,8 @@ struct open_file {
 	uint64_t stream_bytes;             /* bytes fed (overwrite: the next offset) */
 	bool dirty;                        /* something to publish */
 	bool truncate_pending;             /* an overwrite not published yet */
+	bool closed_unwritten;             /* a close (flush) came while truncate_pending and nothing was
+					      written: the truncation waits for the release (settle_deferred) */
 	int failed;                        /* sticky negative errno */
 	bool pending_registered;           /* counted in the workspace's pendings */
 	int copy_descriptor;               /* edits: the private copy, -1 until the first change */
@@ -288,11 +290,13 @@ static int begin_stream(struct mountfs *mount, struct open_file *file, enum stor
 
 /*
  * Publishes the deferred O_TRUNC (or creation) of every other handle of
- * branch/table that was never written. Such a handle publishes at its last
- * close (RELEASE), which the kernel sends without waiting, so `touch t` or
- * `: > t` can return before it lands; a later open of the same table settles
- * it first, so that it sees the truncation (and is not undone by it
- * afterwards). Called holding no lock.
+ * branch/table that was closed without a write. Such a handle publishes at
+ * its last close (RELEASE), which the kernel sends without waiting, so
+ * `touch t` or `: > t` can return before it lands; a later open of the same
+ * table settles it first, so that it sees the truncation (and is not undone
+ * by it afterwards). A handle still being written (opened, not yet closed) is
+ * left alone: a reader never makes a `cp` in progress publish an empty table.
+ * Called holding no lock.
  */
 static int publish(struct mountfs *mount, struct open_file *file, bool releasing);
 
@@ -312,7 +316,8 @@ static void settle_deferred(struct mountfs *mount, const char *branch, const cha
 	for (size_t i = 0; i < count; i++) {
 		struct open_file *other = found[i];
 		pthread_mutex_lock(&other->lock);
-		if (!other->failed && other->write_kind == WRITE_OVERWRITE && other->truncate_pending && !other->dirty) {
+		if (!other->failed && other->write_kind == WRITE_OVERWRITE && other->truncate_pending && !other->dirty &&
+		    other->closed_unwritten) {
 			int rc = publish(mount, other, true);
 			if (rc < 0)
 				mount_log(mount, LOG_WARNING, "%s: publishing its truncation before another open of it failed: %s",
@@ -641,6 +646,7 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 	same_as_compare(file, bytes, size, file->stream_bytes);
 	file->stream_bytes += size;
 	file->dirty = true;
+	file->closed_unwritten = false;   /* a duplicate descriptor writes after all (`cmd > t`) */
 	if (file->pending_registered)
 		scratch_pending_resize(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
 	return (ssize_t)size;
@@ -949,6 +955,8 @@ static int publish(struct mountfs *mount, struct open_file *file, bool releasing
 int file_flush(struct mountfs *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
+	if (file->truncate_pending && !file->dirty)
+		file->closed_unwritten = true;
 	int rc = publish(mount, file, false);
 	pthread_mutex_unlock(&file->lock);
 	return rc;

@@ -349,6 +349,20 @@ TEST(an_unwritten_truncation_is_seen_by_the_next_open_before_its_release)
 	fixture_close();
 }
 
+TEST(a_reader_opened_while_an_overwrite_is_being_written_leaves_it_one_commit)
+{
+	CHECK(with_people() == 0);
+	uint64_t version = fs_version();
+	uint64_t writing;
+	CHECK(fs_open("tables/Person.jsonl", O_WRONLY | O_TRUNC, 0644, &writing, NULL) == 0);
+	CHECK(fs_read_file("tables/Person.jsonl", text, sizeof text) > 0);   /* still the old rows */
+	CHECK(strcmp(text, PEOPLE) == 0);
+	CHECK(fs_write_at(writing, "{\"id\":\"z\",\"name\":\"Zed\"}\n", 0) == 0);
+	CHECK(fs_close(writing) == 0);
+	CHECK_EQ(fs_version(), version + 1);
+	fixture_close();
+}
+
 /* ---- what is published ---------------------------------------------------------------- */
 
 TEST(an_overwrite_with_the_current_bytes_publishes_nothing)
