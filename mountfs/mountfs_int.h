@@ -232,6 +232,8 @@ struct mountfs {
 	struct workspace *workspaces;
 
 	pthread_mutex_t files_lock;          /* every open file, for freeing at unmount */
+	atomic_int closed_unwritten;         /* open files closed without a write whose truncation waits
+						for their release (open_file.c settle_deferred) */
 	struct open_file *files;
 
 	pthread_mutex_t errors_lock;

@@ -147,9 +147,19 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 	return file;
 }
 
+/* Sets whether file is closed without a write, keeping the mount's count of such files. */
+static void closed_unwritten_set(struct mountfs *mount, struct open_file *file, bool value)
+{
+	if (file->closed_unwritten == value)
+		return;
+	file->closed_unwritten = value;
+	atomic_fetch_add(&mount->closed_unwritten, value ? 1 : -1);
+}
+
 /* Frees a file's resources (no publishing). */
 static void file_free(struct mountfs *mount, struct open_file *file)
 {
+	closed_unwritten_set(mount, file, false);
 	if (file->same_as)
 		store_table_close(file->same_as);
 	free(file->compare_buffer);
@@ -305,6 +315,8 @@ static void settle_deferred(struct mountfs *mount, const char *branch, const cha
 {
 	struct open_file *found[16];
 	size_t count = 0;
+	if (atomic_load(&mount->closed_unwritten) == 0)
+		return;   /* the common case: nothing waits, no list to walk */
 	pthread_mutex_lock(&mount->files_lock);
 	for (struct open_file *other = mount->files; other && count < 16; other = other->all_next)
 		if (other != except && other->role == FILE_TABLE_WRITE && strcmp(other->table, table) == 0 &&
@@ -646,7 +658,7 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 	same_as_compare(file, bytes, size, file->stream_bytes);
 	file->stream_bytes += size;
 	file->dirty = true;
-	file->closed_unwritten = false;   /* a duplicate descriptor writes after all (`cmd > t`) */
+	closed_unwritten_set(mount, file, false);   /* a duplicate descriptor writes after all (`cmd > t`) */
 	if (file->pending_registered)
 		scratch_pending_resize(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
 	return (ssize_t)size;
@@ -824,6 +836,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 	file->writer = NULL;
 	file->dirty = false;
 	file->truncate_pending = false;
+	closed_unwritten_set(mount, file, false);
 	after_publish(mount, file);   /* also when nothing changed: the name is no longer pending or hidden */
 	return 0;
 }
@@ -956,7 +969,7 @@ int file_flush(struct mountfs *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
 	if (file->truncate_pending && !file->dirty)
-		file->closed_unwritten = true;
+		closed_unwritten_set(mount, file, true);
 	int rc = publish(mount, file, false);
 	pthread_mutex_unlock(&file->lock);
 	return rc;
