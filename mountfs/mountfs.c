@@ -81,11 +81,15 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	return 0;
 }
 
+static void directory_close(struct mountfs *mount, struct open_directory *directory);
+
 void mountfs_free(struct mountfs *mount)
 {
 	if (!mount)
 		return;
 	files_close_all(mount);
+	while (mount->directories)
+		directory_close(mount, mount->directories);
 	workspaces_free(mount);
 	view_cache_free(mount);
 	buf_free(&mount->log_bytes);
@@ -478,25 +482,44 @@ int mountfs_opendir(struct mountfs *mount, uint64_t id, struct mountfs_open_resu
 		return -ENOTDIR;
 	if (node_is_live(node))
 		mount_refresh(mount);
-	struct dir_listing *listing = calloc(1, sizeof *listing);
-	if (!listing)
+	struct open_directory *directory = calloc(1, sizeof *directory);
+	if (!directory)
 		return -ENOMEM;
-	int rc = namespace_list(mount, node, listing);
+	int rc = namespace_list(mount, node, &directory->listing);
 	if (rc < 0) {
-		free(listing);
+		free(directory);
 		return rc;
 	}
+	pthread_mutex_lock(&mount->files_lock);
+	directory->next = mount->directories;
+	if (mount->directories)
+		mount->directories->previous = directory;
+	mount->directories = directory;
+	pthread_mutex_unlock(&mount->files_lock);
 	memset(out, 0, sizeof *out);
-	out->handle = (uint64_t)(uintptr_t)listing;
+	out->handle = (uint64_t)(uintptr_t)directory;
 	out->cache_readdir = !node_is_live(node);
 	return 0;
 }
 
+/* Unlinks directory from the mount's list and frees it. */
+static void directory_close(struct mountfs *mount, struct open_directory *directory)
+{
+	pthread_mutex_lock(&mount->files_lock);
+	if (directory->previous)
+		directory->previous->next = directory->next;
+	else
+		mount->directories = directory->next;
+	if (directory->next)
+		directory->next->previous = directory->previous;
+	pthread_mutex_unlock(&mount->files_lock);
+	dir_listing_free(&directory->listing);
+	free(directory);
+}
+
 void mountfs_releasedir(struct mountfs *mount, uint64_t handle)
 {
-	struct dir_listing *listing = (struct dir_listing *)(uintptr_t)handle;
-	dir_listing_free(listing);
-	free(listing);
+	directory_close(mount, (struct open_directory *)(uintptr_t)handle);
 }
 
 int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_t offset, bool plus,
@@ -504,7 +527,7 @@ int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *parent = node_of(mount, id);
-	struct dir_listing *listing = (struct dir_listing *)(uintptr_t)handle;
+	struct dir_listing *listing = &((struct open_directory *)(uintptr_t)handle)->listing;
 	for (uint64_t i = offset; i < listing->count; i++) {
 		struct dir_entry *item = &listing->entries[i];
 		struct mountfs_entry entry;

@@ -235,6 +235,8 @@ struct mountfs {
 	atomic_int closed_unwritten;         /* open files closed without a write whose truncation waits
 						for their release (open_file.c settle_deferred) */
 	struct open_file *files;
+	struct open_directory *directories;  /* every open directory listing (files_lock), freed at unmount:
+						the kernel does not wait for RELEASEDIR */
 
 	pthread_mutex_t errors_lock;
 	struct error_line errors[GRAPHFS_ERRORS_KEPT];
@@ -396,6 +398,12 @@ struct dir_listing {
 	struct dir_entry *entries;
 	size_t count;
 	size_t capacity;
+};
+
+/* An opendir handle: its listing, in the mount's list of open directories. */
+struct open_directory {
+	struct open_directory *previous, *next;
+	struct dir_listing listing;
 };
 int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out);
 void dir_listing_free(struct dir_listing *listing);

@@ -679,3 +679,14 @@ int main(void)
 {
 	return harness_run();
 }
+
+/* The kernel sends RELEASEDIR without waiting: an unmount can come first. */
+TEST(a_directory_still_open_at_unmount_is_freed_with_the_mount)
+{
+	CHECK(with_people() == 0);
+	uint64_t id;
+	CHECK(fs_resolve("tables", &id) == 0);
+	struct mountfs_open_result directory;
+	CHECK(mountfs_opendir(fx.mount, id, &directory) == 0);
+	fixture_close();   /* no releasedir: the sanitizer build's leak check is the assertion */
+}

@@ -223,6 +223,7 @@ int cli_resolve_at(const char *command, struct store *store, const char *at, con
 		rc = store_version_at_time(store, *branch, parsed.time_us, version, &error);
 		return rc < 0 ? cli_fail_error(rc, &error, "--at %s", at) : 0;
 	case STORE_AT_TAG: {
+		/* static: *branch points into it for the rest of the command (one --at per run) */
 		static struct store_tag_info tag;
 		rc = store_tag_find(store, parsed.tag, &tag);
 		if (rc == -ENOENT)
