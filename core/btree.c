@@ -1681,3 +1681,42 @@ int btree_verify(struct pager *pager, struct block_address root,
 	struct verify_walk walk = { pager, visit, context, message, message_size, 0, -1 };
 	return verify_node(&walk, root, 1, NULL, NULL);
 }
+
+/* ---- walk of every node (gc's mark) ---------------------------------------------------- */
+
+struct nodes_walk {
+	struct pager *pager;
+	btree_node_visit visit_node;
+	btree_entry_visit visit_entry;
+	void *context;
+};
+
+static int walk_nodes(struct nodes_walk *walk, struct block_address address)
+{
+	int rc = walk->visit_node(address, walk->context);
+	if (rc != 0)
+		return rc > 0 ? 0 : rc;   /* > 0: not below this node */
+	struct btree_node view = { 0 };
+	if ((rc = btree_node_read(walk->pager, NULL, address, &view)) < 0)
+		goto out;
+	if (view.leaf) {
+		for (size_t i = 0; i < view.count && rc == 0 && walk->visit_entry; i++)
+			rc = walk->visit_entry(view.entries[i].key, view.entries[i].key_size, view.entries[i].value,
+					       view.entries[i].value_size, walk->context);
+		goto out;
+	}
+	for (size_t i = 0; i <= view.count && rc == 0; i++)
+		rc = walk_nodes(walk, child_slot(&view, i)->address);
+out:
+	btree_view_clear(&view);
+	return rc;
+}
+
+int btree_nodes_each(struct pager *pager, struct block_address root, btree_node_visit visit_node,
+		     btree_entry_visit visit_entry, void *context)
+{
+	if (block_address_is_null(root))
+		return 0;
+	struct nodes_walk walk = { pager, visit_node, visit_entry, context };
+	return walk_nodes(&walk, root);
+}

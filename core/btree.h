@@ -178,4 +178,18 @@ int btree_verify(struct pager *pager, struct block_address root,
 		 void (*visit)(struct block_address node, void *context), void *context,
 		 char *message, size_t message_size);
 
+/*
+ * Every node of the tree rooted at root, parents before children: visit_node
+ * returns 0 to go on below the node, > 0 to skip what is below it (already
+ * seen; or in a segment, whose nodes only point into the same segment), < 0
+ * to stop with that error. visit_entry (may be NULL) sees every leaf entry of
+ * the nodes walked. Returns 0, the first negative value a visitor returned,
+ * -EIO or -ENOMEM.
+ */
+typedef int (*btree_node_visit)(struct block_address node, void *context);
+typedef int (*btree_entry_visit)(const uint8_t *key, size_t key_size, const uint8_t *value, size_t value_size,
+				 void *context);
+int btree_nodes_each(struct pager *pager, struct block_address root, btree_node_visit visit_node,
+		     btree_entry_visit visit_entry, void *context);
+
 #endif

@@ -646,3 +646,93 @@ int io_unlock(struct io_file *file)
 	while (rc < 0 && errno == EINTR);
 	return rc < 0 ? -errno : 0;
 }
+
+/* ---- byte-range locks, holes -------------------------------------------- */
+
+static int range_lock_call(struct io_file *file, int command, short type, uint64_t start, uint64_t length,
+			   struct flock *out)
+{
+	struct flock lock = { 0 };
+	lock.l_type = type;
+	lock.l_whence = SEEK_SET;
+	lock.l_start = (off_t)start;
+	lock.l_len = (off_t)length;
+	lock.l_pid = 0;   /* required by F_OFD_* */
+	int rc;
+	do
+		rc = fcntl(file->descriptor, command, &lock);
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return errno == EACCES ? -EAGAIN : -errno;
+	if (out)
+		*out = lock;
+	return 0;
+}
+
+int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool exclusive)
+{
+	return range_lock_call(file, F_OFD_SETLK, exclusive ? F_WRLCK : F_RDLCK, start, length, NULL);
+}
+
+int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length)
+{
+	return range_lock_call(file, F_OFD_SETLK, F_UNLCK, start, length, NULL);
+}
+
+int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
+		  uint64_t *found_length)
+{
+	struct flock lock;
+	int rc = range_lock_call(file, F_OFD_GETLK, F_WRLCK, start, length, &lock);
+	if (rc < 0)
+		return rc;
+	if (lock.l_type == F_UNLCK)
+		return -ENOENT;
+	*found_start = (uint64_t)lock.l_start;
+	*found_length = (uint64_t)lock.l_len;
+	return 0;
+}
+
+int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end)
+{
+	if (end <= start)
+		return 0;
+	int rc;
+	do
+		rc = fallocate(file->descriptor, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+			       (off_t)(end - start));
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
+
+int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
+{
+	uint64_t total = 0, at = start;
+	while (at < end) {
+		off_t data = lseek(file->descriptor, (off_t)at, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;   /* only holes from here to the end of the file */
+			return -errno;
+		}
+		if ((uint64_t)data >= end)
+			break;
+		off_t hole = lseek(file->descriptor, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		uint64_t stop = (uint64_t)hole < end ? (uint64_t)hole : end;
+		total += stop - (uint64_t)data;
+		at = stop;
+	}
+	*bytes_out = total;
+	return 0;
+}
+
+int io_allocated_bytes(struct io_file *file, uint64_t *bytes_out)
+{
+	struct stat status;
+	if (fstat(file->descriptor, &status) < 0)
+		return -errno;
+	*bytes_out = (uint64_t)status.st_blocks * 512u;
+	return 0;
+}

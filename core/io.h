@@ -150,6 +150,28 @@ int io_link(int from_directory, const char *from, int to_directory, const char *
 /* flock(2) on the file: exclusive or shared, waiting or not (-EWOULDBLOCK). */
 int io_lock(struct io_file *file, bool exclusive, bool wait);
 int io_unlock(struct io_file *file);
+/*
+ * Open-file-description byte-range locks (fcntl F_OFD_SETLK, F_OFD_GETLK): they belong to the
+ * open file, not the process, so threads and several handles in one process
+ * hold them independently, and they vanish when the holder's last descriptor
+ * closes (also when it dies). length 0 means "to the end of any file".
+ * io_range_lock: shared or exclusive, never waits (-EAGAIN when another holds
+ * a conflicting lock). io_range_unlock: releases that range. io_range_test:
+ * whether another open file holds a lock conflicting with an exclusive lock on
+ * the range: 0 and *found_start and *found_length of one such lock (length 0: to
+ * the end), -ENOENT when none does, -errno.
+ */
+int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool exclusive);
+int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length);
+int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
+		  uint64_t *found_length);
+/* Returns the bytes of [start, end) to the file system (fallocate PUNCH_HOLE,
+ * KEEP_SIZE): they read back as zeros. 0, -EOPNOTSUPP (the file system cannot), -errno. */
+int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end);
+/* Bytes of the file that hold data (not holes) in [start, end), by SEEK_DATA/SEEK_HOLE. 0 or -errno. */
+int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
+/* The space the file occupies on disk (st_blocks × 512). 0 or -errno. */
+int io_allocated_bytes(struct io_file *file, uint64_t *bytes_out);
 /* Calls visit(name, context) for every entry of directory/subdirectory except . and ..;
  * stops and returns the first non-zero value visit returns. */
 int io_directory_list(int directory, const char *subdirectory,

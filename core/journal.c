@@ -442,6 +442,12 @@ int commit_record_render_json(const struct commit_record *record, struct buf *ou
 	const char *actor = record->actor ? record->actor : "";
 	const char *message = record->message ? record->message : "";
 	int rc;
+	if (record->reclaimed) {
+		if ((rc = buf_printf(out, "{\"version\":%llu,\"commit\":", (unsigned long long)record->version)) < 0 ||
+		    (rc = json_put_ulid(out, &record->id)) < 0 || (rc = buf_append_string(out, ",\"reclaimed\":true}\n")) < 0)
+			goto out;
+		return 0;
+	}
 	if ((rc = buf_printf(out, "{\"version\":%llu,\"commit\":",
 			     (unsigned long long)record->version)) < 0 ||
 	    (rc = json_put_ulid(out, &record->id)) < 0 ||

@@ -85,6 +85,8 @@ struct commit_record {
 	char *message;                           /* owned, NUL-terminated */
 	size_t change_count;
 	struct change *changes;                  /* owned */
+	bool reclaimed;                          /* not encoded: a commit gc reclaimed, of which only the
+						    version and id are known (its child names it) */
 };
 
 void commit_record_init(struct commit_record *record);
@@ -98,7 +100,7 @@ int commit_record_decode(const void *bytes, size_t size, struct commit_record *r
  * "time" (RFC 3339 UTC with µs),"actor","message","changes":[{"table","op","rows"}]}
  * followed by "\n".
  */
-int commit_record_render_json(const struct commit_record *record, struct buf *out);
+int commit_record_render_json(const struct commit_record *record, struct buf *out);   /* reclaimed: {"version","commit","reclaimed":true} */
 
 /* RFC 3339 UTC with microseconds, e.g. 2026-11-30T12:00:00.000000Z; out must hold 32 bytes. */
 void journal_format_time(uint64_t time_us, char out[32]);

@@ -118,7 +118,7 @@ int manifest_root_encode(const struct root_record *root, struct buf *out)
 	    (rc = codec_put_address(out, root->versions)) < 0 ||
 	    (rc = codec_put_address(out, root->commit)) < 0 ||
 	    (rc = codec_put_address(out, root->previous)) < 0 ||
-	    (rc = codec_put_address(out, root->tags)) < 0)
+	    (rc = codec_put_address(out, root->tags)) < 0 || (rc = buf_put_u64(out, root->swept_below)) < 0)
 		out->size = start;
 	assert(rc < 0 || out->size - start == MANIFEST_ROOT_PAYLOAD_SIZE);
 	return rc;
@@ -138,9 +138,11 @@ int manifest_root_decode(const void *bytes, size_t size, struct root_record *out
 	root.commit = codec_get_address(&reader);
 	root.previous = codec_get_address(&reader);
 	root.tags = codec_get_address(&reader);
+	root.swept_below = buf_get_u64(&reader);
 	if (reader.failed || buf_reader_remaining(&reader) != 0 || root.sequence == 0 ||
 	    root.horizon > root.version || block_address_is_null(root.branches) ||
-	    (root.version == 0) != block_address_is_null(root.commit))
+	    (root.version == 0) != block_address_is_null(root.commit) ||
+	    (root.swept_below != 0 && root.swept_below < MANIFEST_FIRST_BLOCK))
 		return -EIO;
 	*out = root;
 	return 0;
@@ -153,6 +155,8 @@ int manifest_root_read(struct pager *pager, struct block_address address, struct
 	int rc = pager_read(pager, address, BLOCK_ROOT, &raw);
 	if (rc == 0)
 		rc = manifest_root_decode(raw.data, raw.size, out);
+	if (rc == 0 && address.segment == 0 && out->swept_below > address.offset)
+		rc = -EIO;   /* gc sweeps only below its own root */
 	if (rc == 0)
 		out->self = address;
 	buf_free(&raw);
@@ -649,7 +653,7 @@ int manifest_create(const char *path, struct error_info *error)
 	int directory = manifest_directory_prepare(path, &created, error);
 	if (directory < 0)
 		return directory;
-	struct io_file file = { -1, IO_MANIFEST }, lock_file = { -1, IO_MANIFEST };
+	struct io_file file = { -1, IO_MANIFEST }, lock_file = { -1, IO_MANIFEST }, pins_file = { -1, IO_MANIFEST };
 	struct pager *pager = NULL;
 	struct pager_append *append = NULL;
 	struct btree *branches = NULL;
@@ -659,6 +663,7 @@ int manifest_create(const char *path, struct error_info *error)
 	if ((rc = io_directory_make(directory, "segments")) < 0 ||
 	    (rc = io_directory_make(directory, "recovery")) < 0 ||
 	    (rc = io_file_open(directory, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock_file)) < 0 ||
+	    (rc = io_file_open(directory, "pins", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &pins_file)) < 0 ||
 	    (rc = io_file_open(directory, "manifest", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &file)) < 0) {
 		error_info_set(error, rc, "cannot create the files of %s: %s", path, strerror(-rc));
 		goto out;
@@ -707,6 +712,7 @@ out:
 	pager_free(pager);
 	io_file_close(&file);
 	io_file_close(&lock_file);
+	io_file_close(&pins_file);
 	close(directory);
 	return rc;
 }
@@ -719,9 +725,11 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 	manifest->directory = -1;
 	manifest->file.descriptor = -1;
 	manifest->lock_file.descriptor = -1;
+	manifest->pins.file.descriptor = -1;
 	manifest->flags = flags;
 	pthread_mutex_init(&manifest->publish_mutex, NULL);
 	pthread_mutex_init(&manifest->state_mutex, NULL);
+	pthread_mutex_init(&manifest->pins.mutex, NULL);
 	snprintf(manifest->path, sizeof manifest->path, "%s", path);
 	bool read_only = flags & MANIFEST_READ_ONLY;
 	uint8_t header[FILE_HEADER_SIZE];
@@ -770,6 +778,10 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		error_info_set(error, rc, "cannot open %s/lock: %s", path, strerror(-rc));
 		goto failed;
 	}
+	if ((rc = manifest_pins_open(manifest, read_only)) < 0) {
+		error_info_set(error, rc, "cannot open %s/pins: %s", path, strerror(-rc));
+		goto failed;
+	}
 	if (read_only) {
 		pthread_mutex_lock(&manifest->state_mutex);
 		rc = manifest_state_refresh(manifest, NULL);
@@ -804,6 +816,7 @@ void manifest_close(struct manifest *manifest)
 	if (!manifest)
 		return;
 	pager_free(manifest->pager);
+	manifest_pins_close(manifest);
 	io_file_close(&manifest->lock_file);
 	io_file_close(&manifest->file);
 	if (manifest->directory >= 0)

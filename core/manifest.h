@@ -50,7 +50,7 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 3   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION 4   /* the store format this binary reads and writes */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;
@@ -68,6 +68,8 @@ struct root_record {
 					       branch create/delete keeps its predecessor's); null at 0 */
 	struct block_address previous;      /* the previous root record, null for the first */
 	struct block_address tags;          /* tree: tag name -> tag record (FORMAT.md §20); null: no tags */
+	uint64_t swept_below;               /* manifest offset below which gc may have returned space
+					       (holes, FORMAT.md §4); 0: never swept */
 	struct block_address self;          /* where this record lives (not encoded) */
 };
 
@@ -365,6 +367,55 @@ int manifest_retained_states_each(struct manifest *manifest, const struct root_r
 				  void *context);
 /* Publishes a tag record as it is (restore): -EEXIST if the name is taken. */
 int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error);
+
+/* ---- pins and retention (manifest_pins.c, manifest_gc.c) ------------------------------ */
+
+/*
+ * Pins versions first..last for every process to see (gc keeps them) until the
+ * matching manifest_unpin; pins of one range nest. Take one around any read
+ * of a version, in this order: note manifest_sweep_sequence, resolve, pin,
+ * compare the sequence again — if it moved, unpin and resolve again (a gc may
+ * have listed pins before this one existed). Returns 0 or -errno (-ENOMEM);
+ * a handle without a pins file pins nothing and returns 0.
+ */
+int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last);
+void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last);
+/* How many gc sweeps have begun (0: none, or no pins file). */
+uint64_t manifest_sweep_sequence(struct manifest *manifest);
+
+struct manifest_gc_request {
+	uint64_t keep_versions;      /* keep the newest N versions (0: not asked) */
+	uint64_t keep_since_us;      /* keep every version committed within this long (0: not asked) */
+	bool dry_run;                /* compute and report, change nothing */
+	manifest_progress_fn progress;
+	void *progress_context;
+};
+
+struct manifest_gc_result {
+	uint64_t version;                 /* the store version gc started at */
+	uint64_t horizon_before, horizon;
+	uint64_t versions_reclaimed;      /* newly at or below the horizon, not pinned */
+	uint64_t versions_pinned;         /* newly below the horizon, kept for a reader until the next gc */
+	uint64_t live_blocks;             /* blocks a retained state reaches */
+	uint64_t manifest_bytes_before;   /* manifest space on disk before and after */
+	uint64_t manifest_bytes_after;
+	uint64_t manifest_bytes_reclaimed;
+	uint64_t segments_removed, segment_bytes_reclaimed;
+};
+
+/*
+ * Retention (docs/ARCHITECTURE.md "Retention"): raises the horizon to the
+ * newest version both keep rules allow (neither given: the horizon stays),
+ * never to the latest version; keeps every branch's and tag's state and
+ * every pinned version; returns to the file system every manifest page no
+ * retained state reaches and removes every segment none names. Commits and
+ * readers go on meanwhile. Failpoints gc.after_horizon, gc.after_prune,
+ * gc.after_punch, gc.before_segment_remove: a crash leaves the store before
+ * or after. Returns 0, -EBUSY (another gc runs), -EROFS, -EOPNOTSUPP (no
+ * holes on this file system), -errno with error set.
+ */
+int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *request,
+		struct manifest_gc_result *result, struct error_info *error);
 
 /* ---- verify and repair ----------------------------------------------------------- */
 

@@ -99,7 +99,8 @@ int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t
 	int rc = manifest_refresh(manifest, NULL);
 	if (rc == 0)
 		rc = manifest_latest(manifest, &latest);
-	if (rc == 0 && (version == 0 || version > latest.version))
+	/* reclaimed by gc (store_version_missing says so), before the first version, or after the latest */
+	if (rc == 0 && (version == 0 || version > latest.version || (latest.horizon && version <= latest.horizon)))
 		return -ENOENT;
 	if (rc == 0)
 		rc = ancestry_owner(manifest, &latest, branch, version, &owner);
@@ -151,9 +152,24 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 {
 	struct block_address address = snapshot->branch.head_record;
 	uint64_t previous_version = UINT64_MAX;
-	int rc = 0;
+	struct root_record latest;
+	int rc = manifest_latest(manifest, &latest);
+	if (rc < 0)
+		return rc;
+	struct ulid expected = snapshot->branch.head_commit;
 	while (!block_address_is_null(address)) {
 		struct commit_record record;
+		uint64_t version = manifest_commit_id_version(&expected);
+		if (latest.horizon && version <= latest.horizon && version < snapshot->branch.head_version) {
+			/* gc reclaimed it (a head's own record is kept): the line says so, and the walk ends */
+			commit_record_init(&record);
+			record.version = version;
+			record.id = expected;
+			record.reclaimed = true;
+			rc = visit(&record, context);
+			commit_record_free(&record);
+			return rc;
+		}
 		rc = manifest_commit_read(manifest, address, &record);
 		if (rc < 0)
 			return rc;
@@ -166,6 +182,8 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		previous_version = record.version;
 		rc = visit(&record, context);
 		address = record.parent_count > 0 ? record.parent_records[0] : (struct block_address){ 0, 0 };
+		if (record.parent_count > 0)
+			expected = record.parents[0];
 		commit_record_free(&record);
 		if (rc != 0)
 			return rc;

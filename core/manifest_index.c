@@ -225,3 +225,119 @@ int manifest_versions_verify(struct pager *pager, struct block_address root,
 	struct index_walk walk = { pager, visit, context, message, message_size };
 	return walk_node(&walk, root, MANIFEST_VERSIONS_DEPTH, 0, UINT64_MAX);
 }
+
+/* ---- retention (manifest_gc.c) -------------------------------------------------------------- */
+
+/* The versions a slot covers at a level: [first, first + span - 1]. */
+static uint64_t slot_span(unsigned level)
+{
+	return (uint64_t)1 << (8 * level);
+}
+
+struct retention_walk {
+	struct pager *pager;
+	struct pager_append *append;
+	uint64_t horizon;
+	manifest_versions_keep keep;
+	void *keep_context;
+	int (*visit_node)(struct block_address node, void *context);
+	int (*visit_entry)(uint64_t version, struct block_address root, void *context);
+	void *context;
+};
+
+/* Whether anything of [first, last] stays: above the horizon, or kept. */
+static bool range_retained(const struct retention_walk *walk, uint64_t first, uint64_t last)
+{
+	if (last > walk->horizon)
+		return true;
+	return walk->keep && walk->keep(first, last, walk->keep_context);
+}
+
+static int retained_node(struct retention_walk *walk, struct block_address address, unsigned level,
+			 uint64_t prefix)
+{
+	int rc = walk->visit_node ? walk->visit_node(address, walk->context) : 0;
+	if (rc < 0)
+		return rc;
+	struct index_node node;
+	if ((rc = node_read(walk->pager, NULL, address, level, &node)) < 0)
+		return rc;
+	for (unsigned slot = 0; slot < NODE_SLOTS && rc == 0; slot++) {
+		struct block_address value = node_value(&node, (uint8_t)slot);
+		uint64_t first = prefix | ((uint64_t)slot << (8 * level));
+		if (block_address_is_null(value) || !range_retained(walk, first, first + slot_span(level) - 1))
+			continue;
+		if (level > 0)
+			rc = retained_node(walk, value, level - 1, first);
+		else if (walk->visit_entry)
+			rc = walk->visit_entry(first, value, walk->context);
+	}
+	return rc;
+}
+
+int manifest_versions_retained(struct pager *pager, struct block_address root, uint64_t horizon,
+			       manifest_versions_keep keep, void *keep_context,
+			       int (*visit_node)(struct block_address node, void *context),
+			       int (*visit_entry)(uint64_t version, struct block_address root, void *context),
+			       void *context)
+{
+	if (block_address_is_null(root))
+		return 0;
+	struct retention_walk walk = { pager, NULL, horizon, keep, keep_context, visit_node, visit_entry, context };
+	return retained_node(&walk, root, MANIFEST_VERSIONS_DEPTH, 0);
+}
+
+/* The node at address without what is not retained: *out is address itself
+ * when nothing changed, a new node, or null when nothing is left. */
+static int prune_node(struct retention_walk *walk, struct block_address address, unsigned level, uint64_t prefix,
+		      struct block_address *out)
+{
+	if (!range_retained(walk, prefix, prefix + slot_span(level + 1) - 1)) {
+		*out = (struct block_address){ 0, 0 };
+		return 0;
+	}
+	if (prefix > walk->horizon) {   /* all of it above the horizon: kept as it is */
+		*out = address;
+		return 0;
+	}
+	struct index_node node;
+	int rc = node_read(walk->pager, walk->append, address, level, &node);
+	if (rc < 0)
+		return rc;
+	bool changed = false;
+	for (unsigned slot = 0; slot < NODE_SLOTS; slot++) {
+		struct block_address value = node_value(&node, (uint8_t)slot), kept = value;
+		if (block_address_is_null(value))
+			continue;
+		uint64_t first = prefix | ((uint64_t)slot << (8 * level));
+		if (level == 0)
+			kept = range_retained(walk, first, first) ? value : (struct block_address){ 0, 0 };
+		else if ((rc = prune_node(walk, value, level - 1, first, &kept)) < 0)
+			return rc;
+		if (kept.offset == value.offset)
+			continue;
+		changed = true;
+		node.count -= kept.offset == 0;
+		node.offsets[slot] = kept.offset;
+	}
+	if (!changed) {
+		*out = address;
+		return 0;
+	}
+	if (node.count == 0) {
+		*out = (struct block_address){ 0, 0 };
+		return 0;
+	}
+	return node_append(walk->append, &node, out);
+}
+
+int manifest_versions_prune(struct pager *pager, struct pager_append *append, struct block_address root,
+			    uint64_t horizon, manifest_versions_keep keep, void *keep_context,
+			    struct block_address *root_out)
+{
+	*root_out = root;
+	if (block_address_is_null(root))
+		return 0;
+	struct retention_walk walk = { pager, append, horizon, keep, keep_context, NULL, NULL, NULL };
+	return prune_node(&walk, root, MANIFEST_VERSIONS_DEPTH, 0, root_out);
+}

@@ -18,7 +18,7 @@
 #define MANIFEST_META_OFFSET FILE_HEADER_SIZE     /* slot 0; slot 1 follows */
 #define MANIFEST_META_SLOT_SIZE 4096
 #define MANIFEST_META_ENCODED_SIZE 48
-#define MANIFEST_ROOT_PAYLOAD_SIZE 112            /* root record payload, fixed */
+#define MANIFEST_ROOT_PAYLOAD_SIZE 120            /* root record payload, fixed */
 #define MANIFEST_ROOT_BLOCK_SIZE (BLOCK_HEADER_SIZE + MANIFEST_ROOT_PAYLOAD_SIZE)
 /*
  * The manifest grows by zero bytes preallocated a chunk at a time (docs/FORMAT.md §4): a
@@ -51,6 +51,19 @@ struct meta_slot {
 	uint64_t version;
 };
 
+/* One pinned range of this handle, with how many pins share it (manifest_pins.c). */
+struct pin_range {
+	uint64_t first, last;
+	uint32_t count;
+};
+
+struct manifest_pins {
+	pthread_mutex_t mutex;          /* guards ranges */
+	struct io_file file;            /* pins (descriptor -1: none, read-only without the file) */
+	struct pin_range *ranges;
+	size_t count, capacity;
+};
+
 struct manifest {
 	char path[PATH_MAX];
 	int directory;                  /* the store directory */
@@ -74,6 +87,7 @@ struct manifest {
 					   end of the file right after latest */
 	int damage;                     /* 0, or -EIO: the newest durable root is unreadable */
 	char damage_message[256];
+	struct manifest_pins pins;      /* readers' holds on versions (manifest_pins.c) */
 };
 
 /* ---- encodings ---------------------------------------------------------- */
@@ -146,6 +160,24 @@ int manifest_versions_put(struct pager *pager, struct pager_append *append,
 int manifest_versions_verify(struct pager *pager, struct block_address root,
 			     int (*visit)(uint64_t version, struct block_address root, void *context),
 			     void *context, char *message, size_t message_size);
+/* Whether retention keeps some version of [first, last] at or below the horizon (a pin). */
+typedef bool (*manifest_versions_keep)(uint64_t first, uint64_t last, void *context);
+/*
+ * gc's walk of the index: visit_node for every node whose versions are not
+ * all reclaimed, visit_entry for every version above horizon or kept (both
+ * may be NULL). Returns 0 or the first error.
+ */
+int manifest_versions_retained(struct pager *pager, struct block_address root, uint64_t horizon,
+			       manifest_versions_keep keep, void *keep_context,
+			       int (*visit_node)(struct block_address node, void *context),
+			       int (*visit_entry)(uint64_t version, struct block_address root, void *context),
+			       void *context);
+/* The index without the versions at or below horizon that keep does not keep:
+ * new nodes only on the paths that changed (appended), the rest shared. *root_out
+ * may be null (nothing left). Returns 0 or -errno. */
+int manifest_versions_prune(struct pager *pager, struct pager_append *append, struct block_address root,
+			    uint64_t horizon, manifest_versions_keep keep, void *keep_context,
+			    struct block_address *root_out);
 
 /* ---- commit ids (docs/FORMAT.md §16.2) ------------------------------------------ */
 
@@ -179,6 +211,13 @@ struct manifest_publish {
 	struct btree *branches;
 	struct btree *tags;             /* NULL, or the tags tree this publish changed (flushed at finish) */
 	bool locked;                    /* store lock held (LOCKED .. PUBLISHED) */
+	struct {                        /* a gc's root (manifest_gc.c); active false otherwise */
+		bool active;
+		uint64_t horizon;           /* the root's horizon (never below the base's) */
+		bool prune;                 /* drop reclaimed versions from the index; swept_below = this root */
+		bool (*keep)(uint64_t first, uint64_t last, void *context);
+		void *keep_context;
+	} retention;
 };
 
 int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,
@@ -206,6 +245,26 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 				   struct commit_record *record, struct block_address heads,
 				   struct block_address names, struct root_record *root_out,
 				   struct error_info *error);
+
+/* ---- pins (manifest_pins.c) ------------------------------------------------ */
+
+/* Opens (read-write: creates) the pins file. 0 or -errno; read-only without one: 0, no pins. */
+int manifest_pins_open(struct manifest *manifest, bool read_only);
+void manifest_pins_close(struct manifest *manifest);
+/* gc's turn: +1 on the sweep sequence (after its horizon is durable, before it lists pins). */
+int manifest_sweep_sequence_advance(struct manifest *manifest);
+/* The exclusive gc lock (never waits): 0, -EBUSY (another gc runs), -EROFS (no pins file). */
+int manifest_gc_lock(struct manifest *manifest);
+void manifest_gc_unlock(struct manifest *manifest);
+/* The pinned versions in [low, high] held by any process (this handle's included),
+ * as sorted, possibly overlapping ranges. 0 or -errno; free with manifest_pin_list_free. */
+struct manifest_pin_list {
+	struct pin_range *ranges;
+	size_t count, capacity;
+};
+int manifest_pins_list(struct manifest *manifest, uint64_t low, uint64_t high, struct manifest_pin_list *list);
+bool manifest_pin_list_has(const struct manifest_pin_list *list, uint64_t version);
+void manifest_pin_list_free(struct manifest_pin_list *list);
 
 /* ---- recovery (manifest_recovery.c) -------------------------------------- */
 

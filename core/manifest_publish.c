@@ -185,10 +185,22 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 						base->version, base->self, &root.versions)) < 0)
 			goto failed;
 	}
+	if (publish->retention.active) {
+		assert(!commit && publish->retention.horizon >= base->horizon && publish->retention.horizon < base->version);
+		root.horizon = publish->retention.horizon;
+		if (publish->retention.prune &&
+		    (rc = manifest_versions_prune(manifest->pager, publish->append, base->versions, root.horizon,
+						  publish->retention.keep, publish->retention.keep_context,
+						  &root.versions)) < 0)
+			goto failed;
+	}
 	if (publish->tags && (rc = btree_flush(publish->tags, publish->append, &root.tags)) < 0)
 		goto failed;
-	if ((rc = btree_flush(publish->branches, publish->append, &root.branches)) < 0 ||
-	    (rc = manifest_root_encode(&root, &bytes)) < 0 ||
+	if ((rc = btree_flush(publish->branches, publish->append, &root.branches)) < 0)
+		goto failed;
+	if (publish->retention.active && publish->retention.prune)
+		root.swept_below = publish->base_size + pager_append_size(publish->append);   /* this root's offset */
+	if ((rc = manifest_root_encode(&root, &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_ROOT, CODEC_NONE, bytes.data, bytes.size,
 				     &root.self)) < 0)
 		goto failed;

@@ -129,11 +129,7 @@ int manifest_snapshot_tag(struct manifest *manifest, const char *name, struct ma
 	int rc = manifest_tag_find(manifest, name, &tag);
 	if (rc == 0)
 		rc = manifest_latest(manifest, &out->root);
-	if (rc == 0 && out->root.horizon && tag.version <= out->root.horizon) {
-		io_log(LOG_ERR, "%s/manifest: tag %s names version %llu, below the horizon", manifest->path, name,
-			(unsigned long long)tag.version);
-		rc = -EIO;
-	}
+	/* a tagged version may be at or below the horizon: gc keeps what a tag names */
 	if (rc == 0) {
 		out->version = tag.version;
 		out->branch = tag.branch;

@@ -51,6 +51,7 @@ struct verify {
 	size_t segment_capacity;
 	struct address_set walked;    /* table versions and fragment trees whose segments were noted */
 	struct address_set verified;  /* table versions already checked with table_verify */
+	uint64_t horizon;             /* the latest root's */
 };
 
 static void finding(struct verify *verify, const char *format, ...) __attribute__((format(printf, 2, 3)));
@@ -201,7 +202,10 @@ static void verify_tail(struct verify *verify, uint64_t committed_size, uint64_t
 			(unsigned long long)first, (unsigned long long)last);
 }
 
-static void verify_blocks(struct verify *verify, uint64_t committed_size)
+/* Walks the blocks from start (the first block, or where gc's sweep ended:
+ * below it are holes and only what retained states reach, which the later
+ * steps read) to the latest root. */
+static void verify_blocks(struct verify *verify, uint64_t start, uint64_t committed_size)
 {
 	struct manifest *manifest = verify->manifest;
 	uint64_t file_size;
@@ -214,7 +218,7 @@ static void verify_blocks(struct verify *verify, uint64_t committed_size)
 	struct buf block, raw;
 	buf_init(&block);
 	buf_init(&raw);
-	uint64_t offset = MANIFEST_FIRST_BLOCK;
+	uint64_t offset = start > MANIFEST_FIRST_BLOCK ? start : MANIFEST_FIRST_BLOCK;
 	while (offset < committed_size) {
 		uint8_t header_bytes[BLOCK_HEADER_SIZE];
 		struct block_header header;
@@ -271,6 +275,9 @@ static void verify_roots(struct verify *verify, const struct root_record *latest
 	for (;;) {
 		if (root.version < latest->version && block_address_is_null(chain->last_root_of[root.version]))
 			chain->last_root_of[root.version] = root.self;
+		/* gc keeps the chain down to the first root at or below its horizon (manifest_gc.c) */
+		if (latest->horizon && root.version <= latest->horizon)
+			break;
 		if (block_address_is_null(root.previous)) {
 			if (root.sequence != 1 || root.version != 0)
 				finding(verify, "manifest: root chain ends at sequence %llu, version %llu (expected the first root)",
@@ -334,7 +341,8 @@ static int version_entry(uint64_t version, struct block_address address, void *c
 static void note_table_segments(struct verify *verify, const struct head_row *head, const char *commit)
 {
 	struct manifest *manifest = verify->manifest;
-	if (block_address_is_null(head->table) || seen_before(&verify->walked, head->table))
+	/* a dropped table's version is kept only while a version that has it is (gc) */
+	if (head->state != HEAD_LIVE || block_address_is_null(head->table) || seen_before(&verify->walked, head->table))
 		return;
 	struct table_info info;
 	if (table_info_read(manifest->pager, head->table, &info) < 0) {
@@ -450,6 +458,61 @@ static int replay_apply(struct replay *replay, const struct head_row *head)
  * Replays the branch's journal: the first-parent chain from its head to the
  * first commit, applied oldest first. Returns 0, or -EIO with problem set.
  */
+struct seed_search {
+	const struct ulid *head;
+	struct branch_record found;
+	bool have;
+};
+
+static int seed_branch(const struct branch_record *branch, void *context)
+{
+	struct seed_search *search = context;
+	if (!search->have && ulid_compare(&branch->head_commit, search->head) == 0) {
+		search->found = *branch;
+		search->have = true;
+	}
+	return 0;
+}
+
+static int seed_head(const struct head_row *head, void *context)
+{
+	return replay_apply(context, head);
+}
+
+/* Seeds the replay with the heads of the state right after commit (of version
+ * version, above the horizon): the branch record in that version's root whose
+ * head it is. 0, or -EIO with problem set. */
+static int replay_seed(struct manifest *manifest, uint64_t version, const struct ulid *commit, struct replay *out,
+		       char *problem, size_t problem_size)
+{
+	struct root_record latest, root;
+	struct seed_search search = { .head = commit };
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_root_at(manifest, &latest, version, &root);
+	if (rc == 0)
+		rc = manifest_branches_each(manifest, &root, seed_branch, &search);
+	if (rc == 0 && !search.have)
+		rc = -ENOENT;
+	if (rc == 0) {
+		struct manifest_snapshot state = { .version = version, .root = root, .branch = search.found };
+		rc = manifest_heads_each(manifest, &state, true, seed_head, out);
+	}
+	if (rc < 0) {
+		snprintf(problem, problem_size, "the state after version %llu (the oldest commit gc kept) cannot be read",
+			 (unsigned long long)version);
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	return 0;
+}
+
+/*
+ * Replays the branch's journal: the first-parent chain from its head to the
+ * first commit, applied oldest first. Below a gc horizon the chain ends at
+ * the oldest commit kept: the replay starts from the state that commit made
+ * (or, if even that commit is below the horizon, there is nothing to replay
+ * and the branch's heads are the replay). Returns 0, or -EIO with problem set.
+ */
 static int replay_branch(struct manifest *manifest, const struct branch_record *branch,
 			 struct replay *out, char *problem, size_t problem_size)
 {
@@ -458,9 +521,15 @@ static int replay_branch(struct manifest *manifest, const struct branch_record *
 	struct block_address address = branch->head_record;
 	struct ulid expected = branch->head_commit;
 	uint64_t child_version = UINT64_MAX;
+	struct root_record latest;
+	uint64_t horizon = manifest_latest(manifest, &latest) == 0 ? latest.horizon : 0;
+	bool truncated = false;
+	uint64_t oldest_version = 0;
+	struct ulid oldest_id = { 0 };
 	int rc = 0;
 	while (!block_address_is_null(address)) {
 		struct commit_record record;
+		struct ulid current = expected;
 		rc = manifest_commit_read(manifest, address, &record);
 		if (rc < 0) {
 			snprintf(problem, problem_size, "the commit record at offset %llu is unreadable",
@@ -490,8 +559,26 @@ static int replay_branch(struct manifest *manifest, const struct branch_record *
 		}
 		chain[count++] = address;
 		address = next;
+		if (horizon && !block_address_is_null(next) && manifest_commit_id_version(&expected) <= horizon) {
+			truncated = true;   /* the parent was reclaimed: this commit is the oldest kept */
+			oldest_version = child_version;
+			oldest_id = current;
+			break;
+		}
 	}
-	for (size_t i = count; i-- > 0;) {
+	size_t replayed = count;
+	if (truncated) {
+		if (oldest_version <= horizon) {
+			rc = manifest_heads_each(manifest, &(struct manifest_snapshot){ .version = latest.version, .root = latest,
+											   .branch = *branch },
+						 true, seed_head, out);
+			goto out;
+		}
+		if ((rc = replay_seed(manifest, oldest_version, &oldest_id, out, problem, problem_size)) < 0)
+			goto out;
+		replayed = count - 1;   /* the oldest commit's changes are in its state */
+	}
+	for (size_t i = replayed; i-- > 0;) {
 		struct commit_record record;
 		rc = manifest_commit_read(manifest, chain[i], &record);
 		if (rc < 0) {
@@ -923,7 +1010,8 @@ static void verify_segments(struct verify *verify)
 		bool referenced = false;
 		for (size_t s = 0; s < verify->segment_count && !referenced; s++)
 			referenced = verify->segments[s] == id;
-		if (!referenced)
+		/* below a horizon a segment nothing retained names is garbage the next gc removes */
+		if (!referenced && verify->horizon == 0)
 			finding(verify, "%s: orphan segment (no commit references it and no sidecar names it)", path);
 		struct io_file file;
 		uint64_t size;
@@ -987,8 +1075,9 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 	if (rc < 0 && !have_latest)
 		finding(&verify, "manifest: no readable root record");
 	verify_header(&verify, have_latest ? latest.sequence : 0);
-	verify_blocks(&verify, committed_size);
+	verify_blocks(&verify, have_latest ? latest.swept_below : 0, committed_size);
 	if (have_latest) {
+		verify.horizon = latest.horizon;
 		struct root_chain chain = { 0 };
 		verify_roots(&verify, &latest, &chain);
 		verify_indexes(&verify, &latest, &chain);

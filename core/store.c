@@ -147,6 +147,13 @@ int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *vie
 		return error_info_set(error, -ENOMEM, "out of memory");
 	}
 	snapshot->view = *view;
+	int rc = manifest_pin(store->manifest, view->version, view->version);
+	if (rc < 0) {
+		pthread_mutex_destroy(&snapshot->time_lock);
+		free(snapshot);
+		return error_info_set(error, rc, "cannot pin version %llu: %s", (unsigned long long)view->version,
+				      strerror(-rc));
+	}
 	snprintf(snapshot->branch, sizeof snapshot->branch, "%s", branch);
 	atomic_init(&snapshot->references, 1);
 	atomic_init(&snapshot->time_known, false);
@@ -156,6 +163,59 @@ int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *vie
 	return 0;
 }
 
+/* Resolves branch as of version (STORE_LATEST: now) into view. 0 or -errno with error set. */
+static int snapshot_resolve(struct store *store, const char *branch, uint64_t version,
+			    struct manifest_snapshot *view, struct error_info *error)
+{
+	/* Both refresh first: commits of other processes are seen, and a historical
+	 * version newer than what the handle knew resolves. */
+	int rc = version == STORE_LATEST ? manifest_snapshot_latest(store->manifest, branch, view)
+					 : manifest_snapshot_at(store->manifest, branch, version, view);
+	if (rc == -ENOENT) {
+		if (version == STORE_LATEST)
+			return error_info_set(error, rc, "no branch named \"%s\"", branch);
+		return store_version_missing(store, branch, version, error);
+	}
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch, strerror(-rc));
+	return 0;
+}
+
+int store_snapshot_pinned(struct store *store, store_snapshot_resolver resolve, void *context,
+			  const char *branch, struct store_snapshot **out, struct error_info *error)
+{
+	*out = NULL;
+	for (int attempt = 0;; attempt++) {
+		/* note the sweep sequence, resolve (which refreshes), pin, look again:
+		 * if a gc began a sweep meanwhile it may have missed the pin (manifest_pins.c) */
+		uint64_t sequence = manifest_sweep_sequence(store->manifest);
+		struct manifest_snapshot view;
+		int rc = resolve(store, context, &view, error);
+		if (rc < 0)
+			return rc;
+		struct store_snapshot *snapshot;
+		if ((rc = store_snapshot_wrap(store, &view, branch ? branch : view.branch.name, &snapshot, error)) < 0)
+			return rc;
+		if (manifest_sweep_sequence(store->manifest) == sequence || attempt == 64) {
+			*out = snapshot;
+			return 0;
+		}
+		store_snapshot_release(snapshot);
+	}
+}
+
+struct version_resolve {
+	const char *branch;
+	uint64_t version;
+};
+
+static int resolve_version(struct store *store, void *context, struct manifest_snapshot *view,
+			   struct error_info *error)
+{
+	const struct version_resolve *wanted = context;
+	return snapshot_resolve(store, wanted->branch, wanted->version, view, error);
+}
+
 int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
 			struct store_snapshot **out, struct error_info *error)
 {
@@ -163,21 +223,8 @@ int store_snapshot_open(struct store *store, const char *branch, uint64_t versio
 	branch = store_branch_or_main(branch);
 	if (!schema_name_is_valid(branch, strlen(branch)))
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", branch);
-	struct manifest_snapshot view;
-	/* Both refresh first: commits of other processes are seen, and a historical
-	 * version newer than what the handle knew resolves. */
-	int rc = version == STORE_LATEST ? manifest_snapshot_latest(store->manifest, branch, &view)
-					 : manifest_snapshot_at(store->manifest, branch, version, &view);
-	if (rc < 0) {
-		if (rc == -ENOENT) {
-			if (version == STORE_LATEST)
-				return error_info_set(error, rc, "no branch named \"%s\"", branch);
-			return store_version_missing(store, branch, version, error);
-		}
-		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch,
-				      strerror(-rc));
-	}
-	return store_snapshot_wrap(store, &view, branch, out, error);
+	struct version_resolve wanted = { branch, version };
+	return store_snapshot_pinned(store, resolve_version, &wanted, branch, out, error);
 }
 
 void store_snapshot_retain(struct store_snapshot *snapshot)
@@ -195,6 +242,7 @@ void store_snapshot_release(struct store_snapshot *snapshot)
 	assert(before >= 1);
 	if (before != 1)
 		return;
+	manifest_unpin(snapshot->store->manifest, snapshot->view.version, snapshot->view.version);
 	atomic_fetch_sub(&snapshot->store->open_snapshots, 1);
 	pthread_mutex_destroy(&snapshot->time_lock);
 	free(snapshot);

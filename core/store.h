@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 3    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 4    /* same as MANIFEST_FORMAT_VERSION */
 
 struct store;
 struct store_snapshot;
@@ -404,6 +404,37 @@ struct store_copy_result {
  */
 int store_snapshot_copy(struct store *store, const char *path, store_progress_fn progress, void *context,
 			struct store_copy_result *out, struct error_info *error);
+
+/* ---- retention (store_retention.c) ------------------------------------------------ */
+
+struct store_gc_options {
+	uint64_t keep_versions;     /* keep the newest N versions of the store (0: not asked) */
+	uint64_t keep_since_us;     /* keep every version committed within this long (0: not asked) */
+	bool dry_run;               /* report what gc would do; change nothing */
+};
+
+struct store_gc_result {
+	uint64_t version;                  /* the store's version when gc started */
+	uint64_t horizon_before, horizon;  /* versions at or below the horizon are reclaimed */
+	uint64_t versions_reclaimed;       /* newly reclaimed by this gc */
+	uint64_t versions_pinned;          /* newly below the horizon but kept for a reader (the next gc takes them) */
+	uint64_t manifest_bytes_before, manifest_bytes_after;   /* the manifest's space on disk */
+	uint64_t manifest_bytes_reclaimed; /* returned (dry run: would be) */
+	uint64_t segments_removed, segment_bytes_reclaimed;
+};
+
+/*
+ * Reclaims old versions (docs/ARCHITECTURE.md "Retention"): the horizon rises
+ * to the newest version that both keep rules given allow (none given: only
+ * unreachable space is returned), never to the latest; every branch's and
+ * tag's state and every version a reader pins (in any process) stay. Runs
+ * while mounts and writers go on. 0, -EBUSY (another gc), -EOPNOTSUPP (the
+ * file system cannot punch holes), -errno with error set.
+ */
+int store_gc(struct store *store, const struct store_gc_options *options, store_progress_fn progress,
+	     void *progress_context, struct store_gc_result *out, struct error_info *error);
+/* The newest version reclaimed by gc (0: none). */
+uint64_t store_horizon(struct store *store);
 
 typedef void (*store_report_fn)(const char *line, void *context);
 /*

@@ -59,7 +59,18 @@ struct store_snapshot {
 int store_head_schema(struct store *store, const struct head_row *head, struct table_info *info_out,
 		      struct schema *schema_out);
 
-/* A new snapshot (one reference) of view, shown as branch. 0 or -ENOMEM. */
+/*
+ * A snapshot that resolve fills in, pinned (manifest_pins.c) so that no gc
+ * reclaims it: resolve is called again if a gc began a sweep between the
+ * resolution and the pin. branch NULL: the resolved record's name. 0 or the
+ * error resolve returned (error set).
+ */
+typedef int (*store_snapshot_resolver)(struct store *store, void *context, struct manifest_snapshot *view,
+				       struct error_info *error);
+int store_snapshot_pinned(struct store *store, store_snapshot_resolver resolve, void *context,
+			  const char *branch, struct store_snapshot **out, struct error_info *error);
+/* A new snapshot (one reference) of view, shown as branch, pinning view's
+ * version (released at the last reference). 0 or -ENOMEM. */
 int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *view, const char *branch,
 			struct store_snapshot **out, struct error_info *error);
 /* The -ENOENT error of a version branch does not show: reclaimed, before the

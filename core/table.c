@@ -748,3 +748,54 @@ int table_finder_has(struct table_finder *finder, const void *id, size_t id_size
 		return rc;
 	return value_size == KEY_VALUE_SIZE ? 1 : -EIO;
 }
+
+/* ---- every block of a table version (gc's mark) ----------------------------------------- */
+
+struct blocks_walk {
+	table_block_visit visit;
+	void *context;
+};
+
+static int walk_tree_node(struct block_address node, void *context)
+{
+	const struct blocks_walk *walk = context;
+	return walk->visit(node, walk->context);
+}
+
+/* Key and adjacency trees hold no addresses in their entries, and a node in a
+ * segment points only into that segment: below it there is nothing to learn. */
+static int walk_index_node(struct block_address node, void *context)
+{
+	const struct blocks_walk *walk = context;
+	int rc = walk->visit(node, walk->context);
+	return rc == 0 && node.segment != 0 ? 1 : rc;
+}
+
+static int walk_descriptor(const uint8_t *key, size_t key_size, const uint8_t *value, size_t value_size,
+			   void *context)
+{
+	const struct blocks_walk *walk = context;
+	struct fragment_descriptor descriptor;
+	int rc = table_descriptor_decode(value, value_size, &descriptor);
+	if (rc < 0)
+		return rc;
+	if ((rc = walk->visit(descriptor.block, walk->context)) < 0)
+		return rc;
+	if (!block_address_is_null(descriptor.bitmap) && (rc = walk->visit(descriptor.bitmap, walk->context)) < 0)
+		return rc;
+	return 0;
+}
+
+int table_blocks_each(struct pager *pager, const struct table_info *info, table_block_visit visit, void *context)
+{
+	struct blocks_walk walk = { visit, context };
+	int rc = visit(info->schema, context);
+	if (rc < 0)
+		return rc;
+	if ((rc = btree_nodes_each(pager, info->fragments, walk_tree_node, walk_descriptor, &walk)) < 0 ||
+	    (rc = btree_nodes_each(pager, info->keys, walk_index_node, NULL, &walk)) < 0 ||
+	    (rc = btree_nodes_each(pager, info->out_edges, walk_index_node, NULL, &walk)) < 0 ||
+	    (rc = btree_nodes_each(pager, info->in_edges, walk_index_node, NULL, &walk)) < 0)
+		return rc;
+	return 0;
+}

@@ -73,6 +73,18 @@ int table_info_read(struct pager *pager, struct block_address address, struct ta
 int table_info_append(struct pager_append *append, const struct table_info *info,
 		      struct block_address *address_out);
 
+/*
+ * Every block a table version reaches besides its own record: its schema,
+ * the nodes of its fragment, key and adjacency trees, every fragment and
+ * deletion bitmap. visit returns 0 to go on (below a tree node too), > 0 to
+ * skip what is below a tree node (seen already), < 0 to stop. Below a key or
+ * adjacency tree node in a segment nothing is visited (it points only into
+ * its own segment).
+ * Returns 0 or the first error.
+ */
+typedef int (*table_block_visit)(struct block_address block, void *context);
+int table_blocks_each(struct pager *pager, const struct table_info *info, table_block_visit visit, void *context);
+
 /* Reads the schema of a table version (parses the BLOCK_SCHEMA JSON). */
 int table_schema_read(struct pager *pager, struct block_address schema_block, struct schema *out);
 

@@ -909,6 +909,8 @@ static int list_staging(struct mountfs *mount, struct node *directory, struct li
 static int list_version(const struct commit_record *record, void *context)
 {
 	struct lister *lister = context;
+	if (record->reclaimed)
+		return 0;   /* reclaimed by gc: history/@V is ENOENT */
 	char name[32];
 	snprintf(name, sizeof name, "@%" PRIu64, record->version);
 	struct dir_entry *entry = lister_add(lister, name, NODE_VERSION_ROOT);

@@ -40,6 +40,7 @@ int cmd_tag(int argc, char **argv);
 int cmd_revert(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);   /* also cmd_restore: tools/cli/cmd_snapshot.c */
 int cmd_restore(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_schema(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
@@ -204,10 +205,13 @@ struct cli_progress {
 	const char *label;
 	uint64_t last_draw_us;
 	bool drawn;
+	const char *unit;        /* NULL: done and total are bytes; else counts of this ("versions") */
 };
 
 /* Enables the bar if stderr is a terminal and draws it at 0 of total (0: unknown). */
 void cli_progress_begin(struct cli_progress *progress, const char *label, uint64_t total);
+/* The same for a bar that counts things of unit ("versions") rather than bytes. */
+void cli_progress_begin_counting(struct cli_progress *progress, const char *label, const char *unit, uint64_t total);
 /* A store_progress_fn: redraws at most ten times a second. context is the cli_progress. */
 void cli_progress_update(uint64_t done, uint64_t total, void *context);
 /* Draws the final state (when success) and ends the line. */

@@ -370,17 +370,26 @@ static void format_bytes(uint64_t bytes, char *out, size_t size)
 		snprintf(out, size, "%.1f %s", value, units[unit]);
 }
 
+/* bytes, or a count of the bar's unit */
+static void format_amount(const struct cli_progress *progress, uint64_t amount, char *out, size_t size)
+{
+	if (progress->unit)
+		snprintf(out, size, "%llu %s", (unsigned long long)amount, progress->unit);
+	else
+		format_bytes(amount, out, size);
+}
+
 static void progress_draw(struct cli_progress *progress, uint64_t done, uint64_t total)
 {
 	enum { WIDTH = 30 };
-	char done_text[32];
+	char done_text[48];
 	char line[160];
-	format_bytes(done, done_text, sizeof done_text);
+	format_amount(progress, done, done_text, sizeof done_text);
 	if (total > 0) {
 		if (done > total)
 			done = total;
-		char total_text[32];
-		format_bytes(total, total_text, sizeof total_text);
+		char total_text[48];
+		format_amount(progress, total, total_text, sizeof total_text);
 		unsigned filled = (unsigned)((double)done / (double)total * WIDTH);
 		unsigned percent = (unsigned)((double)done / (double)total * 100.0);
 		char bar[WIDTH + 1];
@@ -401,9 +410,16 @@ void cli_progress_begin(struct cli_progress *progress, const char *label, uint64
 	progress->enabled = isatty(STDERR_FILENO) == 1;
 	progress->label = label;
 	progress->drawn = false;
+	progress->unit = NULL;
 	progress->last_draw_us = now_us();
 	if (progress->enabled)
 		progress_draw(progress, 0, total);
+}
+
+void cli_progress_begin_counting(struct cli_progress *progress, const char *label, const char *unit, uint64_t total)
+{
+	cli_progress_begin(progress, label, total);
+	progress->unit = unit;
 }
 
 void cli_progress_update(uint64_t done, uint64_t total, void *context)

@@ -1,0 +1,265 @@
+/*
+ * manifest_pins — readers' holds on versions, visible to every process that
+ * opens the store, so that gc never reclaims what someone is reading
+ * (docs/FORMAT.md §21, docs/ARCHITECTURE.md "Retention").
+ *
+ * A pin is a shared open-file-description lock (io_range_lock) on the bytes
+ * PINS_BASE + first .. PINS_BASE + last of the file `pins`: the kernel keeps
+ * it for exactly as long as this handle's descriptor is open, and drops it
+ * when the process dies, so no pin outlives its holder and no file needs
+ * cleaning up. A pin never blocks a commit: nothing that commits locks these
+ * bytes. gc lists the pins by probing the range with exclusive-lock tests
+ * (manifest_pins_list) from a descriptor of its own.
+ *
+ * The kernel merges one descriptor's locks, so this handle keeps a count per
+ * pinned range and unlocks only the bytes that no other pin of the handle
+ * still covers.
+ *
+ * The sweep sequence (bytes 0..15 of the file) closes the race between a
+ * reader that resolved a version and a gc that reclaims it before the pin is
+ * taken: gc publishes its horizon, then increments the sequence, then lists
+ * pins; a reader notes the sequence before it resolves, pins, and reads the
+ * sequence again — if it moved, a gc may not have seen the pin in time and the
+ * reader resolves again (store.c). Either gc sees the pin, or the reader sees
+ * the horizon.
+ *
+ * Invariants kept:
+ *   1. A range pinned through this handle is locked in the file for as long as
+ *      its count is positive, without a gap (unlock only uncovered bytes).
+ *   2. The sweep sequence only grows; it is written only by the gc holding
+ *      the gc lock (byte PINS_GC_LOCK, exclusive).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "manifest_int.h"
+
+#define PINS_SEQUENCE_OFFSET 0   /* u64 sweep sequence, then its bitwise complement */
+#define PINS_GC_LOCK 16          /* one byte: exclusively locked by the running gc */
+#define PINS_BASE 4096           /* version V's pin is the byte PINS_BASE + V */
+
+int manifest_pins_open(struct manifest *manifest, bool read_only)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	int rc = io_file_open(manifest->directory, "pins", read_only ? O_RDONLY : O_RDWR | O_CREAT, IO_MANIFEST,
+			      &pins->file);
+	if (rc < 0 && read_only) {
+		/* a read-only store without a pins file (or one we may not open) has no gc running */
+		io_log(LOG_WARNING, "%s/pins: %s: reads here are not protected from a concurrent gc",
+		       manifest->path, strerror(-rc));
+		return 0;
+	}
+	return rc;
+}
+
+void manifest_pins_close(struct manifest *manifest)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	if (pins->file.descriptor >= 0)
+		io_file_close(&pins->file);
+	free(pins->ranges);
+	pins->ranges = NULL;
+	pins->count = pins->capacity = 0;
+	pthread_mutex_destroy(&pins->mutex);
+}
+
+uint64_t manifest_sweep_sequence(struct manifest *manifest)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	if (pins->file.descriptor < 0)
+		return 0;
+	for (int attempt = 0; attempt < 16; attempt++) {
+		uint8_t bytes[16] = { 0 };
+		ssize_t got = pread(pins->file.descriptor, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET);
+		if (got < (ssize_t)sizeof bytes)
+			return 0;   /* never written: no gc ever swept */
+		uint64_t sequence = buf_load_u64(bytes), check = buf_load_u64(bytes + 8);
+		if (check == ~sequence)
+			return sequence;
+	}
+	return UINT64_MAX;   /* torn every time: a value no reader noted, so it re-resolves */
+}
+
+int manifest_sweep_sequence_advance(struct manifest *manifest)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	uint64_t next = manifest_sweep_sequence(manifest) + 1;
+	uint8_t bytes[16];
+	buf_store_u64(bytes, next);
+	buf_store_u64(bytes + 8, ~next);
+	/* not fsynced: after a crash every reader resolves afresh and the next gc advances it again */
+	return io_pwrite(&pins->file, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET);
+}
+
+int manifest_gc_lock(struct manifest *manifest)
+{
+	if (manifest->pins.file.descriptor < 0)
+		return -EROFS;
+	int rc = io_range_lock(&manifest->pins.file, PINS_GC_LOCK, 1, true);
+	return rc == -EAGAIN ? -EBUSY : rc;
+}
+
+void manifest_gc_unlock(struct manifest *manifest)
+{
+	if (manifest->pins.file.descriptor >= 0)
+		io_range_unlock(&manifest->pins.file, PINS_GC_LOCK, 1);
+}
+
+static int range_find(const struct manifest_pins *pins, uint64_t first, uint64_t last)
+{
+	for (size_t i = 0; i < pins->count; i++)
+		if (pins->ranges[i].first == first && pins->ranges[i].last == last)
+			return (int)i;
+	return -1;
+}
+
+int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	if (pins->file.descriptor < 0 || first > last)
+		return 0;
+	int rc = 0;
+	pthread_mutex_lock(&pins->mutex);
+	int found = range_find(pins, first, last);
+	if (found >= 0) {
+		pins->ranges[found].count++;
+		goto out;
+	}
+	if (pins->count == pins->capacity) {
+		size_t capacity = pins->capacity ? pins->capacity * 2 : 8;
+		struct pin_range *grown = realloc(pins->ranges, capacity * sizeof *grown);
+		if (!grown) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		pins->ranges = grown;
+		pins->capacity = capacity;
+	}
+	if ((rc = io_range_lock(&pins->file, PINS_BASE + first, last - first + 1, false)) < 0)
+		goto out;
+	pins->ranges[pins->count++] = (struct pin_range){ first, last, 1 };
+out:
+	pthread_mutex_unlock(&pins->mutex);
+	return rc;
+}
+
+static int compare_ranges(const void *a, const void *b)
+{
+	const struct pin_range *x = a, *y = b;
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	if (pins->file.descriptor < 0 || first > last)
+		return;
+	pthread_mutex_lock(&pins->mutex);
+	int found = range_find(pins, first, last);
+	if (found < 0 || --pins->ranges[found].count > 0)
+		goto out;
+	pins->ranges[found] = pins->ranges[--pins->count];
+	/* unlock [first, last] minus what the handle's other pins still cover (invariant 1) */
+	qsort(pins->ranges, pins->count, sizeof *pins->ranges, compare_ranges);
+	uint64_t at = first;
+	for (size_t i = 0; i < pins->count && at <= last; i++) {
+		const struct pin_range *other = &pins->ranges[i];
+		if (other->last < at || other->first > last)
+			continue;
+		if (other->first > at)
+			io_range_unlock(&pins->file, PINS_BASE + at, other->first - at);
+		if (other->last >= last)
+			at = last + 1;
+		else
+			at = other->last + 1 > at ? other->last + 1 : at;
+	}
+	if (at <= last)
+		io_range_unlock(&pins->file, PINS_BASE + at, last - at + 1);
+out:
+	pthread_mutex_unlock(&pins->mutex);
+}
+
+/* Appends [first, last] to the list. 0 or -ENOMEM. */
+static int list_add(struct manifest_pin_list *list, uint64_t first, uint64_t last)
+{
+	if (list->count == list->capacity) {
+		size_t capacity = list->capacity ? list->capacity * 2 : 8;
+		struct pin_range *grown = realloc(list->ranges, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		list->ranges = grown;
+		list->capacity = capacity;
+	}
+	list->ranges[list->count++] = (struct pin_range){ first, last, 1 };
+	return 0;
+}
+
+/* Every pinned version in [low, high] through probe (explicit stack: the
+ * intervals left and right of each lock found). 0 or -errno. */
+static int list_probe(struct io_file *probe, uint64_t low, uint64_t high, struct manifest_pin_list *list)
+{
+	struct interval { uint64_t low, high; } stack[128];
+	size_t depth = 0;
+	stack[depth++] = (struct interval){ low, high };
+	int rc = 0;
+	while (depth > 0 && rc == 0) {
+		struct interval at = stack[--depth];
+		uint64_t start, length;
+		rc = io_range_test(probe, PINS_BASE + at.low, at.high - at.low + 1, &start, &length);
+		if (rc == -ENOENT) {
+			rc = 0;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		uint64_t first = start < PINS_BASE + at.low ? at.low : start - PINS_BASE;
+		uint64_t last = length == 0 || start + length - 1 - PINS_BASE > at.high ? at.high
+											: start + length - 1 - PINS_BASE;
+		if ((rc = list_add(list, first, last)) < 0)
+			break;
+		if (depth + 2 > sizeof stack / sizeof stack[0]) {
+			rc = -E2BIG;   /* more than ~64 distinct pinned ranges nested: caller keeps everything */
+			break;
+		}
+		if (first > at.low)
+			stack[depth++] = (struct interval){ at.low, first - 1 };
+		if (last < at.high)
+			stack[depth++] = (struct interval){ last + 1, at.high };
+	}
+	return rc;
+}
+
+int manifest_pins_list(struct manifest *manifest, uint64_t low, uint64_t high, struct manifest_pin_list *list)
+{
+	memset(list, 0, sizeof *list);
+	if (manifest->pins.file.descriptor < 0 || low > high)
+		return 0;
+	/* a descriptor of its own, so that this handle's pins are listed too */
+	struct io_file probe;
+	int rc = io_file_open(manifest->directory, "pins", O_RDWR, IO_MANIFEST, &probe);
+	if (rc < 0)
+		return rc;
+	rc = list_probe(&probe, low, high, list);
+	io_file_close(&probe);
+	if (rc == 0)
+		qsort(list->ranges, list->count, sizeof *list->ranges, compare_ranges);
+	return rc;
+}
+
+bool manifest_pin_list_has(const struct manifest_pin_list *list, uint64_t version)
+{
+	for (size_t i = 0; i < list->count && list->ranges[i].first <= version; i++)
+		if (version <= list->ranges[i].last)
+			return true;
+	return false;
+}
+
+void manifest_pin_list_free(struct manifest_pin_list *list)
+{
+	free(list->ranges);
+	memset(list, 0, sizeof *list);
+}

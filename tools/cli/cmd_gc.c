@@ -1,0 +1,134 @@
+/*
+ * cmd_gc — `graphfs gc STORE [--keep-versions N] [--keep-since DURATION]
+ * [--dry-run]`: raises the retention horizon and gives the space of what no
+ * retained state needs back to the file system (core/manifest_gc.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: graphfs gc STORE [--keep-versions N] [--keep-since DURATION] [--dry-run]\n"
+	"\n"
+	"Reclaims old versions: the horizon rises to the newest version both rules given\n"
+	"allow, and every version at or below it can no longer be read (history/@V, --at V:\n"
+	"\"version V was reclaimed by gc\"). Always kept: every branch's current state, every\n"
+	"tagged version, and every version a reader holds open in any process (a file under\n"
+	"history/ or tags/ on a mount, a running export or snapshot) until the next gc after\n"
+	"it is closed. The space nothing kept needs goes back to the file system, so du of\n"
+	"the store shrinks. Mounts and writers go on meanwhile. With neither rule, no version\n"
+	"is reclaimed and only unreachable space is returned.\n"
+	"\n"
+	"  --keep-versions N      keep the newest N versions of the store (N >= 1)\n"
+	"  --keep-since DURATION  keep every version committed within DURATION: a number\n"
+	"                         with s, m, h, d or w (30m, 12h, 7d, 2w)\n"
+	"  --dry-run              print what gc would reclaim; change nothing\n";
+
+/* "7d" -> µs. 0 or CLI_EXIT_USAGE after one line. */
+static int parse_duration(const char *text, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long amount = strtoull(text, &end, 10);
+	uint64_t unit = 0;
+	if (end != text && end[0] && !end[1]) {
+		switch (end[0]) {
+		case 's': unit = 1000000ull; break;
+		case 'm': unit = 60ull * 1000000ull; break;
+		case 'h': unit = 3600ull * 1000000ull; break;
+		case 'd': unit = 86400ull * 1000000ull; break;
+		case 'w': unit = 7ull * 86400ull * 1000000ull; break;
+		default: break;
+		}
+	}
+	if (errno != 0 || unit == 0 || amount == 0 || amount > UINT64_MAX / unit) {
+		fprintf(stderr, "graphfs gc: --keep-since %s: not a duration (a number with s, m, h, d or w: 12h, 7d)\n",
+			text);
+		return CLI_EXIT_USAGE;
+	}
+	*out = amount * unit;
+	return 0;
+}
+
+static void say_bytes(uint64_t bytes, char *out, size_t size)
+{
+	if (bytes >= (1ull << 30))
+		snprintf(out, size, "%.1f GiB", (double)bytes / (double)(1ull << 30));
+	else if (bytes >= (1ull << 20))
+		snprintf(out, size, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+	else if (bytes >= 1024)
+		snprintf(out, size, "%.1f KiB", (double)bytes / 1024.0);
+	else
+		snprintf(out, size, "%llu B", (unsigned long long)bytes);
+}
+
+int cmd_gc(int argc, char **argv)
+{
+	const char *keep_versions = NULL, *keep_since = NULL;
+	bool dry_run = false;
+	const struct cli_option options[] = {
+		{ "keep-versions", 0, &keep_versions, NULL },
+		{ "keep-since", 0, &keep_since, NULL },
+		{ "dry-run", 0, NULL, &dry_run },
+	};
+	const struct cli_syntax syntax = { usage, options, sizeof options / sizeof options[0], 1, 1 };
+	char **arguments;
+	int status = cli_parse(argc, argv, &syntax, &arguments, NULL);
+	if (status >= 0)
+		return status;
+	struct store_gc_options gc = { .dry_run = dry_run };
+	if (keep_versions) {
+		char *end;
+		errno = 0;
+		unsigned long long count = strtoull(keep_versions, &end, 10);
+		if (errno != 0 || end == keep_versions || *end || count == 0 || keep_versions[0] == '-') {
+			fprintf(stderr, "graphfs gc: --keep-versions %s: not a count of versions (1 or more)\n",
+				keep_versions);
+			return CLI_EXIT_USAGE;
+		}
+		gc.keep_versions = count;
+	}
+	if (keep_since && (status = parse_duration(keep_since, &gc.keep_since_us)) != 0)
+		return status;
+	struct store *store;
+	if ((status = cli_store_open(arguments[0], false, &store)) != 0)
+		return status;
+	struct cli_progress progress;
+	cli_progress_begin_counting(&progress, "gc: marking", "versions", 0);
+	struct store_gc_result result;
+	struct error_info error;
+	int rc = store_gc(store, &gc, cli_progress_update, &progress, &result, &error);
+	cli_progress_end(&progress, rc == 0, 0);
+	if (rc < 0) {
+		status = cli_fail_error(rc, &error, "cannot gc %s", arguments[0]);
+	} else {
+		const char *would = dry_run ? "would reclaim" : "reclaimed";
+		char before[32], after[32], returned[32], segments[32];
+		say_bytes(result.manifest_bytes_before, before, sizeof before);
+		say_bytes(dry_run ? result.manifest_bytes_before - result.manifest_bytes_reclaimed
+				  : result.manifest_bytes_after, after, sizeof after);
+		say_bytes(result.manifest_bytes_reclaimed, returned, sizeof returned);
+		say_bytes(result.segment_bytes_reclaimed, segments, sizeof segments);
+		if (result.horizon > result.horizon_before)
+			printf("gc: %s versions %llu..%llu (%llu version%s; horizon %llu, was %llu)\n", would,
+			       (unsigned long long)result.horizon_before + 1, (unsigned long long)result.horizon,
+			       (unsigned long long)result.versions_reclaimed, result.versions_reclaimed == 1 ? "" : "s",
+			       (unsigned long long)result.horizon, (unsigned long long)result.horizon_before);
+		else
+			printf("gc: no version %s (horizon %llu, latest version %llu)\n",
+			       dry_run ? "would be reclaimed" : "reclaimed", (unsigned long long)result.horizon,
+			       (unsigned long long)result.version);
+		if (result.versions_pinned)
+			printf("gc: %llu version%s below the horizon kept for open readers (the next gc after they close takes them)\n",
+			       (unsigned long long)result.versions_pinned, result.versions_pinned == 1 ? "" : "s");
+		printf("gc: %s %s of manifest space (%s on disk -> %s) and %llu segment file%s (%s)\n", would,
+		       returned, before, after, (unsigned long long)result.segments_removed,
+		       result.segments_removed == 1 ? "" : "s", segments);
+	}
+	store_close(store);
+	return status;
+}
