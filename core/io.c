@@ -674,6 +674,11 @@ int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool ex
 	return range_lock_call(file, F_OFD_SETLK, exclusive ? F_WRLCK : F_RDLCK, start, length, NULL);
 }
 
+int io_range_lock_shared_wait(struct io_file *file, uint64_t start, uint64_t length)
+{
+	return range_lock_call(file, F_OFD_SETLKW, F_RDLCK, start, length, NULL);
+}
+
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length)
 {
 	return range_lock_call(file, F_OFD_SETLK, F_UNLCK, start, length, NULL);

@@ -162,6 +162,8 @@ int io_unlock(struct io_file *file);
  * the end), -ENOENT when none does, -errno.
  */
 int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool exclusive);
+/* The same, waiting for a conflicting lock to go (shared only). 0 or -errno. */
+int io_range_lock_shared_wait(struct io_file *file, uint64_t start, uint64_t length);
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length);
 int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
 		  uint64_t *found_length);

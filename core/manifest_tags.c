@@ -257,9 +257,27 @@ int manifest_tag_delete(struct manifest *manifest, const char *name, const struc
 	}
 	struct manifest_tag *existing = malloc(sizeof *existing);
 	rc = existing ? tag_get(manifest, publish.base.tags, name, existing) : -ENOMEM;
+	uint64_t version = rc == 0 ? existing->version : 0;
 	free(existing);
 	if (rc < 0) {
 		error_info_set(error, rc, rc == -ENOENT ? "no tag %s" : "cannot read tag %s", name);
+		goto out;
+	}
+	/* Below the horizon the tag is all that keeps its state: while someone reads
+	 * it (a pin on its version) gc could not find it again once the tag is gone. */
+	struct manifest_pin_list pins;
+	if (publish.base.horizon && version <= publish.base.horizon &&
+	    (rc = manifest_pins_list(manifest, version, version, &pins)) == 0) {
+		bool read = pins.count > 0;
+		manifest_pin_list_free(&pins);
+		if (read) {
+			rc = error_info_set(error, -EBUSY, "tag %s is being read (an open file under tags/%s/, or a running export): close it, then delete the tag",
+					    name, name);
+			goto out;
+		}
+	}
+	if (rc < 0) {
+		error_info_set(error, rc, "cannot list the readers of tag %s: %s", name, strerror(-rc));
 		goto out;
 	}
 	if ((rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||

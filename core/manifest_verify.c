@@ -496,7 +496,9 @@ static int replay_seed(struct manifest *manifest, uint64_t version, const struct
 		rc = -ENOENT;
 	if (rc == 0) {
 		struct manifest_snapshot state = { .version = version, .root = root, .branch = search.found };
-		rc = manifest_heads_each(manifest, &state, true, seed_head, out);
+		rc = manifest_heads_each(manifest, &state, false, seed_head, out);
+		if (rc == 0)
+			rc = manifest_heads_each(manifest, &state, true, seed_head, out);
 	}
 	if (rc < 0) {
 		snprintf(problem, problem_size, "the state after version %llu (the oldest commit gc kept) cannot be read",
@@ -569,9 +571,10 @@ static int replay_branch(struct manifest *manifest, const struct branch_record *
 	size_t replayed = count;
 	if (truncated) {
 		if (oldest_version <= horizon) {
-			rc = manifest_heads_each(manifest, &(struct manifest_snapshot){ .version = latest.version, .root = latest,
-											   .branch = *branch },
-						 true, seed_head, out);
+			struct manifest_snapshot state = { .version = latest.version, .root = latest, .branch = *branch };
+			rc = manifest_heads_each(manifest, &state, false, seed_head, out);
+			if (rc == 0)
+				rc = manifest_heads_each(manifest, &state, true, seed_head, out);
 			goto out;
 		}
 		if ((rc = replay_seed(manifest, oldest_version, &oldest_id, out, problem, problem_size)) < 0)

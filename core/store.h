@@ -435,6 +435,10 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	     void *progress_context, struct store_gc_result *out, struct error_info *error);
 /* The newest version reclaimed by gc (0: none). */
 uint64_t store_horizon(struct store *store);
+/* How many gc sweeps have begun, in any process (one pread): a holder of
+ * snapshots it does not use (a cache) drops them when this moves, so that gc
+ * can reclaim what they pin and nothing is read after it was reclaimed. */
+uint64_t store_sweep_sequence(struct store *store);
 
 typedef void (*store_report_fn)(const char *line, void *context);
 /*

@@ -182,6 +182,7 @@ struct snapshot_entry {
 	struct store_snapshot *snapshot;
 	struct heads_list *heads;    /* live views: built at the first listing, NULL before */
 	uint64_t store_version;      /* live entries: valid while the store is at this version */
+	uint64_t sweep_sequence;     /* history and tag entries: valid while no gc began a sweep since */
 	uint64_t last_used;
 };
 
@@ -439,6 +440,9 @@ int graph_link_target(struct mountfs *mount, const struct node *node, char *out,
 void view_cache_init(struct mountfs *mount);
 void view_cache_free(struct mountfs *mount);
 /* A retained snapshot for the view (release with store_snapshot_release). */
+/* Drops the cache's history and tag snapshots (open files keep their own): after
+ * such a file closes, only open files pin old versions, so the next gc can take them. */
+void view_cache_drop_history(struct mountfs *mount);
 int view_snapshot(struct mountfs *mount, const struct view *view, struct store_snapshot **out);
 /* Drops cached live snapshots (after a commit or refresh). */
 void view_cache_drop_live(struct mountfs *mount);

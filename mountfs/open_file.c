@@ -167,7 +167,10 @@ static void file_free(struct mountfs *mount, struct open_file *file)
 		store_txn_free(file->txn);
 	if (file->reader)
 		store_table_close(file->reader);
+	bool history = file->snapshot && (file->node->view.version != 0 || file->node->view.tag[0]);
 	store_snapshot_release(file->snapshot);
+	if (history)
+		view_cache_drop_history(mount);
 	if (file->copy_descriptor >= 0)
 		close(file->copy_descriptor);
 	if (file->pending_registered)

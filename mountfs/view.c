@@ -183,15 +183,22 @@ static bool same_view(const struct view *a, const struct view *b)
 	return a->version == b->version && strcmp(a->branch, b->branch) == 0 && strcmp(a->tag, b->tag) == 0;
 }
 
-static struct store_snapshot *cache_find(struct mountfs *mount, const struct view *view,
-					 uint64_t store_version_now)
+static bool is_history(const struct view *view)
+{
+	return view->version != 0 || view->tag[0];
+}
+
+/* now: the store version (live views) or the sweep sequence (history, tags) read just before. */
+static struct store_snapshot *cache_find(struct mountfs *mount, const struct view *view, uint64_t now)
 {
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
 		struct snapshot_entry *entry = &mount->cache[i];
 		if (!entry->snapshot || !same_view(&entry->view, view))
 			continue;
-		if (view->version == 0 && entry->store_version != store_version_now)
+		if (view->version == 0 && !view->tag[0] && entry->store_version != now)
 			continue;
+		if (is_history(view) && entry->sweep_sequence != now)
+			continue;   /* a gc began since: resolve again (the version may be gone) */
 		entry->last_used = ++mount->cache_tick;
 		store_snapshot_retain(entry->snapshot);
 		return entry->snapshot;
@@ -199,9 +206,30 @@ static struct store_snapshot *cache_find(struct mountfs *mount, const struct vie
 	return NULL;
 }
 
+void view_cache_drop_history(struct mountfs *mount)
+{
+	struct store_snapshot *dropped[SNAPSHOT_CACHE_SIZE];
+	size_t count = 0;
+	pthread_mutex_lock(&mount->cache_lock);
+	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
+		struct snapshot_entry *entry = &mount->cache[i];
+		if (entry->snapshot && is_history(&entry->view)) {
+			dropped[count++] = entry->snapshot;
+			entry->snapshot = NULL;
+			heads_list_release(entry->heads);
+			entry->heads = NULL;
+		}
+	}
+	pthread_mutex_unlock(&mount->cache_lock);
+	for (size_t i = 0; i < count; i++)
+		store_snapshot_release(dropped[i]);
+}
+
 int view_snapshot(struct mountfs *mount, const struct view *view, struct store_snapshot **out)
 {
-	uint64_t now = view->version == 0 ? store_version(mount->store) : 0;
+	/* history and tags: keyed by the sweep sequence, read before the open (store.h) */
+	uint64_t now = is_history(view) ? store_sweep_sequence(mount->store)
+					: view->version == 0 ? store_version(mount->store) : 0;
 	pthread_mutex_lock(&mount->cache_lock);
 	struct store_snapshot *found = cache_find(mount, view, now);
 	pthread_mutex_unlock(&mount->cache_lock);
@@ -218,7 +246,7 @@ int view_snapshot(struct mountfs *mount, const struct view *view, struct store_s
 	/* Keyed by the version the snapshot shows, not by store_version() read
 	 * now: a commit landing since the open has moved the store past it, and
 	 * the snapshot must not pass for that newer version (invariant 1). */
-	uint64_t opened_at = view->version == 0 ? store_snapshot_version(opened) : 0;
+	uint64_t opened_at = is_history(view) ? now : store_snapshot_version(opened);
 	struct store_snapshot *evicted = NULL;
 	struct heads_list *evicted_heads = NULL;
 	pthread_mutex_lock(&mount->cache_lock);
@@ -240,6 +268,7 @@ int view_snapshot(struct mountfs *mount, const struct view *view, struct store_s
 		slot->snapshot = opened;
 		slot->view = *view;
 		slot->store_version = opened_at;
+		slot->sweep_sequence = opened_at;
 		slot->last_used = ++mount->cache_tick;
 		store_snapshot_retain(opened);
 		found = opened;

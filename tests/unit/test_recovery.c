@@ -461,6 +461,93 @@ CHILDREN_TEST(a_crash_at_every_commit_failpoint_opens_to_before_or_after)
 	CHECK(points >= 11);
 }
 
+/* ---- crashes during gc ------------------------------------------------------------------------ */
+
+/* A history worth reclaiming: overwrites of a large table (segments) and small merges. */
+static int gc_base_store(void)
+{
+	store_reset();
+	struct manifest *manifest;
+	int rc = fixture_create_open(&manifest);
+	struct error_info error;
+	for (int round = 0; rc == 0 && round < 3; round++) {
+		rc = fixture_write_big(manifest, "Big", round, NULL, &error);
+		for (int i = 0; rc == 0 && i < 8; i++)
+			rc = fixture_merge_one(manifest, "main", "Small", i % 2 ? "odd" : "even", (uint64_t)(round * 8 + i));
+	}
+	manifest_close(manifest);
+	return rc;
+}
+
+static int run_gc(struct manifest *manifest)
+{
+	struct manifest_gc_request request = { .keep_versions = 2 };
+	struct manifest_gc_result result;
+	struct error_info error;
+	return manifest_gc(manifest, &request, &result, &error);
+}
+
+/* The horizon of the store now (a read-only look). */
+static uint64_t horizon_now(void)
+{
+	struct manifest *manifest;
+	struct root_record latest = { 0 };
+	if (fixture_open(&manifest) == 0) {
+		manifest_latest(manifest, &latest);
+		manifest_close(manifest);
+	}
+	return latest.horizon;
+}
+
+CHILDREN_TEST(a_crash_at_every_gc_failpoint_leaves_the_store_before_or_after_and_a_rerun_finishes)
+{
+	const char *const *names = io_failpoint_names();
+	int points = 0;
+	for (size_t i = 0; names[i]; i++) {
+		if (!starts_with(names[i], "gc."))
+			continue;
+		const char *name = names[i];
+		struct observed before, after, finished;
+		CHECK_EQ(gc_base_store(), 0);
+		CHECK_EQ(observe(&before), 0);
+		int code = crash_child(name, run_gc, "gc");
+		if (code != IO_FAILPOINT_EXIT_CODE)
+			fprintf(stderr, "    failpoint %s: child exited %d (the point was not reached)\n", name, code);
+		CHECK_EQ(code, IO_FAILPOINT_EXIT_CODE);
+		CHECK_EQ(observe(&after), 0);
+		/* the same heads and version, the horizon old or new, verify clean */
+		CHECK_EQ(after.version, before.version);
+		CHECK(same_bytes(&after.heads, &before.heads));
+		uint64_t horizon = horizon_now();
+		CHECK(horizon == 0 || horizon == before.version - 2);
+		if (strcmp(name, "gc.after_horizon") != 0)
+			CHECK_EQ(horizon, before.version - 2);
+		if (after.findings)
+			fprintf(stderr, "    failpoint %s: verify found %d problems\n", name, after.findings);
+		CHECK_EQ(after.findings, 0);
+		/* a rerun completes it: the horizon recorded, verify clean, the old segments gone */
+		struct manifest *manifest;
+		CHECK_EQ(fixture_open(&manifest), 0);
+		int rc = run_gc(manifest);
+		manifest_close(manifest);
+		CHECK_EQ(rc, 0);
+		CHECK_EQ(observe(&finished), 0);
+		CHECK_EQ(horizon_now(), before.version - 2);
+		CHECK(same_bytes(&finished.heads, &before.heads));
+		CHECK_EQ(finished.findings, 0);
+		CHECK(finished.segments.size < before.segments.size);
+		observed_free(&before);
+		observed_free(&after);
+		observed_free(&finished);
+		points++;
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			return;
+		}
+	}
+	CHECK_EQ(points, 4);
+}
+
 /* ---- crashes during recovery ---------------------------------------------------------- */
 
 /* A store needing recovery: a large commit crashed at failpoint. */
