@@ -319,10 +319,11 @@ struct index_check {
 static int version_entry(uint64_t version, struct block_address address, void *context)
 {
 	struct index_check *check = context;
-	if (version > check->next_version && version > check->horizon + 1)
+	if (version > check->next_version)
 		finding(check->verify, "manifest: version index lacks versions %llu..%llu",
 			(unsigned long long)check->next_version, (unsigned long long)version - 1);
-	check->next_version = version + 1;
+	if (version + 1 > check->next_version)   /* a pinned version gc kept below the horizon may come first */
+		check->next_version = version + 1;
 	if (version >= check->chain->latest_version) {
 		finding(check->verify, "manifest: version index holds version %llu, not below the latest %llu",
 			(unsigned long long)version, (unsigned long long)check->chain->latest_version);
@@ -382,7 +383,9 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 	char message[256];
 	if (!chain->last_root_of)
 		return;
-	struct index_check check = { verify, chain, 0, latest->horizon };
+	/* gc keeps no entry at or below its horizon (but those of pinned versions); version 0 (the
+	 * empty store) is never read, and a gc drops it */
+	struct index_check check = { verify, chain, latest->horizon + 1, latest->horizon };
 	if (manifest_versions_verify(manifest->pager, latest->versions, version_entry, &check, message,
 				     sizeof message) < 0)
 		finding(verify, "manifest: %s", message);

@@ -1,0 +1,411 @@
+/* gc: retention through the store API — the horizon, pins in any process, what is always kept, space returned. */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static char store_path_text[4096];
+
+static struct store *open_store(void)
+{
+	snprintf(store_path_text, sizeof store_path_text, "%s/store", harness_temp_directory());
+	struct error_info error;
+	error_info_clear(&error);
+	struct stat status;
+	if (stat(store_path_text, &status) != 0 && store_init(store_path_text, &error) < 0) {
+		fprintf(stderr, "    store_init: %s\n", error.message);
+		return NULL;
+	}
+	struct store_options options = { .actor = "tester@test" };
+	struct store *store = NULL;
+	if (store_open(store_path_text, &options, &store, &error) < 0) {
+		fprintf(stderr, "    store_open: %s\n", error.message);
+		return NULL;
+	}
+	return store;
+}
+
+static int write_rows(struct store *store, const char *branch, const char *table, enum store_write_mode mode,
+		      const char *text, size_t size)
+{
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	struct error_info error;
+	int rc = store_txn_begin(store, branch, &txn, &error);
+	if (rc == 0)
+		rc = store_txn_writer(txn, table, mode, 0, "input.jsonl", &writer, &error);
+	if (rc == 0)
+		rc = store_writer_write(writer, text, size, &error);
+	if (rc == 0)
+		rc = store_writer_finish(writer, &error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, &error);
+	if (rc < 0)
+		fprintf(stderr, "    write %s: %s\n", table, error.message);
+	store_txn_free(txn);
+	return rc;
+}
+
+/* count one-row merges into T0..T3, each a commit. */
+static int one_row_commits(struct store *store, int count)
+{
+	for (int i = 0; i < count; i++) {
+		char table[8], line[64];
+		snprintf(table, sizeof table, "T%d", i % 4);
+		int length = snprintf(line, sizeof line, "{\"id\":\"r\",\"value\":%d}\n", i);
+		int rc = write_rows(store, "main", table, STORE_MERGE, line, (size_t)length);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The bytes of table through snapshot (malloc'd, NUL-terminated), or NULL. */
+static char *table_bytes(struct store_snapshot *snapshot, const char *table)
+{
+	struct store_table *open = NULL;
+	if (store_table_open(snapshot, table, &open) < 0)
+		return NULL;
+	uint64_t size = store_table_size(open);
+	char *bytes = malloc(size + 1);
+	ssize_t got = bytes ? store_table_pread(open, bytes, size, 0) : -1;
+	store_table_close(open);
+	if (got != (ssize_t)size) {
+		free(bytes);
+		return NULL;
+	}
+	bytes[size] = 0;
+	return bytes;
+}
+
+static char *rows_at(struct store *store, const char *branch, uint64_t version, const char *table)
+{
+	struct store_snapshot *snapshot = NULL;
+	if (store_snapshot_open(store, branch, version, &snapshot, NULL) < 0)
+		return NULL;
+	char *bytes = table_bytes(snapshot, table);
+	store_snapshot_release(snapshot);
+	return bytes;
+}
+
+static void print_finding(const char *finding, void *context)
+{
+	(void)context;
+	fprintf(stderr, "    finding: %s\n", finding);
+}
+
+static uint64_t du_total;
+
+static int add_blocks(const char *path, const struct stat *status, int kind, struct FTW *walk)
+{
+	(void)path;
+	(void)walk;
+	if (kind == FTW_F)
+		du_total += (uint64_t)status->st_blocks * 512u;
+	return 0;
+}
+
+/* What du says the store occupies. */
+static uint64_t store_disk_bytes(void)
+{
+	du_total = 0;
+	nftw(store_path_text, add_blocks, 16, FTW_PHYS);
+	return du_total;
+}
+
+static int gc_keep(struct store *store, uint64_t versions, struct store_gc_result *result)
+{
+	struct store_gc_options options = { .keep_versions = versions };
+	struct error_info error;
+	int rc = store_gc(store, &options, NULL, NULL, result, &error);
+	if (rc < 0)
+		fprintf(stderr, "    gc: %s\n", error.message);
+	return rc;
+}
+
+/* ---- the horizon ------------------------------------------------------------------ */
+
+TEST(versions_at_or_below_the_horizon_cannot_be_read_and_say_gc_reclaimed_them)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 20), 0);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 5, &result), 0);
+	CHECK_EQ(result.horizon, 15);
+	CHECK_EQ(result.versions_reclaimed, 15);
+	CHECK_EQ(store_horizon(store), 15);
+	struct store_snapshot *snapshot = NULL;
+	struct error_info error;
+	CHECK_EQ(store_snapshot_open(store, "main", 15, &snapshot, &error), -ENOENT);
+	CHECK(strstr(error.message, "version 15 was reclaimed by gc (horizon 15)") != NULL);
+	char *kept = rows_at(store, "main", 16, "T3");
+	CHECK(kept && strcmp(kept, "{\"id\":\"r\",\"value\":15}\n") == 0);
+	free(kept);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+TEST(the_latest_version_is_never_reclaimed_whatever_the_rules_allow)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 6), 0);
+	struct store_gc_options options = { .keep_since_us = 1 };
+	struct store_gc_result result;
+	struct error_info error;
+	CHECK_EQ(store_gc(store, &options, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.horizon, 5);
+	char *latest = rows_at(store, "main", 6, "T1");
+	CHECK(latest && strcmp(latest, "{\"id\":\"r\",\"value\":5}\n") == 0);
+	free(latest);
+	store_close(store);
+}
+
+TEST(keep_since_keeps_every_version_committed_within_the_duration_and_both_rules_must_allow)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 10), 0);
+	struct timespec pause = { 0, 300 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+	CHECK_EQ(one_row_commits(store, 10), 0);
+	/* the newest 3 versions by count, but the last 10 by time: time wins (it allows less) */
+	struct store_gc_options both = { .keep_versions = 3, .keep_since_us = 200 * 1000 };
+	struct store_gc_result result;
+	struct error_info error;
+	CHECK_EQ(store_gc(store, &both, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.horizon, 10);
+	store_close(store);
+}
+
+TEST(a_dry_run_reports_what_gc_would_reclaim_and_changes_nothing)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 40), 0);
+	uint64_t before = store_disk_bytes();
+	struct store_gc_options options = { .keep_versions = 2, .dry_run = true };
+	struct store_gc_result result;
+	struct error_info error;
+	CHECK_EQ(store_gc(store, &options, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.horizon, 38);
+	CHECK(result.manifest_bytes_reclaimed > 0);
+	CHECK_EQ(store_horizon(store), 0);
+	CHECK_EQ(store_disk_bytes(), before);
+	char *old = rows_at(store, "main", 1, "T0");
+	CHECK(old && strcmp(old, "{\"id\":\"r\",\"value\":0}\n") == 0);
+	free(old);
+	store_close(store);
+}
+
+TEST(without_a_rule_gc_reclaims_no_version_and_returns_only_unreachable_space)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 200), 0);
+	uint64_t before = store_disk_bytes();
+	struct store_gc_options options = { 0 };
+	struct store_gc_result result;
+	struct error_info error;
+	CHECK_EQ(store_gc(store, &options, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.horizon, 0);
+	CHECK(store_disk_bytes() < before);
+	for (uint64_t version = 1; version <= 200; version += 37) {
+		char *rows = rows_at(store, "main", version, "T0");
+		CHECK(rows != NULL);
+		free(rows);
+	}
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+/* ---- what is always kept --------------------------------------------------------------- */
+
+TEST(branch_heads_what_a_branch_inherits_and_tagged_versions_are_never_reclaimed)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	struct error_info error;
+	CHECK_EQ(write_rows(store, "main", "Old", STORE_OVERWRITE, "{\"id\":\"o\"}\n", 11), 0);
+	CHECK_EQ(store_branch_create(store, "quiet", "main", NULL, &error), 0);   /* never commits: inherits */
+	CHECK_EQ(one_row_commits(store, 3), 0);
+	CHECK_EQ(store_tag_create(store, "early", "main", 0, NULL, NULL, NULL, &error), 0);
+	uint64_t tagged = store_version(store);
+	CHECK_EQ(one_row_commits(store, 30), 0);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	CHECK(result.horizon > tagged);
+	char *inherited = rows_at(store, "quiet", STORE_LATEST, "Old");
+	CHECK(inherited && strcmp(inherited, "{\"id\":\"o\"}\n") == 0);
+	free(inherited);
+	char *head = rows_at(store, "main", STORE_LATEST, "Old");
+	CHECK(head && strcmp(head, "{\"id\":\"o\"}\n") == 0);
+	free(head);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open_tag(store, "early", &snapshot, &error), 0);
+	char *at_tag = table_bytes(snapshot, "T2");
+	CHECK(at_tag && strcmp(at_tag, "{\"id\":\"r\",\"value\":2}\n") == 0);
+	free(at_tag);
+	store_snapshot_release(snapshot);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+/* ---- pins -------------------------------------------------------------------------------- */
+
+TEST(a_pinned_version_survives_gc_byte_for_byte_and_the_next_gc_after_its_release_reclaims_it)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 30), 0);
+	struct store_snapshot *pinned = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", 10, &pinned, NULL), 0);
+	char *before = table_bytes(pinned, "T1");
+	CHECK(before);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	CHECK_EQ(result.horizon, 29);
+	CHECK_EQ(result.versions_pinned, 1);
+	char *after = table_bytes(pinned, "T1");
+	CHECK(after && strcmp(after, before) == 0);
+	free(before);
+	free(after);
+	/* a new reader of it is refused: it is below the horizon */
+	struct store_snapshot *again = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", 10, &again, NULL), -ENOENT);
+	store_snapshot_release(pinned);
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	CHECK_EQ(result.versions_pinned, 0);
+	CHECK(result.manifest_bytes_reclaimed > 0);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+TEST(a_pin_held_by_another_process_is_kept_and_released_when_that_process_is_killed)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 30), 0);
+	int ready[2];
+	CHECK_EQ(pipe(ready), 0);
+	fflush(NULL);
+	pid_t child = fork();
+	CHECK(child >= 0);
+	if (child == 0) {
+		struct store *other = NULL;
+		struct store_snapshot *snapshot = NULL;
+		if (store_open(store_path_text, NULL, &other, NULL) < 0 ||
+		    store_snapshot_open(other, "main", 12, &snapshot, NULL) < 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		pause();   /* holds the pin until killed */
+		_exit(0);
+	}
+	char byte;
+	CHECK_EQ(read(ready[0], &byte, 1), 1);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	CHECK_EQ(result.versions_pinned, 1);
+	kill(child, SIGKILL);
+	int status;
+	CHECK_EQ(waitpid(child, &status, 0), child);
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	CHECK_EQ(result.versions_pinned, 0);
+	CHECK(result.manifest_bytes_reclaimed > 0);
+	close(ready[0]);
+	close(ready[1]);
+	store_close(store);
+}
+
+/* ---- space -------------------------------------------------------------------------------- */
+
+TEST(the_space_of_a_one_row_history_comes_back)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 400), 0);
+	uint64_t before = store_disk_bytes();
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 10, &result), 0);
+	uint64_t after = store_disk_bytes();
+	fprintf(stderr, "    400 one-row commits: %llu bytes on disk, %llu after gc --keep-versions 10\n",
+		(unsigned long long)before, (unsigned long long)after);
+	CHECK(after * 5 < before);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+TEST(the_space_of_overwritten_large_tables_comes_back)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	size_t size = 5u << 20;   /* past TABLE_INLINE_LIMIT: each overwrite in a segment of its own */
+	char *rows = malloc(size + 128);
+	CHECK(rows);
+	for (int round = 0; round < 6; round++) {
+		size_t at = 0;
+		for (int i = 0; at < size; i++)
+			at += (size_t)snprintf(rows + at, 128, "{\"id\":\"row%07d\",\"round\":%d,\"pad\":\"%08x%08x\"}\n", i,
+					       round, (unsigned)rand(), (unsigned)rand());
+		CHECK_EQ(write_rows(store, "main", "Big", STORE_OVERWRITE, rows, at), 0);
+	}
+	free(rows);
+	uint64_t before = store_disk_bytes();
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	uint64_t after = store_disk_bytes();
+	fprintf(stderr, "    6 overwrites of 5 MiB: %llu bytes on disk, %llu after gc --keep-versions 1 (%llu segments removed)\n",
+		(unsigned long long)before, (unsigned long long)after, (unsigned long long)result.segments_removed);
+	CHECK(after * 3 < before);
+	CHECK_EQ(result.segments_removed, 5);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+static int render_line(const struct commit_record *record, void *context)
+{
+	return commit_record_render_json(record, context);
+}
+
+TEST(log_keeps_the_retained_commits_and_ends_with_the_newest_reclaimed_one)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(one_row_commits(store, 12), 0);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 3, &result), 0);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct buf lines;
+	buf_init(&lines);
+	CHECK_EQ(store_snapshot_log(snapshot, render_line, &lines), 0);
+	store_snapshot_release(snapshot);
+	buf_put_u8(&lines, 0);
+	const char *text = (const char *)lines.data;
+	CHECK(strstr(text, "{\"version\":12,") == text);
+	CHECK(strstr(text, "{\"version\":10,") != NULL);
+	const char *last = strstr(text, "{\"version\":9,");
+	CHECK(last && strstr(last, "\"reclaimed\":true}\n") != NULL);
+	CHECK(strstr(text, "{\"version\":8,") == NULL);
+	buf_free(&lines);
+	store_close(store);
+}
+
+int main(void)
+{
+	return harness_run();
+}
