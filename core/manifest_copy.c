@@ -32,6 +32,14 @@
 #include "manifest_int.h"
 
 #define COPY_CHUNK (1u << 20)
+#define COPY_PAGE 4096u
+
+/* Whether the page at bytes (or what is left of the chunk, if less) is all zeros. */
+static bool page_is_zero(const uint8_t *bytes, size_t left)
+{
+	size_t size = left < COPY_PAGE ? left : COPY_PAGE;
+	return bytes[0] == 0 && memcmp(bytes, bytes + 1, size - 1) == 0;
+}
 
 /* Copies bytes [0, size) of from into to. */
 static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, uint64_t *done,
@@ -45,9 +53,16 @@ static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, u
 		size_t length = size - offset < COPY_CHUNK ? (size_t)(size - offset) : COPY_CHUNK;
 		if ((rc = io_pread(from, chunk, length, offset)) < 0)
 			break;
-		/* zeros stay holes (space gc returned, preallocation): the copy is as sparse as its source */
-		bool zero = chunk[0] == 0 && memcmp(chunk, chunk + 1, length - 1) == 0;
-		if (!zero && (rc = io_pwrite(to, chunk, length, offset)) < 0)
+		/* pages of zeros stay holes (space gc returned, preallocation): the copy is as sparse as its source */
+		for (size_t page = 0; page < length && rc == 0;) {
+			size_t run = page;
+			while (run < length && !page_is_zero(chunk + run, length - run))
+				run += COPY_PAGE;
+			if (run > page)
+				rc = io_pwrite(to, chunk + page, (run < length ? run : length) - page, offset + page);
+			page = run + COPY_PAGE;
+		}
+		if (rc < 0)
 			break;
 		offset += length;
 		*done += length;

@@ -400,9 +400,13 @@ static int resolve_history(struct mountfs *mount, struct node *parent, const cha
 		struct store_snapshot *snapshot = NULL;
 		rc = view_snapshot(mount, &view, &snapshot);
 		uint64_t horizon = rc == -ENOENT ? store_horizon(mount->store) : 0;
-		if (rc == -ENOENT && version <= horizon)
-			mount_error_refuse(mount, name, -ENOENT, "version %llu of branch %s was reclaimed by gc (horizon %llu)",
+		if (rc == -ENOENT && version <= horizon) {
+			char path[4096];
+			inode_path(mount, parent, path, sizeof path - 64);
+			snprintf(path + strlen(path), 64, "%s%s", path[0] ? "/" : "", name);
+			mount_error_refuse(mount, path, -ENOENT, "version %llu of branch %s was reclaimed by gc (horizon %llu)",
 					   (unsigned long long)version, view.branch, (unsigned long long)horizon);
+		}
 		if (rc < 0)
 			return rc == -EINVAL ? -ENOENT : rc;
 		store_snapshot_release(snapshot);

@@ -46,9 +46,7 @@ static int parse_duration(const char *text, uint64_t *out)
 		}
 	}
 	if (errno != 0 || unit == 0 || amount == 0 || amount > UINT64_MAX / unit) {
-		fprintf(stderr, "graphfs gc: --keep-since %s: not a duration (a number with s, m, h, d or w: 12h, 7d)\n",
-			text);
-		return CLI_EXIT_USAGE;
+		return cli_usage_error("gc", "--keep-since %s: not a duration (a number with s, m, h, d or w: 12h, 7d)", text);
 	}
 	*out = amount * unit;
 	return 0;
@@ -86,9 +84,7 @@ int cmd_gc(int argc, char **argv)
 		errno = 0;
 		unsigned long long count = strtoull(keep_versions, &end, 10);
 		if (errno != 0 || end == keep_versions || *end || count == 0 || keep_versions[0] == '-') {
-			fprintf(stderr, "graphfs gc: --keep-versions %s: not a count of versions (1 or more)\n",
-				keep_versions);
-			return CLI_EXIT_USAGE;
+			return cli_usage_error("gc", "--keep-versions %s: not a count of versions (1 or more)", keep_versions);
 		}
 		gc.keep_versions = count;
 	}

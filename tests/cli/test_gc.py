@@ -1,0 +1,79 @@
+"""graphfs gc: the horizon, the messages, what stays readable, and space that comes back."""
+import json
+import os
+import re
+import subprocess
+
+from conftest import jsonl
+
+
+def disk_bytes(path):
+    return int(subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True,
+                              check=True).stdout.split()[0])
+
+
+def history(cli, store, count):
+    for value in range(count):
+        cli.import_rows(store, "Counter", [{"id": "c", "value": value}], mode="merge")
+
+
+def test_gc_says_which_versions_it_reclaimed_and_how_much_space_came_back(cli, store):
+    history(cli, store, 8)
+    output = cli.ok("gc", store, "--keep-versions", "3").stdout.decode()
+    assert "gc: reclaimed versions 1..5 (5 versions; horizon 5, was 0)\n" in output
+    assert re.search(r"gc: reclaimed [\d.]+ [KM]?i?B of manifest space \(.* on disk -> .*\) and 0 segment files", output)
+    assert json.loads(cli.ok("stats", store).stdout)["store"]["horizon"] == 5
+
+
+def test_a_reclaimed_version_is_refused_with_the_horizon_by_every_reading_command(cli, store):
+    history(cli, store, 8)
+    cli.ok("gc", store, "--keep-versions", "3")
+    for command in (["export", store, "Counter", "--at", "2"], ["heads", store, "--at", "5"],
+                    ["dump", store, "--at", "1"]):
+        error = cli.fail(*command)
+        assert "was reclaimed by gc (horizon 5)" in error, error
+    assert cli.export(store, "Counter", at="6") == jsonl([{"id": "c", "value": 5}])
+
+
+def test_log_keeps_the_kept_commits_and_marks_the_newest_reclaimed_one(cli, store):
+    history(cli, store, 8)
+    cli.ok("gc", store, "--keep-versions", "3")
+    log = cli.log(store)
+    assert [entry["version"] for entry in log] == [8, 7, 6, 5]
+    assert log[-1] == {"version": 5, "commit": log[-2]["parents"][0], "reclaimed": True}
+
+
+def test_a_dry_run_changes_nothing(cli, store):
+    history(cli, store, 8)
+    before = disk_bytes(store)
+    output = cli.ok("gc", store, "--keep-versions", "1", "--dry-run").stdout.decode()
+    assert "gc: would reclaim versions 1..7" in output
+    assert cli.export(store, "Counter", at="1") == jsonl([{"id": "c", "value": 0}])
+    assert disk_bytes(store) == before
+
+
+def test_the_store_shrinks_and_verifies_and_a_snapshot_after_gc_is_a_store(cli, store, tmp_path):
+    history(cli, store, 300)
+    before = disk_bytes(store)
+    cli.ok("gc", store, "--keep-versions", "10")
+    after = disk_bytes(store)
+    assert after * 4 < before, (before, after)
+    assert cli.run("verify", store).returncode == 0
+    cli.ok("snapshot", store, tmp_path / "snap")
+    assert cli.run("verify", tmp_path / "snap").returncode == 0
+    assert cli.export(tmp_path / "snap", "Counter", at="295") == jsonl([{"id": "c", "value": 294}])
+    assert disk_bytes(tmp_path / "snap") <= after * 2
+
+
+def test_bad_rules_are_usage_errors(cli, store):
+    for arguments in (["--keep-versions", "0"], ["--keep-versions", "-3"], ["--keep-versions", "x"],
+                      ["--keep-since", "5x"], ["--keep-since", "0d"], ["--keep-since", "d"]):
+        error = cli.fail("gc", store, *arguments, status=2)
+        assert "--keep-" in error, error
+
+
+def test_keep_since_takes_seconds_minutes_hours_days_and_weeks(cli, store):
+    history(cli, store, 3)
+    for duration in ("30s", "5m", "12h", "7d", "2w"):
+        output = cli.ok("gc", store, "--keep-since", duration).stdout.decode()
+        assert "gc: no version reclaimed (horizon 0, latest version 3)" in output
