@@ -355,7 +355,8 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 const struct ulid *manifest_store_id(const struct manifest *manifest);
 /* 0 if this manifest holds exactly root (of the store store_id) at root->self —
  * so that every address at or below it means the same here: a snapshot of this
- * store, restorable without copying data. -ENOENT otherwise. */
+ * store, restorable without copying data. -ENOENT otherwise; -ESTALE when a gc
+ * swept this store after that root (what the snapshot shares may be gone). */
 int manifest_root_is_ours(struct manifest *manifest, const struct ulid *store_id, const struct root_record *root);
 /*
  * The states retention must keep whatever its horizon: every branch's head
@@ -380,6 +381,11 @@ int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, 
  */
 int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last);
 void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last);
+/* The gc lock shared, waiting for a running gc to end: while it is held no gc
+ * runs (a snapshot copy, a restore). 0 or -errno; without a pins file 0.
+ * Release with manifest_gc_unlock. */
+int manifest_gc_hold(struct manifest *manifest);
+void manifest_gc_unlock(struct manifest *manifest);
 /* How many gc sweeps have begun (0: none, or no pins file). */
 uint64_t manifest_sweep_sequence(struct manifest *manifest);
 

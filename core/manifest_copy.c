@@ -234,10 +234,14 @@ int manifest_root_is_ours(struct manifest *manifest, const struct ulid *store_id
 		return -ENOENT;
 	if (rc < 0)
 		return rc;
-	return ours.sequence == root->sequence && ours.version == root->version && ours.time_us == root->time_us &&
-			       ours.branches.offset == root->branches.offset && ours.previous.offset == root->previous.offset
-		       ? 0
-		       : -ENOENT;
+	if (!(ours.sequence == root->sequence && ours.version == root->version && ours.time_us == root->time_us &&
+	      ours.branches.offset == root->branches.offset && ours.previous.offset == root->previous.offset))
+		return -ENOENT;
+	/* a gc since may have returned blocks the snapshot's states share with this store */
+	struct root_record latest;
+	if ((rc = manifest_latest(manifest, &latest)) < 0)
+		return rc;
+	return latest.swept_below > root->self.offset ? -ESTALE : 0;
 }
 
 const struct ulid *manifest_store_id(const struct manifest *manifest)

@@ -560,7 +560,7 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 		return error_info_set(error, -EROFS, "the store is open read-only");
 	int rc = manifest_gc_lock(manifest);
 	if (rc < 0)
-		return error_info_set(error, rc, rc == -EBUSY ? "another graphfs gc is running on %s: let it finish"
+		return error_info_set(error, rc, rc == -EBUSY ? "another gc, a snapshot or a restore is running on %s: let it finish, then run gc again"
 							      : "cannot take the gc lock of %s: %s",
 				      manifest->path, strerror(-rc));
 	gc_enter(&gc, GC_LOCKED);

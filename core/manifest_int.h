@@ -256,9 +256,6 @@ int manifest_sweep_sequence_advance(struct manifest *manifest);
 /* The exclusive gc lock (never waits): 0, -EBUSY (another gc runs), -EROFS (no pins file). */
 int manifest_gc_lock(struct manifest *manifest);
 void manifest_gc_unlock(struct manifest *manifest);   /* releases the lock or the hold */
-/* The gc lock shared, waiting for a running gc to end (a snapshot copy: no gc
- * while it copies). 0 or -errno; without a pins file 0. Release with manifest_gc_unlock. */
-int manifest_gc_hold(struct manifest *manifest);
 /* Every segment a retained state of latest reaches (gc's mark with latest's
  * horizon): *ids (malloc'd, free it) and *count. 0 or -errno. */
 int manifest_retained_segments(struct manifest *manifest, const struct root_record *latest, uint64_t **ids,

@@ -155,8 +155,8 @@ static int restore_branch(struct store *store, const struct name_list *ours, con
 	return rc;
 }
 
-static int restore_steps(struct store *store, const char *path, store_report_fn report, void *context,
-			 struct error_info *error)
+static int restore_steps_held(struct store *store, const char *path, store_report_fn report, void *context,
+			      struct error_info *error)
 {
 	struct store_options options = { .read_only = true };
 	struct store *snapshot = NULL;
@@ -171,6 +171,12 @@ static int restore_steps(struct store *store, const char *path, store_report_fn 
 		goto out;
 	}
 	rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
+	if (rc == -ESTALE) {
+		rc = error_info_set(error, -ESTALE,
+				    "%s ran gc after the snapshot %s was taken, so blocks the snapshot shares with it may be gone: it cannot be restored in place; load its contents instead (graphfs dump %s > graph.ndjson; graphfs load %s graph.ndjson)",
+				    store->path, path, path, store->path);
+		goto out;
+	}
 	if (rc == -ENOENT) {
 		rc = error_info_set(error, -EINVAL,
 				    "%s is not a snapshot of %s (another store, or one whose history was rewritten): move data between stores with graphfs dump and graphfs load",
@@ -246,6 +252,19 @@ out:
 }
 
 /* ---- the marker -------------------------------------------------------------------------- */
+
+/* The restore's steps with the gc lock held shared: no gc returns space the
+ * snapshot's states share while they are brought back. */
+static int restore_steps(struct store *store, const char *path, store_report_fn report, void *context,
+			 struct error_info *error)
+{
+	int rc = manifest_gc_hold(store->manifest);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot wait for gc to finish: %s", strerror(-rc));
+	rc = restore_steps_held(store, path, report, context, error);
+	manifest_gc_unlock(store->manifest);
+	return rc;
+}
 
 #define RESTORE_MARKER "restoring"
 
@@ -327,6 +346,10 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	if (rc == 0)
 		rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
 	store_close(snapshot);
+	if (rc == -ESTALE)
+		return error_info_set(error, -ESTALE,
+				      "%s ran gc after the snapshot %s was taken, so blocks the snapshot shares with it may be gone: it cannot be restored in place; load its contents instead (graphfs dump %s > graph.ndjson; graphfs load %s graph.ndjson)",
+				      store->path, path, path, store->path);
 	if (rc == -ENOENT)
 		return error_info_set(error, -EINVAL,
 				      "%s is not a snapshot of %s (another store, or one whose history was rewritten): move data between stores with graphfs dump and graphfs load",
