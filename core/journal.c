@@ -275,6 +275,7 @@ const char *change_op_name(enum change_op op)
 	case CHANGE_DROP: return "drop";
 	case CHANGE_RENAME: return "rename";
 	case CHANGE_SCHEMA: return "schema";
+	case CHANGE_OPTIMIZE: return "optimize";
 	}
 	return "unknown";
 }
@@ -325,7 +326,7 @@ int commit_record_encode(const struct commit_record *record, struct buf *out)
 	for (size_t i = 0; i < record->change_count; i++) {
 		const struct change *change = &record->changes[i];
 		size_t previous_length = strnlen(change->previous_name, sizeof change->previous_name);
-		if (change->op < CHANGE_CREATE || change->op > CHANGE_SCHEMA ||
+		if (change->op < CHANGE_CREATE || change->op > CHANGE_OPTIMIZE ||
 		    previous_length > JOURNAL_NAME_MAX) {
 			rc = -EINVAL;
 			goto out;
@@ -414,7 +415,7 @@ int commit_record_decode(const void *bytes, size_t size, struct commit_record *r
 		const uint8_t *previous;
 		size_t previous_length = buf_get_str(&reader, &previous);
 		uint16_t head_length = buf_get_u16(&reader);
-		if (reader.failed || op < CHANGE_CREATE || op > CHANGE_SCHEMA ||
+		if (reader.failed || op < CHANGE_CREATE || op > CHANGE_OPTIMIZE ||
 		    previous_length > JOURNAL_NAME_MAX || memchr(previous, 0, previous_length) ||
 		    buf_reader_remaining(&reader) < head_length)
 			goto corrupt;

@@ -60,6 +60,7 @@ enum change_op {
 	CHANGE_DROP = 4,
 	CHANGE_RENAME = 5,
 	CHANGE_SCHEMA = 6,
+	CHANGE_OPTIMIZE = 7,   /* the same rows rewritten into fresh fragments (graphfs optimize) */
 };
 
 const char *change_op_name(enum change_op op);  /* "create", "overwrite", ... */

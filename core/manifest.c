@@ -647,6 +647,14 @@ int manifest_directory_prepare(const char *path, bool *created, struct error_inf
 	return directory;
 }
 
+uint64_t manifest_end(struct manifest *manifest)
+{
+	pthread_mutex_lock(&manifest->state_mutex);
+	uint64_t end = manifest->committed_size;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	return end;
+}
+
 int manifest_create(const char *path, struct error_info *error)
 {
 	bool created;

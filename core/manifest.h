@@ -136,6 +136,8 @@ struct pager *manifest_pager(struct manifest *manifest);
 int manifest_refresh(struct manifest *manifest, bool *changed);
 /* The latest root this handle knows (after the last refresh or own publish). */
 int manifest_latest(struct manifest *manifest, struct root_record *out);
+/* Where the latest root known to this handle ends: the manifest's blocks end there (FORMAT.md §4). */
+uint64_t manifest_end(struct manifest *manifest);
 
 /* Resolves branch at the latest version, or at version (docs/MOUNT.md "History"
  * rules: before its creation a branch shows the branch it was forked from,
@@ -251,6 +253,7 @@ struct manifest_op {
 						   * schema of a table that has no rows (schema_is_undeclared) */
 	char expected_schema_hash[17];            /* WRITE to an existing table: "" or the hash the rows were validated against (-EBUSY if it changed) */
 	uint64_t based_on_version;                /* non-zero: the table must still be at this version (-EBUSY) */
+	bool optimize;                            /* WRITE, an overwrite with the table's own rows: recorded as op optimize */
 	struct ulid based_on_incarnation;
 };
 

@@ -515,7 +515,9 @@ static int written_head(struct commit_state *state, const struct manifest_op *op
 			const struct table_info *info, struct block_address address, const struct schema *schema,
 			struct change *change)
 {
-	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE : CHANGE_OVERWRITE;
+	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE
+		     : op->optimize			       ? CHANGE_OPTIMIZE
+							       : CHANGE_OVERWRITE;
 	change->rows = table_stage_rows(op->stage);
 	change->head_after = *head;
 	struct head_row *after = &change->head_after;

@@ -539,11 +539,12 @@ static json_t *counters_json(enum io_class class, const char *pages_name)
 
 int store_stats_json(struct store *store, struct buf *out)
 {
-	json_t *root = json_pack("{s:o,s:o,s:{s:I,s:I,s:s,s:i}}", "manifest",
+	json_t *root = json_pack("{s:o,s:o,s:{s:I,s:I,s:I,s:s,s:i}}", "manifest",
 				 counters_json(IO_MANIFEST, "pages"), "data",
 				 counters_json(IO_DATA, "blocks"), "store", "version",
 				 (json_int_t)store_version(store), "horizon", (json_int_t)store_horizon(store),
-				 "path", store->path, "format", STORE_FORMAT_VERSION);
+				 "manifest_end", (json_int_t)manifest_end(store->manifest), "path", store->path,
+				 "format", STORE_FORMAT_VERSION);
 	if (!root)
 		return -ENOMEM;
 	char *text = json_dumps(root, JSON_COMPACT);

@@ -433,6 +433,18 @@ struct store_gc_result {
  */
 int store_gc(struct store *store, const struct store_gc_options *options, store_progress_fn progress,
 	     void *progress_context, struct store_gc_result *out, struct error_info *error);
+/*
+ * Rewrites table (NULL: every live table with rows) of branch into fresh
+ * fragments, as one commit whose changes have op optimize: dead rows, deletion
+ * bitmaps and many small fragments gone, key tree and adjacency indexes
+ * rebuilt; every table's bytes stay exactly the same. The old fragments are
+ * garbage for gc once no retained version needs them. progress hears bytes.
+ * 0, -ENODATA (nothing to optimize), -ENOENT (no such table), -EBUSY (a table
+ * moved meanwhile, or condition failed), -errno with error set.
+ */
+int store_optimize(struct store *store, const char *branch, const char *table, const char *message,
+		   const struct store_condition *condition, store_progress_fn progress, void *progress_context,
+		   struct store_commit_result *result, struct error_info *error);
 /* The newest version reclaimed by gc (0: none). */
 uint64_t store_horizon(struct store *store);
 /* How many gc sweeps have begun, in any process (one pread): a holder of

@@ -937,6 +937,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		       sizeof request_op->expected_schema_hash);
 		request_op->based_on_version = writer->based_on_version;
 		request_op->based_on_incarnation = writer->based_on_incarnation;
+		request_op->optimize = writer->optimize;
 		if (writer->creates) {
 			schema_free(&writer->inferred);
 			rc = schema_inference_finish(writer->inference, &writer->inferred);

@@ -31,6 +31,7 @@ struct store_writer {
 	uint64_t based_on_version;
 	struct ulid based_on_incarnation;
 	char expected_schema_hash[17];
+	bool optimize;                  /* an overwrite with the table's own rows (store_optimize) */
 	bool creates;                   /* the table does not exist: its schema is inferred */
 	bool refines;                   /* the table exists, empty and undeclared: its schema is inferred too */
 	struct schema schema;           /* validation schema when !creates */

@@ -77,3 +77,20 @@ def test_keep_since_takes_seconds_minutes_hours_days_and_weeks(cli, store):
     for duration in ("30s", "5m", "12h", "7d", "2w"):
         output = cli.ok("gc", store, "--keep-since", duration).stdout.decode()
         assert "gc: no version reclaimed (horizon 0, latest version 3)" in output
+
+
+def test_optimize_keeps_the_bytes_and_commits_op_optimize(cli, store):
+    cli.import_rows(store, "P", [{"id": f"p{i}", "n": i} for i in range(50)])
+    for i in range(30):
+        cli.import_rows(store, "P", [{"id": f"p{i % 7}", "n": 100 + i}], mode="merge")
+    before = cli.export(store, "P")
+    output = cli.ok("optimize", store, "P").stdout.decode()
+    assert re.match(r"optimized P on main: committed version 32 \(commit [0-9A-Z]{26}\)\n", output), output
+    assert cli.export(store, "P") == before
+    assert cli.log(store)[0]["changes"] == [{"table": "P", "op": "optimize", "rows": 50}]
+    assert cli.run("verify", store).returncode == 0
+
+
+def test_optimize_of_a_missing_table_fails_and_of_nothing_says_so(cli, store):
+    assert "no table Nope" in cli.fail("optimize", store, "Nope")
+    assert cli.ok("optimize", store).stdout.decode() == "branch main has no table with rows: nothing to optimize\n"

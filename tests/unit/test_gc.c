@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "store.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -402,6 +403,55 @@ TEST(log_keeps_the_retained_commits_and_ends_with_the_newest_reclaimed_one)
 	CHECK(last && strstr(last, "\"reclaimed\":true}\n") != NULL);
 	CHECK(strstr(text, "{\"version\":8,") == NULL);
 	buf_free(&lines);
+	store_close(store);
+}
+
+/* ---- optimize ------------------------------------------------------------------------------ */
+
+/* Data blocks read to render the whole table at the latest version. */
+static uint64_t blocks_to_read(struct store *store, const char *table, char **bytes)
+{
+	struct io_counters before, after;
+	io_counters_get(IO_DATA, &before);
+	*bytes = rows_at(store, "main", STORE_LATEST, table);
+	io_counters_get(IO_DATA, &after);
+	return after.pages - before.pages;
+}
+
+TEST(optimize_rewrites_a_table_of_many_merges_into_few_fragments_with_the_same_bytes_as_one_commit)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	for (int i = 0; i < 120; i++) {
+		char line[64];
+		int length = snprintf(line, sizeof line, "{\"id\":\"r%02d\",\"value\":%d}\n", i % 40, i);
+		CHECK_EQ(write_rows(store, "main", "Many", STORE_MERGE, line, (size_t)length), 0);
+	}
+	char *before = NULL, *after = NULL;
+	uint64_t blocks_before = blocks_to_read(store, "Many", &before);
+	uint64_t version = store_version(store);
+	struct store_commit_result result;
+	struct error_info error;
+	CHECK_EQ(store_optimize(store, "main", "Many", NULL, NULL, NULL, NULL, &result, &error), 0);
+	CHECK_EQ(result.version, version + 1);
+	uint64_t blocks_after = blocks_to_read(store, "Many", &after);
+	fprintf(stderr, "    120 merges of 40 rows: %llu data blocks to read, %llu after optimize\n",
+		(unsigned long long)blocks_before, (unsigned long long)blocks_after);
+	CHECK(before && after && strcmp(before, after) == 0);
+	CHECK(blocks_after == 1 && blocks_before >= 40);
+	free(before);
+	free(after);
+	struct store_snapshot *snapshot = NULL;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, NULL), 0);
+	struct buf lines;
+	buf_init(&lines);
+	CHECK_EQ(store_snapshot_log(snapshot, render_line, &lines), 0);
+	store_snapshot_release(snapshot);
+	buf_put_u8(&lines, 0);
+	CHECK(strstr((const char *)lines.data, "\"changes\":[{\"table\":\"Many\",\"op\":\"optimize\",\"rows\":40}]") != NULL);
+	buf_free(&lines);
+	CHECK_EQ(store_optimize(store, "main", "Nope", NULL, NULL, NULL, NULL, &result, &error), -ENOENT);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
 	store_close(store);
 }
 

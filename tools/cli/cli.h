@@ -40,7 +40,8 @@ int cmd_tag(int argc, char **argv);
 int cmd_revert(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);   /* also cmd_restore: tools/cli/cmd_snapshot.c */
 int cmd_restore(int argc, char **argv);
-int cmd_gc(int argc, char **argv);
+int cmd_gc(int argc, char **argv);   /* also cmd_optimize: tools/cli/cmd_gc.c */
+int cmd_optimize(int argc, char **argv);
 int cmd_heads(int argc, char **argv);
 int cmd_schema(int argc, char **argv);
 int cmd_verify(int argc, char **argv);

@@ -1,7 +1,8 @@
 /*
  * cmd_gc — `graphfs gc STORE [--keep-versions N] [--keep-since DURATION]
  * [--dry-run]`: raises the retention horizon and gives the space of what no
- * retained state needs back to the file system (core/manifest_gc.c).
+ * retained state needs back to the file system (core/manifest_gc.c); and
+ * `graphfs optimize STORE [TABLE]`: tables rewritten into fresh fragments.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -125,6 +126,60 @@ int cmd_gc(int argc, char **argv)
 		       returned, before, after, (unsigned long long)result.segments_removed,
 		       result.segments_removed == 1 ? "" : "s", segments);
 	}
+	store_close(store);
+	return status;
+}
+
+static const char optimize_usage[] =
+	"usage: graphfs optimize STORE [TABLE] [--branch B] [-m MSG] [--if-version V] [--if-commit ULID]\n"
+	"\n"
+	"Rewrites TABLE (default: every table with rows) of branch B into fresh fragments,\n"
+	"as one commit whose changes have op \"optimize\": rows deleted or replaced by merges,\n"
+	"deletion bitmaps and many small fragments are gone, the key tree and an edge table's\n"
+	"adjacency indexes are rebuilt. The table's bytes stay exactly the same. The old\n"
+	"fragments stay in history until 'graphfs gc' reclaims the versions that use them.\n"
+	"\n"
+	"  --branch B         the branch (default main)\n"
+	"  -m, --message MSG  the commit message (default \"optimize TABLE\")\n"
+	"  --if-version V     publish only if the store is still at version V\n"
+	"  --if-commit ULID   publish only if the branch's head is still commit ULID\n";
+
+int cmd_optimize(int argc, char **argv)
+{
+	const char *branch = "main", *message = NULL, *if_version = NULL, *if_commit = NULL;
+	const struct cli_option options[] = {
+		{ "branch", 0, &branch, NULL },
+		{ "message", 'm', &message, NULL },
+		{ "if-version", 0, &if_version, NULL },
+		{ "if-commit", 0, &if_commit, NULL },
+	};
+	const struct cli_syntax syntax = { optimize_usage, options, sizeof options / sizeof options[0], 1, 2 };
+	char **arguments;
+	int count = 0;
+	int status = cli_parse(argc, argv, &syntax, &arguments, &count);
+	if (status >= 0)
+		return status;
+	struct store_condition condition;
+	if ((status = cli_condition_parse(argv[0], if_version, if_commit, &condition)) != 0)
+		return status;
+	struct store *store;
+	if ((status = cli_store_open(arguments[0], false, &store)) != 0)
+		return status;
+	const char *table = count > 1 ? arguments[1] : NULL;
+	struct cli_progress progress;
+	cli_progress_begin(&progress, "optimize", 0);
+	struct store_commit_result result;
+	struct error_info error;
+	int rc = store_optimize(store, branch, table, message, &condition, cli_progress_update, &progress, &result,
+				&error);
+	cli_progress_end(&progress, rc == 0, 0);
+	if (rc == -ENODATA)
+		printf("%s\n", error.message);
+	else if (rc < 0)
+		status = cli_fail_error(rc, &error, "cannot optimize %s", table ? table : "the tables");
+	else
+		printf("optimized %s on %s: committed version %llu (commit %s)\n", table ? table : "every table", branch,
+		       (unsigned long long)result.version, result.commit);
 	store_close(store);
 	return status;
 }

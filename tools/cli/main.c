@@ -24,6 +24,7 @@ static const struct command commands[] = {
 	{ "snapshot", cmd_snapshot, "snapshot STORE DIR              a self-contained copy of the store as of now" },
 	{ "restore", cmd_restore, "restore STORE DIR --confirm     make the branches and tags those of a snapshot" },
 	{ "gc", cmd_gc, "gc STORE [--keep-versions N]    reclaim old versions and the space they hold" },
+	{ "optimize", cmd_optimize, "optimize STORE [TABLE]          rewrite tables into fresh fragments (same bytes)" },
 	{ "revert", cmd_revert, "revert STORE VERSION            one commit back to the tables as of VERSION" },
 	{ "tag", cmd_tag, "tag STORE list|create|delete     name versions with immutable tags" },
 	{ "heads", cmd_heads, "heads STORE                     the head row of every live table, JSON lines" },
