@@ -6,9 +6,10 @@
  * its path that exist: all of them, except for the first version of a new
  * leaf). A B+tree grows a level every ~100× more commits, which would make
  * the cost of a commit and of resolving an old version depend on history;
- * this index does not (docs/ARCHITECTURE.md invariants 2 and 3). Every node is a dense
- * array of 256 slots (2 KiB), so a commit also reads and writes exactly the
- * same bytes at every depth, and a node counts one manifest row.
+ * this index does not (docs/ARCHITECTURE.md invariants 2 and 3). A node holds
+ * up to 256 slots, stored as its non-empty slots only, each child's offset
+ * as the difference to the previous one (a few bytes), so the path a commit
+ * appends is small (FORMAT.md §16.1); a node counts one manifest row.
  *
  * Invariants kept:
  *   1. Every path from the root to a leaf has exactly depth + 1 nodes; the
@@ -31,7 +32,7 @@
 
 #define NODE_HEADER_SIZE 8
 #define NODE_SLOTS 256
-#define NODE_PAYLOAD_SIZE (NODE_HEADER_SIZE + NODE_SLOTS * 8)
+#define NODE_PAYLOAD_MAX (NODE_HEADER_SIZE + NODE_SLOTS * 11)   /* slot byte + a varint of at most 10 */
 #define INDEX_KIND_VERSIONS 1
 
 /*
@@ -70,21 +71,38 @@ static int node_read(struct pager *pager, struct pager_append *append, struct bl
 			  : pager_read(pager, address, BLOCK_INDEX, &raw);
 	if (rc < 0)
 		goto out;
-	if (raw.size != NODE_PAYLOAD_SIZE || raw.data[0] != level || raw.data[1] != INDEX_KIND_VERSIONS ||
-	    raw.data[2] != 0 || raw.data[3] != 0) {
+	if (raw.size < NODE_HEADER_SIZE || raw.size > NODE_PAYLOAD_MAX || raw.data[0] != level ||
+	    raw.data[1] != INDEX_KIND_VERSIONS || raw.data[2] != 0 || raw.data[3] != 0) {
 		rc = -EIO;
 		goto out;
 	}
-	size_t count = 0;
-	for (size_t slot = 0; slot < NODE_SLOTS; slot++) {
-		uint64_t offset = buf_load_u64(raw.data + NODE_HEADER_SIZE + slot * 8);
-		/* children are appended before their parent (invariant 4: no cycles) */
-		if (offset != 0 && (offset < MANIFEST_FIRST_BLOCK || offset >= address.offset)) {
+	size_t count = 0, at = NODE_HEADER_SIZE;
+	uint64_t previous = 0;
+	int last_slot = -1;
+	while (at < raw.size) {
+		int slot = raw.data[at++];
+		uint64_t zigzag = 0;
+		unsigned shift = 0;
+		bool ended = false;
+		while (at < raw.size && shift < 64) {
+			uint8_t byte = raw.data[at++];
+			zigzag |= (uint64_t)(byte & 0x7f) << shift;
+			shift += 7;
+			if (!(byte & 0x80)) {
+				ended = true;
+				break;
+			}
+		}
+		uint64_t offset = previous + (uint64_t)((zigzag >> 1) ^ -(zigzag & 1));
+		/* slots in order; children are appended before their parent (invariant 4: no cycles) */
+		if (!ended || slot <= last_slot || offset < MANIFEST_FIRST_BLOCK || offset >= address.offset) {
 			rc = -EIO;
 			goto out;
 		}
 		out->offsets[slot] = offset;
-		count += offset != 0;
+		previous = offset;
+		last_slot = slot;
+		count++;
 	}
 	if (count == 0 || count != buf_load_u32(raw.data + 4)) {
 		rc = -EIO;
@@ -115,14 +133,27 @@ static void node_set(struct index_node *node, uint8_t slot, struct block_address
 static int node_append(struct pager_append *append, const struct index_node *node,
 		       struct block_address *address_out)
 {
-	uint8_t raw[NODE_PAYLOAD_SIZE];
+	uint8_t raw[NODE_PAYLOAD_MAX];
 	raw[0] = node->level;
 	raw[1] = INDEX_KIND_VERSIONS;
 	raw[2] = raw[3] = 0;
 	buf_store_u32(raw + 4, (uint32_t)node->count);
-	for (size_t slot = 0; slot < NODE_SLOTS; slot++)
-		buf_store_u64(raw + NODE_HEADER_SIZE + slot * 8, node->offsets[slot]);
-	return pager_append_block(append, BLOCK_INDEX, CODEC_NONE, raw, sizeof raw, address_out);
+	size_t at = NODE_HEADER_SIZE;
+	uint64_t previous = 0;
+	for (size_t slot = 0; slot < NODE_SLOTS; slot++) {
+		if (node->offsets[slot] == 0)
+			continue;
+		int64_t delta = (int64_t)(node->offsets[slot] - previous);
+		uint64_t zigzag = ((uint64_t)delta << 1) ^ (uint64_t)(delta >> 63);
+		raw[at++] = (uint8_t)slot;
+		do {
+			uint8_t byte = zigzag & 0x7f;
+			zigzag >>= 7;
+			raw[at++] = byte | (zigzag ? 0x80 : 0);
+		} while (zigzag);
+		previous = node->offsets[slot];
+	}
+	return pager_append_block(append, BLOCK_INDEX, CODEC_NONE, raw, at, address_out);
 }
 
 int manifest_versions_get(struct pager *pager, struct pager_append *append,

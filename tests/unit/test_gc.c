@@ -212,18 +212,17 @@ TEST(a_dry_run_reports_what_gc_would_reclaim_and_changes_nothing)
 	store_close(store);
 }
 
-TEST(without_a_rule_gc_reclaims_no_version_and_returns_only_unreachable_space)
+TEST(without_a_rule_gc_reclaims_no_version_and_every_version_stays_readable)
 {
 	struct store *store = open_store();
 	CHECK(store);
 	CHECK_EQ(one_row_commits(store, 200), 0);
-	uint64_t before = store_disk_bytes();
 	struct store_gc_options options = { 0 };
 	struct store_gc_result result;
 	struct error_info error;
 	CHECK_EQ(store_gc(store, &options, NULL, NULL, &result, &error), 0);
 	CHECK_EQ(result.horizon, 0);
-	CHECK(store_disk_bytes() < before);
+	CHECK_EQ(result.versions_reclaimed, 0);
 	for (uint64_t version = 1; version <= 200; version += 37) {
 		char *rows = rows_at(store, "main", version, "T0");
 		CHECK(rows != NULL);

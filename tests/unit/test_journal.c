@@ -347,7 +347,7 @@ TEST(a_commit_record_with_an_unknown_change_op_is_corruption)
 	CHECK_EQ(encoded.data[op_at], CHANGE_MERGE);
 	encoded.data[op_at] = 0;
 	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
-	encoded.data[op_at] = 7;
+	encoded.data[op_at] = CHANGE_OPTIMIZE + 1;
 	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
 	commit_record_free(&record);
 	buf_free(&encoded);
