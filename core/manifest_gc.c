@@ -365,6 +365,30 @@ static int sweep_run(uint64_t start, uint64_t end, void *context)
 	return 0;
 }
 
+/*
+ * The zeros preallocated after the latest root were sized for the store
+ * before gc: beyond the chunk the store's new size calls for, they become a
+ * hole again (under the store lock: publishes write there). They read as
+ * zeros either way, so a crash midway changes nothing. 0 or -errno.
+ */
+static int trim_preallocation(struct manifest *manifest, struct error_info *error)
+{
+	int rc = manifest_lock(manifest, error);
+	if (rc < 0)
+		return rc;
+	uint64_t size, allocated;
+	if ((rc = manifest_refresh_locked(manifest, error)) == 0 && (rc = io_size(&manifest->file, &size)) == 0 &&
+	    (rc = io_allocated_bytes(&manifest->file, &allocated)) == 0) {
+		uint64_t end = (manifest_end(manifest) + GC_PAGE - 1) / GC_PAGE * GC_PAGE;
+		uint64_t keep = end + manifest_preallocation(allocated);
+		if (size > keep && (rc = io_punch_hole(&manifest->file, keep, size)) < 0)
+			error_info_set(error, rc, "cannot return the preallocated space of %s/manifest: %s", manifest->path,
+				       strerror(-rc));
+	}
+	manifest_unlock(manifest);
+	return rc;
+}
+
 /* ---- segments --------------------------------------------------------------------------- */
 
 struct id_list {
@@ -645,6 +669,8 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	}
 	result->manifest_bytes_reclaimed = sweep.bytes;
 	if ((rc = sweep_segments(&gc, &mark, &listed, &sidecars, request->dry_run)) < 0)
+		goto out;
+	if (!request->dry_run && (rc = trim_preallocation(manifest, error)) < 0)
 		goto out;
 	if (!request->dry_run)
 		gc_enter(&gc, GC_SWEPT);

@@ -24,8 +24,9 @@
  * The manifest grows by zero bytes preallocated a chunk at a time (docs/FORMAT.md §4): a
  * publish overwrites zeros inside the file, so its fsync neither allocates blocks nor
  * changes the file's size or extent tree (whose depth grows with the file). The chunk is
- * an eighth of the file's size as a power of two, from 64 KiB to 1 MiB: a small store
- * carries little padding, a large one allocates once per ~75 one-row commits.
+ * an eighth of the space the file occupies (its allocated blocks, which gc shrinks) as a
+ * power of two, from 64 KiB to 1 MiB: a small store carries little padding, a large one
+ * allocates once per ~250 one-row commits.
  */
 #define MANIFEST_PREALLOCATE_MIN (64u << 10)
 #define MANIFEST_PREALLOCATE_MAX (1u << 20)

@@ -87,9 +87,13 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	publish->base_size = manifest->committed_size;
 	uint64_t file_size = manifest->observed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
+	/* the chunk follows the space the file takes, not its size: after gc returned most
+	 * of it, the store grows by small chunks again (FORMAT.md §4) */
+	uint64_t allocated = file_size;
+	io_allocated_bytes(&manifest->file, &allocated);
 	/* the locked refresh left zeros (or nothing) after the latest root */
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
-	    (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(file_size))) < 0 ||
+	    (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(allocated))) < 0 ||
 	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
 		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
 		goto failed;
