@@ -321,7 +321,8 @@ static int compare_intervals(const void *a, const void *b)
 static int dead_runs_each(struct gc_mark *mark, uint64_t below, int (*visit)(uint64_t start, uint64_t end, void *context),
 			  void *context)
 {
-	qsort(mark->intervals, mark->interval_count, sizeof *mark->intervals, compare_intervals);
+	if (mark->interval_count > 1)
+		qsort(mark->intervals, mark->interval_count, sizeof *mark->intervals, compare_intervals);
 	uint64_t at = MANIFEST_FIRST_BLOCK;
 	for (size_t i = 0; i <= mark->interval_count; i++) {
 		uint64_t live_start = i < mark->interval_count ? mark->intervals[i].start : below;

@@ -168,7 +168,8 @@ void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last)
 		goto out;
 	pins->ranges[found] = pins->ranges[--pins->count];
 	/* unlock [first, last] minus what the handle's other pins still cover (invariant 1) */
-	qsort(pins->ranges, pins->count, sizeof *pins->ranges, compare_ranges);
+	if (pins->count > 1)
+		qsort(pins->ranges, pins->count, sizeof *pins->ranges, compare_ranges);
 	uint64_t at = first;
 	for (size_t i = 0; i < pins->count && at <= last; i++) {
 		const struct pin_range *other = &pins->ranges[i];
@@ -249,7 +250,7 @@ int manifest_pins_list(struct manifest *manifest, uint64_t low, uint64_t high, s
 		return rc;
 	rc = list_probe(&probe, low, high, list);
 	io_file_close(&probe);
-	if (rc == 0)
+	if (rc == 0 && list->count > 1)
 		qsort(list->ranges, list->count, sizeof *list->ranges, compare_ranges);
 	return rc;
 }
