@@ -83,8 +83,12 @@ static size_t layout_target(unsigned layout)
 	return layout == BTREE_PACKED ? BTREE_PACKED_NODE_TARGET : BTREE_NODE_TARGET;
 }
 
+/* Plain leaves are smaller than interior nodes: a commit rewrites one leaf of
+ * the heads tree, and an interior node must hold three of the largest keys. */
 static size_t node_target(const struct btree_node *node)
 {
+	if (node->layout == BTREE_PLAIN && node->leaf)
+		return BTREE_LEAF_TARGET;
 	return layout_target(node->layout);
 }
 

@@ -45,7 +45,8 @@
 #include "codec.h"
 #include "pager.h"
 
-#define BTREE_NODE_TARGET 4096   /* split plain nodes whose encoding would exceed this */
+#define BTREE_NODE_TARGET 4096   /* split plain interior nodes whose encoding would exceed this */
+#define BTREE_LEAF_TARGET 2048   /* the same for plain leaves (small: a commit rewrites one leaf of the heads tree) */
 #define BTREE_PACKED_NODE_TARGET (32u << 10) /* the same for packed nodes (plain-encoded size) */
 #define BTREE_MAX_KEY 1040       /* bytes (an adjacency key is two 512-byte ids and a separator); longer: -ENAMETOOLONG */
 #define BTREE_MAX_VALUE 1024     /* bytes; longer values are refused with -E2BIG */
