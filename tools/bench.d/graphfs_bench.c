@@ -3,10 +3,11 @@
  * process that makes many commits through libgraphfs (core/store.h), so that
  * neither process startup nor the CLI is part of what is measured.
  *
- *   graphfs-bench commits STORE COUNT [--tables N] [--prefix P] [--progress]
+ *   graphfs-bench commits STORE COUNT [--tables N] [--prefix P] [--distinct] [--progress]
  *       COUNT one-row merge commits, each its own transaction (begin, one
  *       writer, one line, commit: one durable publish). Commit i writes
- *       {"id":"r","value":V} to table P<k> with k = (version before the run
+ *       {"id":"r","value":V} (--distinct: id "r<V>", a new row each time)
+ *       to table P<k> with k = (version before the run
  *       + i) mod N, the table name being P followed by k on two digits (a
  *       round robin over N tables that continues across runs; the first
  *       commit to a name creates it). Prints one JSON object: commits, seconds,
@@ -43,7 +44,7 @@
 #include "store.h"
 
 static const char usage[] =
-	"usage: graphfs-bench commits STORE COUNT [--tables N] [--prefix P] [--progress]\n"
+	"usage: graphfs-bench commits STORE COUNT [--tables N] [--prefix P] [--distinct] [--progress]\n"
 	"       graphfs-bench serve STORE [--tables N] [--prefix P]\n"
 	"       graphfs-bench tables STORE COUNT ROWS\n"
 	"       graphfs-bench heads STORE\n";
@@ -98,15 +99,18 @@ static void trim_newlines(struct buf *text)
 		text->size--;
 }
 
-/* One transaction: a merge of one line into table. Returns 0 or -errno. */
-static int commit_one_row(struct store *store, const char *table, uint64_t value,
+/* One transaction: a merge of one line into table (id "r", or "r<value>" when distinct).
+ * Returns 0 or -errno. */
+static int commit_one_row(struct store *store, const char *table, uint64_t value, bool distinct,
 			  struct error_info *error)
 {
 	struct store_txn *txn = NULL;
 	struct store_writer *writer;
 	struct store_commit_result result;
 	char line[96];
-	int length = snprintf(line, sizeof line, "{\"id\":\"r\",\"value\":%" PRIu64 "}\n", value);
+	int length = distinct ? snprintf(line, sizeof line, "{\"id\":\"r%08" PRIu64 "\",\"value\":%" PRIu64 "}\n",
+					 value, value)
+			      : snprintf(line, sizeof line, "{\"id\":\"r\",\"value\":%" PRIu64 "}\n", value);
 	int rc = store_txn_begin(store, "main", &txn, error);
 	if (rc < 0)
 		goto out;
@@ -125,7 +129,7 @@ static int run_commits(int argc, char **argv)
 {
 	uint64_t count, tables = 32;
 	const char *prefix = "T";
-	bool progress = false;
+	bool progress = false, distinct = false;
 	if (argc < 4 || !parse_count(argv[3], &count))
 		goto usage;
 	for (int i = 4; i < argc; i++) {
@@ -134,6 +138,8 @@ static int run_commits(int argc, char **argv)
 				goto usage;
 		} else if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc) {
 			prefix = argv[++i];
+		} else if (strcmp(argv[i], "--distinct") == 0) {
+			distinct = true;
 		} else if (strcmp(argv[i], "--progress") == 0) {
 			progress = true;
 		} else {
@@ -168,7 +174,7 @@ static int run_commits(int argc, char **argv)
 		char table[160];
 		snprintf(table, sizeof table, "%s%02" PRIu64, prefix, (first_version + i) % tables);
 		uint64_t before = clock_ns(CLOCK_MONOTONIC);
-		rc = commit_one_row(store, table, first_version + i + 1, &error);
+		rc = commit_one_row(store, table, first_version + i + 1, distinct, &error);
 		latencies[i] = clock_ns(CLOCK_MONOTONIC) - before;
 		if (rc < 0) {
 			status = fail(table, rc, &error);
@@ -243,7 +249,7 @@ static int run_serve(int argc, char **argv)
 		char table[160];
 		snprintf(table, sizeof table, "%s%02" PRIu64, prefix, version % tables);
 		uint64_t before = clock_ns(CLOCK_MONOTONIC);
-		rc = commit_one_row(store, table, version + 1, &error);
+		rc = commit_one_row(store, table, version + 1, false, &error);
 		uint64_t elapsed = clock_ns(CLOCK_MONOTONIC) - before;
 		if (rc < 0) {
 			status = fail(table, rc, &error);
