@@ -133,14 +133,9 @@ static int segment_add(struct gc_mark *mark, uint64_t segment)
 	for (size_t i = 0; i < mark->segment_count; i++)
 		if (mark->segments[i] == segment)
 			return 0;
-	if (mark->segment_count == mark->segment_capacity) {
-		size_t capacity = mark->segment_capacity ? mark->segment_capacity * 2 : 16;
-		uint64_t *grown = realloc(mark->segments, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		mark->segments = grown;
-		mark->segment_capacity = capacity;
-	}
+	int rc = MANIFEST_ARRAY_GROW(mark->segments, mark->segment_capacity, mark->segment_count);
+	if (rc < 0)
+		return rc;
 	mark->segments[mark->segment_count++] = segment;
 	return 0;
 }
@@ -162,14 +157,8 @@ static int mark_block(struct block_address address, void *context)
 	uint64_t size;
 	if ((rc = pager_block_size(mark->pager, address, &size)) < 0)
 		return rc;
-	if (mark->interval_count == mark->interval_capacity) {
-		size_t capacity = mark->interval_capacity ? mark->interval_capacity * 2 : 1024;
-		struct interval *grown = realloc(mark->intervals, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		mark->intervals = grown;
-		mark->interval_capacity = capacity;
-	}
+	if ((rc = MANIFEST_ARRAY_GROW(mark->intervals, mark->interval_capacity, mark->interval_count)) < 0)
+		return rc;
 	mark->intervals[mark->interval_count++] = (struct interval){ address.offset, address.offset + size };
 	return 0;
 }
@@ -400,14 +389,9 @@ struct id_list {
 
 static int id_list_add(struct id_list *list, uint64_t id)
 {
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 16;
-		uint64_t *grown = realloc(list->ids, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		list->ids = grown;
-		list->capacity = capacity;
-	}
+	int rc = MANIFEST_ARRAY_GROW(list->ids, list->capacity, list->count);
+	if (rc < 0)
+		return rc;
 	list->ids[list->count++] = id;
 	return 0;
 }

@@ -5,10 +5,12 @@
 #ifndef GRAPHFS_MANIFEST_INT_H
 #define GRAPHFS_MANIFEST_INT_H
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "btree.h"
 #include "manifest.h"
@@ -246,6 +248,25 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 				   struct commit_record *record, struct block_address heads,
 				   struct block_address names, struct root_record *root_out,
 				   struct error_info *error);
+
+/* Makes room for one more item in a growing array: items (a typed pointer
+ * lvalue) of capacity items, count used; doubles it, from 16. Evaluates to 0,
+ * or -ENOMEM with the array unchanged. */
+#define MANIFEST_ARRAY_GROW(items, capacity, count)                                          \
+	__extension__({                                                                      \
+		int grow_rc_ = 0;                                                            \
+		if ((count) >= (capacity)) {                                                 \
+			size_t grow_capacity_ = (capacity) ? (capacity) * 2 : 16;            \
+			void *grow_items_ = realloc((items), grow_capacity_ * sizeof *(items)); \
+			if (grow_items_) {                                                   \
+				(items) = grow_items_;                                       \
+				(capacity) = grow_capacity_;                                 \
+			} else {                                                             \
+				grow_rc_ = -ENOMEM;                                          \
+			}                                                                    \
+		}                                                                            \
+		grow_rc_;                                                                    \
+	})
 
 /* ---- pins (manifest_pins.c) ------------------------------------------------ */
 

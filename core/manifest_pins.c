@@ -133,16 +133,8 @@ int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last)
 		pins->ranges[found].count++;
 		goto out;
 	}
-	if (pins->count == pins->capacity) {
-		size_t capacity = pins->capacity ? pins->capacity * 2 : 8;
-		struct pin_range *grown = realloc(pins->ranges, capacity * sizeof *grown);
-		if (!grown) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		pins->ranges = grown;
-		pins->capacity = capacity;
-	}
+	if ((rc = MANIFEST_ARRAY_GROW(pins->ranges, pins->capacity, pins->count)) < 0)
+		goto out;
 	if ((rc = io_range_lock(&pins->file, PINS_BASE + first, last - first + 1, false)) < 0)
 		goto out;
 	pins->ranges[pins->count++] = (struct pin_range){ first, last, 1 };
@@ -191,14 +183,9 @@ out:
 /* Appends [first, last] to the list. 0 or -ENOMEM. */
 static int list_add(struct manifest_pin_list *list, uint64_t first, uint64_t last)
 {
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 8;
-		struct pin_range *grown = realloc(list->ranges, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		list->ranges = grown;
-		list->capacity = capacity;
-	}
+	int rc = MANIFEST_ARRAY_GROW(list->ranges, list->capacity, list->count);
+	if (rc < 0)
+		return rc;
 	list->ranges[list->count++] = (struct pin_range){ first, last, 1 };
 	return 0;
 }
