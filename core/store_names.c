@@ -89,6 +89,10 @@ int store_version_at_time(struct store *store, const char *branch, uint64_t time
 	journal_format_time(time_us, when);
 	uint64_t store_version_then = 0;
 	int rc = manifest_version_at_time(store->manifest, time_us, &store_version_then);
+	uint64_t horizon = rc == -ENOENT ? store_horizon(store) : 0;
+	if (rc == -ENOENT && horizon)
+		return error_info_set(error, rc, "the versions committed at or before %s were reclaimed by gc (horizon %llu), if any",
+				      when, (unsigned long long)horizon);
 	if (rc == -ENOENT)
 		return error_info_set(error, rc, "nothing was committed at or before %s", when);
 	if (rc < 0)

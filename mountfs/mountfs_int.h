@@ -247,6 +247,7 @@ struct mountfs {
 	pthread_mutex_t log_lock;            /* cached log rendering */
 	struct view log_view;
 	uint64_t log_store_version;
+	uint64_t log_horizon;                /* a gc since the rendering ends the log earlier */
 	struct buf log_bytes;
 	bool log_valid;
 

@@ -340,9 +340,10 @@ static int log_visit(const struct commit_record *record, void *context)
 static int render_log(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
 		      struct buf *out)
 {
-	uint64_t version = store_snapshot_version(snapshot);
+	uint64_t version = store_snapshot_version(snapshot), horizon = store_horizon(mount->store);
 	pthread_mutex_lock(&mount->log_lock);
-	if (mount->log_valid && same_view(&mount->log_view, view) && mount->log_store_version == version) {
+	if (mount->log_valid && same_view(&mount->log_view, view) && mount->log_store_version == version &&
+	    mount->log_horizon == horizon) {
 		int rc = buf_append(out, mount->log_bytes.data, mount->log_bytes.size);
 		pthread_mutex_unlock(&mount->log_lock);
 		return rc;
@@ -363,6 +364,7 @@ static int render_log(struct mountfs *mount, const struct view *view, struct sto
 		mount->log_bytes = rendered;
 		mount->log_view = *view;
 		mount->log_store_version = version;
+		mount->log_horizon = horizon;
 		mount->log_valid = true;
 		pthread_mutex_unlock(&mount->log_lock);
 	} else {

@@ -94,3 +94,10 @@ def test_optimize_keeps_the_bytes_and_commits_op_optimize(cli, store):
 def test_optimize_of_a_missing_table_fails_and_of_nothing_says_so(cli, store):
     assert "no table Nope" in cli.fail("optimize", store, "Nope")
     assert cli.ok("optimize", store).stdout.decode() == "branch main has no table with rows: nothing to optimize\n"
+
+
+def test_a_time_before_the_horizon_says_gc_reclaimed_it(cli, store):
+    history(cli, store, 4)
+    cli.ok("gc", store, "--keep-versions", "1")
+    error = cli.fail("export", store, "Counter", "--at", "2001-01-01")
+    assert "reclaimed by gc (horizon 3)" in error, error

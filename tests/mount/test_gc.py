@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import graphfs, import_rows, jsonl
+from conftest import graphfs, import_rows, jsonl, wait_for
 
 
 def gc(store, *options):
@@ -55,3 +55,11 @@ def test_the_live_tree_and_writes_go_on_through_a_gc(m):
     gc(m.store, "--keep-versions", "1")
     assert m.read("tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}, {"id": "d", "value": 9}])
     assert graphfs("verify", m.store).returncode == 0
+
+
+def test_the_log_file_ends_with_the_reclaimed_line_after_a_gc(m):
+    assert len(m.log()) == 6
+    gc(m.store, "--keep-versions", "2")
+    # the mount sees another process's gc at its next refresh
+    assert wait_for(lambda: [entry["version"] for entry in m.log()] == [6, 5, 4], timeout=10)
+    assert m.log()[-1].get("reclaimed") is True
