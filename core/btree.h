@@ -148,6 +148,21 @@ int btree_finder_seek(struct btree_finder *finder, const void *key, size_t key_s
 		      size_t *value_size);
 
 /*
+ * The entries where the trees rooted at a and b differ, in key order
+ * (core/btree_diff.c): visit gets the key with a's value and b's (NULL when
+ * the key is absent on that side; never both NULL, never equal bytes).
+ * Subtrees both trees share (the same node address at the same place, as
+ * copy-on-write leaves them) are skipped without being read, so a change of
+ * k entries in a tree of n reads O(k log n) nodes plus the two leftmost
+ * paths. visit returns 0 to go on; anything else stops the walk and is
+ * returned. Returns 0, that value, -EIO or -ENOMEM.
+ */
+typedef int (*btree_diff_visit)(const uint8_t *key, size_t key_size, const uint8_t *a_value, size_t a_size,
+				const uint8_t *b_value, size_t b_size, void *context);
+int btree_diff(struct pager *pager, struct block_address a, struct block_address b, btree_diff_visit visit,
+	       void *context);
+
+/*
  * Bulk load: builds a new tree from entries supplied in strictly increasing
  * key order (-EINVAL otherwise), appending full nodes as it goes, in memory
  * proportional to the tree height. Used for overwrites of large tables.

@@ -65,6 +65,11 @@ static inline int block_address_is_null(struct block_address address)
 	return address.offset == 0;
 }
 
+static inline int block_address_equal(struct block_address a, struct block_address b)
+{
+	return a.segment == b.segment && a.offset == b.offset;
+}
+
 struct block_header {
 	enum block_type type;
 	enum codec_kind codec;

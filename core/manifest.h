@@ -172,6 +172,22 @@ int manifest_branches_each(struct manifest *manifest, const struct root_record *
 /* Commit records. */
 int manifest_commit_read(struct manifest *manifest, struct block_address address,
 			 struct commit_record *out);
+/*
+ * The merge base of two commits (docs/ARCHITECTURE.md "Diffs and merges"):
+ * the newest commit that is an ancestor of both (a commit is its own
+ * ancestor), by walking both histories newest version first through every
+ * parent — O(commits since the base), and deterministic when several
+ * common ancestors tie (criss-cross histories: the newest version wins).
+ * Commits gc reclaimed are not walked past. Returns 0 with its id, version
+ * and record; -ENOENT when the two share no retained ancestor; -errno.
+ */
+int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct block_address a_record,
+			const struct ulid *b, struct block_address b_record, struct ulid *base_out,
+			uint64_t *version_out, struct block_address *record_out);
+/* The branch state a commit left: the branch it was made on, in the last root
+ * of its version. 0, -ENOENT (reclaimed), -EIO, -errno. */
+int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *commit, struct block_address record,
+				struct manifest_snapshot *out);
 /* Walks the branch's first-parent chain from the snapshot's head, newest first. */
 int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
 		      int (*visit)(const struct commit_record *record, void *context),
@@ -254,6 +270,8 @@ struct manifest_op {
 	char expected_schema_hash[17];            /* WRITE to an existing table: "" or the hash the rows were validated against (-EBUSY if it changed) */
 	uint64_t based_on_version;                /* non-zero: the table must still be at this version (-EBUSY) */
 	bool optimize;                            /* WRITE, an overwrite with the table's own rows: recorded as op optimize */
+	bool adopt_identity;                      /* RESTORE of a table this branch never had (a merge takes a
+						   * table the other branch created): it keeps its stable id */
 	struct ulid based_on_incarnation;
 };
 
@@ -265,6 +283,8 @@ struct manifest_commit_request {
 	struct manifest_op *ops;
 	struct manifest_intent *intent;           /* NULL, or the sidecar of the segments this commit publishes */
 	struct manifest_condition condition;      /* compare-and-swap: checked under the lock, before anything */
+	struct ulid merge_parent;                 /* non-zero: a merge commit's second parent (the source's head) */
+	struct block_address merge_parent_record; /* and where its record is */
 };
 
 struct manifest_commit_result {

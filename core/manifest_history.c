@@ -323,3 +323,206 @@ int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64
 	*version = first - 1;
 	return 0;
 }
+
+/* ---- merge base ------------------------------------------------------------------------------ */
+
+enum { FROM_A = 1, FROM_B = 2 };
+
+struct base_entry {
+	uint64_t version;
+	struct ulid id;
+	struct block_address record;
+	unsigned flags;
+	bool queued;                 /* in the heap (not popped yet) */
+};
+
+struct base_walk {
+	struct base_entry *entries;  /* every commit seen, by slot of the hash */
+	size_t capacity;             /* a power of two */
+	size_t count;
+	size_t *heap;                /* entry slots, newest version first */
+	size_t heap_count;
+};
+
+static size_t walk_slot(const struct base_walk *walk, const struct ulid *id)
+{
+	uint64_t hash = 1469598103934665603ull;
+	for (int i = 0; i < 16; i++)
+		hash = (hash ^ id->bytes[i]) * 1099511628211ull;
+	size_t slot = (size_t)hash & (walk->capacity - 1);
+	while (walk->entries[slot].version && ulid_compare(&walk->entries[slot].id, id) != 0)
+		slot = (slot + 1) & (walk->capacity - 1);
+	return slot;
+}
+
+static bool heap_before(const struct base_walk *walk, size_t a, size_t b)
+{
+	return walk->entries[walk->heap[a]].version > walk->entries[walk->heap[b]].version;
+}
+
+static void heap_swap(struct base_walk *walk, size_t a, size_t b)
+{
+	size_t t = walk->heap[a];
+	walk->heap[a] = walk->heap[b];
+	walk->heap[b] = t;
+}
+
+static size_t heap_pop(struct base_walk *walk)
+{
+	size_t top = walk->heap[0];
+	walk->heap[0] = walk->heap[--walk->heap_count];
+	for (size_t at = 0;;) {
+		size_t best = at, left = 2 * at + 1, right = left + 1;
+		if (left < walk->heap_count && heap_before(walk, left, best))
+			best = left;
+		if (right < walk->heap_count && heap_before(walk, right, best))
+			best = right;
+		if (best == at)
+			break;
+		heap_swap(walk, at, best);
+		at = best;
+	}
+	return top;
+}
+
+static int walk_grow(struct base_walk *walk)
+{
+	size_t capacity = walk->capacity ? walk->capacity * 2 : 256;
+	struct base_entry *entries = calloc(capacity, sizeof *entries);
+	size_t *heap = malloc(capacity * sizeof *heap);
+	if (!entries || !heap) {
+		free(entries);
+		free(heap);
+		return -ENOMEM;
+	}
+	struct base_walk grown = { .entries = entries, .capacity = capacity, .count = walk->count, .heap = heap };
+	for (size_t i = 0; i < walk->capacity; i++)
+		if (walk->entries[i].version) {
+			size_t slot = walk_slot(&grown, &walk->entries[i].id);
+			entries[slot] = walk->entries[i];
+			walk->entries[i].version = 0;
+		}
+	for (size_t i = 0; i < walk->capacity; i++)
+		if (entries[i].version && entries[i].queued)
+			heap[grown.heap_count++] = i;
+	/* rebuild the heap order */
+	for (size_t i = grown.heap_count; i-- > 0;)
+		for (size_t at = i;;) {
+			size_t best = at, left = 2 * at + 1, right = left + 1;
+			if (left < grown.heap_count && heap_before(&grown, left, best))
+				best = left;
+			if (right < grown.heap_count && heap_before(&grown, right, best))
+				best = right;
+			if (best == at)
+				break;
+			heap_swap(&grown, at, best);
+			at = best;
+		}
+	free(walk->entries);
+	free(walk->heap);
+	*walk = grown;
+	return 0;
+}
+
+/* Notes that commit id (at record) is reached from flags' side(s), queueing it when new. */
+static int walk_reach(struct base_walk *walk, const struct ulid *id, struct block_address record, unsigned flags)
+{
+	if ((walk->count + 1) * 2 > walk->capacity) {
+		int rc = walk_grow(walk);
+		if (rc < 0)
+			return rc;
+	}
+	size_t slot = walk_slot(walk, id);
+	struct base_entry *entry = &walk->entries[slot];
+	if (entry->version) {
+		entry->flags |= flags;   /* not yet popped: parents always have lower versions */
+		return 0;
+	}
+	entry->version = manifest_commit_id_version(id);
+	entry->id = *id;
+	entry->record = record;
+	entry->flags = flags;
+	entry->queued = true;
+	walk->count++;
+	walk->heap[walk->heap_count] = slot;
+	for (size_t at = walk->heap_count++; at > 0 && heap_before(walk, at, (at - 1) / 2); at = (at - 1) / 2)
+		heap_swap(walk, at, (at - 1) / 2);
+	return 0;
+}
+
+int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct block_address a_record,
+			const struct ulid *b, struct block_address b_record, struct ulid *base_out,
+			uint64_t *version_out, struct block_address *record_out)
+{
+	struct root_record latest;
+	struct base_walk walk = { 0 };
+	struct commit_record record;
+	commit_record_init(&record);
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0 && (ulid_is_zero(a) || ulid_is_zero(b)))
+		rc = -ENOENT;
+	if (rc == 0)
+		rc = walk_reach(&walk, a, a_record, FROM_A);
+	if (rc == 0)
+		rc = walk_reach(&walk, b, b_record, FROM_B);
+	if (rc < 0)
+		goto out;
+	rc = -ENOENT;
+	while (walk.heap_count > 0) {
+		size_t slot = heap_pop(&walk);
+		walk.entries[slot].queued = false;
+		struct base_entry entry = walk.entries[slot];
+		if (entry.flags == (FROM_A | FROM_B)) {
+			*base_out = entry.id;
+			*version_out = entry.version;
+			*record_out = entry.record;
+			rc = 0;
+			break;
+		}
+		/* below the horizon only the heads themselves are kept: walk no further */
+		bool is_head = ulid_compare(&entry.id, a) == 0 || ulid_compare(&entry.id, b) == 0;
+		if (latest.horizon && entry.version <= latest.horizon && !is_head)
+			continue;
+		commit_record_free(&record);
+		int read = manifest_commit_read(manifest, entry.record, &record);
+		if (read < 0) {
+			rc = read;
+			break;
+		}
+		for (size_t i = 0; i < record.parent_count; i++)
+			if ((read = walk_reach(&walk, &record.parents[i], record.parent_records[i], entry.flags)) < 0)
+				break;
+		if (read < 0) {
+			rc = read;
+			break;
+		}
+	}
+out:
+	commit_record_free(&record);
+	free(walk.entries);
+	free(walk.heap);
+	return rc;
+}
+
+int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *commit, struct block_address record,
+				struct manifest_snapshot *out)
+{
+	struct root_record latest;
+	struct commit_record found;
+	commit_record_init(&found);
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, record, &found);
+	if (rc == 0 && ulid_compare(&found.id, commit) != 0)
+		rc = -EIO;
+	if (rc == 0)
+		rc = manifest_root_at(manifest, &latest, found.version, &out->root);
+	if (rc == 0)
+		rc = manifest_branch_find(manifest->pager, out->root.branches, found.branch, &out->branch);
+	if (rc == 0 && ulid_compare(&out->branch.head_commit, commit) != 0)
+		rc = -EIO;   /* the last root of that version has the branch at another commit */
+	if (rc == 0)
+		out->version = found.version;
+	commit_record_free(&found);
+	return rc;
+}

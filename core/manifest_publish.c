@@ -240,11 +240,17 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 	struct block_address address;
 	record->version = publish->base.version + 1;
 	snprintf(record->branch, sizeof record->branch, "%s", branch->name);
+	/* the first parent is the branch's head; a merge's second (record->parents[1]) is kept */
+	struct ulid merge_parent = record->parent_count == 2 ? record->parents[1] : (struct ulid){ 0 };
+	struct block_address merge_record = record->parent_records[1];
 	record->parent_count = 0;
 	if (!ulid_is_zero(&branch->head_commit)) {
-		record->parent_count = 1;
-		record->parents[0] = branch->head_commit;
-		record->parent_records[0] = branch->head_record;
+		record->parents[record->parent_count] = branch->head_commit;
+		record->parent_records[record->parent_count++] = branch->head_record;
+	}
+	if (!ulid_is_zero(&merge_parent)) {
+		record->parents[record->parent_count] = merge_parent;
+		record->parent_records[record->parent_count++] = merge_record;
 	}
 	int rc;
 	if ((rc = commit_record_encode(record, &bytes)) < 0 ||
@@ -742,11 +748,24 @@ static int op_restore(struct commit_state *state, const struct manifest_op *op, 
 		rc = error_info_set(state->error, -EEXIST, "table %s is another table now: drop it first", op->name);
 		goto out;
 	}
+	bool adopt = false;
+	if (!same && op->adopt_identity) {
+		/* a table of another branch comes over with its identity, unless this one knew it */
+		int known = btree_get(state->heads, info.stable_id.bytes, 16, &state->scratch);
+		buf_reset(&state->scratch);
+		if (known < 0 && known != -ENOENT) {
+			rc = known;
+			goto out;
+		}
+		adopt = known == -ENOENT;
+	}
 	if (same) {
 		if ((rc = head_table(state, &head, &entry)) < 0)
 			goto out;
 		info.table_version = entry->info.table_version + 1;
 		change->op = CHANGE_OVERWRITE;
+	} else if (adopt) {
+		change->op = CHANGE_CREATE;
 	} else {
 		ulid_new(&info.stable_id);
 		ulid_new(&info.incarnation);
@@ -1155,6 +1174,11 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 		goto out;
 	record.id = state.commit;
 	record.time_us = state.time_us;
+	if (!ulid_is_zero(&request->merge_parent)) {
+		record.parent_count = 2;
+		record.parents[1] = request->merge_parent;
+		record.parent_records[1] = request->merge_parent_record;
+	}
 	record.actor = strdup(request->actor ? request->actor : "");
 	record.message = strdup(request->message ? request->message : "");
 	if (!record.actor || !record.message) {

@@ -388,6 +388,68 @@ int store_revert(struct store *store, const char *branch, uint64_t version, cons
 		 const struct store_condition *condition, struct store_commit_result *result,
 		 struct error_info *error);
 
+/* ---- diffs (core/store_diff.c; docs/MOUNT.md "Diffs") ------------------------------------ */
+
+/* A snapshot of what text names: a branch's head if a branch has that name,
+ * else what --at names on branch (@V or V, a time, a tag). 0, -ENOENT, -EINVAL. */
+int store_snapshot_open_named(struct store *store, const char *branch, const char *text,
+			      struct store_snapshot **out, struct error_info *error);
+/* One JSON line per table created, dropped, renamed or whose schema changed
+ * from a to b, in name order: {"op":"create"|"drop"|"rename"|"schema","table":…}
+ * ("from" for a rename; "before"/"after" schemas). visit returns non-zero to stop. */
+int store_diff_tables(struct store_snapshot *a, struct store_snapshot *b,
+		      int (*visit)(const char *line, size_t size, void *context), void *context);
+/* The tables (b's names; a's for those b dropped) whose rows differ, in name order. */
+int store_diff_names(struct store_snapshot *a, struct store_snapshot *b,
+		     int (*visit)(const char *table, void *context), void *context);
+/* One line per row of table that differs, in id order:
+ * {"op":"insert"|"update"|"delete","id":…,"before":row|null,"after":row|null}.
+ * O(rows changed × log rows). 0, -ENOENT (no such table in a or b), -errno. */
+int store_diff_rows(struct store_snapshot *a, struct store_snapshot *b, const char *table,
+		    int (*visit)(const char *line, size_t size, void *context), void *context);
+
+/* ---- merging (core/store_merge.c; docs/MOUNT.md "Merging") -------------------------------- */
+
+enum store_merge_outcome {
+	STORE_MERGE_UP_TO_DATE = 1,   /* nothing to merge: nothing published */
+	STORE_MERGE_FAST_FORWARD,     /* dest was the merge base: it takes source's state (one commit) */
+	STORE_MERGE_MERGED,           /* one merge commit with two parents */
+	STORE_MERGE_CONFLICTS,        /* conflicts and no strategy: nothing published */
+};
+enum store_merge_strategy { STORE_MERGE_NO_STRATEGY = 0, STORE_MERGE_OURS, STORE_MERGE_THEIRS };
+
+struct store_merge_options {
+	enum store_merge_strategy strategy;   /* resolves every conflict to one side */
+	const char *message;                  /* NULL: "merge SOURCE into DEST" */
+	const struct store_condition *condition;   /* on dest (NULL: none) */
+	bool dry_run;                         /* compute the outcome and conflicts; publish nothing */
+};
+
+struct store_merge_result {
+	enum store_merge_outcome outcome;     /* a dry run: what a merge would do */
+	uint64_t base_version;                /* 0: no common ancestor (merged against the empty state) */
+	char base_commit[ULID_TEXT_SIZE];
+	uint64_t conflicts;                   /* unresolved */
+	uint64_t resolved;                    /* resolved by the strategy */
+	struct store_commit_result commit;    /* what was published (fast-forward, merge) */
+};
+
+/* Hears each conflict: its table and one JSON line {"kind","table","id","property",
+ * "reason","base","ours","theirs","resolved"} (fields as they apply) ending in "\n". */
+typedef void (*store_merge_conflict_fn)(const char *table, const char *line, size_t size, void *context);
+/*
+ * Merges branch source into branch dest (NULL: main) three-way against their
+ * merge base, as ONE commit on dest (docs/ARCHITECTURE.md "Diffs and
+ * merges"). Returns 0 with out->outcome (CONFLICTS: nothing published);
+ * -ENOENT (no such branch; a base gc reclaimed), -EINVAL (source is dest),
+ * -EBUSY (condition), or a commit's errors (-EINVAL naming a row), with
+ * error set. conflict may be NULL.
+ */
+int store_merge(struct store *store, const char *source, const char *dest, const struct store_merge_options *options,
+		store_merge_conflict_fn conflict, void *context, struct store_merge_result *out,
+		struct error_info *error);
+const char *store_merge_outcome_name(enum store_merge_outcome outcome);   /* "up-to-date", "fast-forward", ... */
+
 /* ---- snapshots (core/store_backup.c) ------------------------------------------------ */
 
 struct store_copy_result {

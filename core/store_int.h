@@ -86,6 +86,30 @@ int store_revert_to(struct store *store, const char *branch, struct store_snapsh
 		    const struct store_condition *condition, struct store_commit_result *result,
 		    struct error_info *error);
 
+/*
+ * For merges (store_merge.c): stage the table version record at source as
+ * table (MANIFEST_RESTORE; adopt_identity keeps the stable id of a table
+ * this branch never had); make the next commit a merge with second parent
+ * commit (at record); and let writers skip endpoint and reference checks at
+ * write time (the merge checked them; the commit still checks references).
+ */
+int store_txn_restore(struct store_txn *txn, const char *table, struct block_address source, bool adopt_identity,
+		      struct error_info *error);
+void store_txn_set_merge_parent(struct store_txn *txn, const struct ulid *commit, struct block_address record);
+void store_txn_trust_endpoints(struct store_txn *txn);
+
+/* Live heads of a snapshot, in name order (store_diff.c). */
+struct store_head_list {
+	struct head_row *heads;
+	size_t count;
+};
+int store_heads_collect(struct store_snapshot *snapshot, struct store_head_list *out);   /* free out->heads */
+int store_head_list_add(const struct head_row *head, void *context);   /* a store_snapshot_heads visitor */
+const struct head_row *store_head_list_find(const struct store_head_list *list, const struct ulid *stable_id);
+const struct head_row *store_head_list_named(const struct store_head_list *list, const char *name);
+/* Appends bytes as a JSON string. 0 or -ENOMEM. */
+int store_json_string(struct buf *out, const void *bytes, size_t size);
+
 /* Completes a restore a crash interrupted (its marker is there and free); called
  * by every read-write store_open. Reports through the log hook; never fails the open. */
 void store_restore_resume(struct store *store);

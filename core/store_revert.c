@@ -68,11 +68,6 @@ static struct manifest_op *op_add(struct op_list *list, enum manifest_op_kind ki
 	return op;
 }
 
-static bool block_address_equal(struct block_address a, struct block_address b)
-{
-	return a.segment == b.segment && a.offset == b.offset;
-}
-
 /* Whether two table versions hold the same rows, indexes and schema (a restore
  * copies the record, so a reverted table is equal to its past, not identical). */
 static bool same_content(struct store *store, const struct head_row *a, const struct head_row *b)

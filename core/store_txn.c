@@ -474,12 +474,12 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 	if (!writer->is_edge && writer->row.is_delete) {
 		if (writer->row.is_detach)
 			rc = detach_collect(writer, number, error);
-		else if (!txn->defer_endpoints)
+		else if (!txn->defer_endpoints && !txn->trust_endpoints)
 			rc = references_check(writer, number, error);
 		if (rc < 0)
 			goto out;
 	}
-	if (writer->is_edge && !writer->row.is_delete) {
+	if (writer->is_edge && !writer->row.is_delete && !txn->trust_endpoints) {
 		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
 			const struct buf *id = end == ENDPOINT_FROM ? &writer->row.from : &writer->row.to;
 			if (txn->defer_endpoints) {
@@ -808,6 +808,37 @@ int store_txn_rename(struct store_txn *txn, const char *from, const char *to,
 	return rc;
 }
 
+int store_txn_restore(struct store_txn *txn, const char *table, struct block_address source, bool adopt_identity,
+		      struct error_info *error)
+{
+	int rc = check_table_name(table, error);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&txn->lock);
+	rc = txn_add_named_op(txn, MANIFEST_RESTORE, table, NULL, NULL, error);
+	if (rc == 0) {
+		txn->ops[txn->op_count - 1]->source = source;
+		txn->ops[txn->op_count - 1]->adopt_identity = adopt_identity;
+	}
+	pthread_mutex_unlock(&txn->lock);
+	return rc;
+}
+
+void store_txn_set_merge_parent(struct store_txn *txn, const struct ulid *commit, struct block_address record)
+{
+	pthread_mutex_lock(&txn->lock);
+	txn->merge_parent = *commit;
+	txn->merge_parent_record = record;
+	pthread_mutex_unlock(&txn->lock);
+}
+
+void store_txn_trust_endpoints(struct store_txn *txn)
+{
+	pthread_mutex_lock(&txn->lock);
+	txn->trust_endpoints = true;
+	pthread_mutex_unlock(&txn->lock);
+}
+
 /* ---- commit ------------------------------------------------------------------------ */
 
 static void describe_op(const struct txn_op *op, struct buf *out)
@@ -832,8 +863,8 @@ static void describe_op(const struct txn_op *op, struct buf *out)
 	case MANIFEST_RENAME:
 		buf_printf(out, "rename %s to %s", op->name, op->new_name);
 		break;
-	case MANIFEST_RESTORE:   /* only store_revert publishes these, not a transaction */
-		buf_printf(out, "restore %s", op->name);
+	case MANIFEST_RESTORE:   /* a merge's taken tables */
+		buf_printf(out, "take %s", op->name);
 		break;
 	}
 }
@@ -929,6 +960,8 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		memcpy(request_op->new_name, op->new_name, sizeof request_op->new_name);
 		if (op->kind == MANIFEST_SCHEMA)
 			request_op->schema = &op->schema;
+		request_op->source = op->source;
+		request_op->adopt_identity = op->adopt_identity;
 		if (op->kind != MANIFEST_WRITE)
 			continue;
 		struct store_writer *writer = op->writer;
@@ -982,6 +1015,8 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		.ops = manifest_ops,
 		.intent = NULL,
 		.condition = txn->condition,
+		.merge_parent = txn->merge_parent,
+		.merge_parent_record = txn->merge_parent_record,
 	};
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
@@ -996,6 +1031,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	/* 7. Published: the transaction is empty and pinned to what it published. */
 	txn->intent = NULL;   /* completed and cleared by the publish */
 	memset(&txn->condition, 0, sizeof txn->condition);   /* it held for this commit */
+	memset(&txn->merge_parent, 0, sizeof txn->merge_parent);
 	if (result) {
 		result->version = published.version;
 		ulid_format(&published.commit, result->commit);

@@ -76,6 +76,8 @@ struct txn_op {
 	char new_name[JOURNAL_NAME_MAX + 1];
 	struct store_writer *writer;    /* MANIFEST_WRITE */
 	struct schema schema;           /* MANIFEST_SCHEMA */
+	struct block_address source;    /* MANIFEST_RESTORE: the table version record taken */
+	bool adopt_identity;            /* MANIFEST_RESTORE: keeps its stable id (a merge) */
 };
 
 struct store_txn {
@@ -91,6 +93,9 @@ struct store_txn {
 	uint64_t staged_bytes;
 	char actor[STORE_ACTOR_MAX];   /* "": the store's actor */
 	struct manifest_condition condition;   /* the next commit's compare-and-swap (cleared by it) */
+	bool trust_endpoints;           /* a merge: its rows' references were checked by the merge */
+	struct ulid merge_parent;       /* non-zero: the next commit is a merge with this second parent */
+	struct block_address merge_parent_record;
 };
 
 /* store_txn.c */

@@ -107,6 +107,21 @@ int table_lookup(struct pager *pager, const struct table_info *info, const void 
 		 struct buf *row_out);
 
 /*
+ * The rows where versions a and b of a table differ, in id order
+ * (core/table_diff.c): visit gets the id and the row's canonical line (no
+ * "\n") in a and in b (NULL: no such row there; valid during the call).
+ * Rows with equal bytes are never reported. Key-tree subtrees both versions
+ * share are skipped unread, so the cost is O(rows changed × log rows) plus
+ * one fragment decode per run of changed rows in a fragment. visit returns 0
+ * to go on; anything else stops the walk and is returned. Returns 0, that
+ * value, -EIO or -ENOMEM.
+ */
+typedef int (*table_diff_visit)(const uint8_t *id, size_t id_size, const uint8_t *a_row, size_t a_size,
+				const uint8_t *b_row, size_t b_size, void *context);
+int table_diff(struct pager *pager, const struct table_info *a, const struct table_info *b, table_diff_visit visit,
+	       void *context);
+
+/*
  * Membership tests against one table version's key tree alone (no fragment
  * is read): a finder caches the decoded key-tree nodes within budget bytes
  * (btree.h), so ids asked in increasing order read each node once; once it

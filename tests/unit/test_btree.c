@@ -1594,6 +1594,219 @@ TEST(a_tree_within_the_budget_is_read_once_whatever_the_lookups)
 	fixture_close(&fixture);
 }
 
+/* ---- diff (core/btree_diff.c) ---------------------------------------------------- */
+
+struct diff_model_entry {
+	char key[16];
+	size_t key_size;
+	int a_value, b_value;   /* -1: absent */
+};
+
+struct diff_collected {
+	struct diff_model_entry *entries;
+	size_t count, capacity;
+	int ordered;            /* keys came in increasing order */
+};
+
+/* "v<number>" values as their number; other values 0; absent -1. */
+static int value_number(const uint8_t *value, size_t size)
+{
+	char text[16] = "";
+	if (!value)
+		return -1;
+	if (size < 2 || size > sizeof text || value[0] != 'v')
+		return 0;
+	memcpy(text, value + 1, size - 1);
+	text[size - 1] = 0;
+	return atoi(text);
+}
+
+static int collect_difference(const uint8_t *key, size_t key_size, const uint8_t *a_value, size_t a_size,
+			      const uint8_t *b_value, size_t b_size, void *context)
+{
+	struct diff_collected *collected = context;
+	if (collected->count == collected->capacity) {
+		collected->capacity = collected->capacity ? collected->capacity * 2 : 64;
+		collected->entries = realloc(collected->entries, collected->capacity * sizeof *collected->entries);
+		if (!collected->entries)
+			return -ENOMEM;
+	}
+	struct diff_model_entry *entry = &collected->entries[collected->count];
+	if (collected->count > 0) {
+		const struct diff_model_entry *last = &collected->entries[collected->count - 1];
+		if (model_compare((const uint8_t *)last->key, last->key_size, key, key_size) >= 0)
+			collected->ordered = 0;
+	}
+	memset(entry, 0, sizeof *entry);
+	memcpy(entry->key, key, key_size < 15 ? key_size : 15);
+	entry->key_size = key_size;
+	entry->a_value = value_number(a_value, a_size);
+	entry->b_value = value_number(b_value, b_size);
+	collected->count++;
+	return 0;
+}
+
+static int put_versioned(struct btree *tree, unsigned index, int value)
+{
+	char key[16], text[16];
+	size_t key_size = numbered_key(key, index);
+	int size = snprintf(text, sizeof text, "v%d", value);
+	return btree_put(tree, key, key_size, text, (size_t)size + 1);
+}
+
+TEST(a_diff_reports_exactly_the_keys_whose_values_differ_in_key_order)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	enum { KEYS = 3000 };
+	static int a_model[KEYS], b_model[KEYS];
+	struct btree *tree;
+	CHECK_EQ(btree_open_layout(fixture.pager, (struct block_address){ 0, 0 }, BTREE_PACKED, &tree), 0);
+	for (unsigned i = 0; i < KEYS; i++) {
+		a_model[i] = -1;
+		if (random_next() % 3) {
+			a_model[i] = (int)(random_next() % 1000);
+			CHECK_EQ(put_versioned(tree, i, a_model[i]), 0);
+		}
+	}
+	struct block_address a_root, b_root;
+	CHECK_EQ(fixture_flush(&fixture, tree, &a_root), 0);
+	memcpy(b_model, a_model, sizeof a_model);
+	for (unsigned round = 0; round < 5; round++) {
+		for (unsigned step = 0; step < 40; step++) {
+			unsigned i = (unsigned)(random_next() % KEYS);
+			if (random_next() % 4 == 0) {
+				if (b_model[i] >= 0) {
+					char key[16];
+					CHECK_EQ(btree_delete(tree, key, numbered_key(key, i)), 0);
+					b_model[i] = -1;
+				}
+			} else {
+				b_model[i] = (int)(random_next() % 1000);
+				CHECK_EQ(put_versioned(tree, i, b_model[i]), 0);
+			}
+		}
+		CHECK_EQ(fixture_flush(&fixture, tree, &b_root), 0);
+	}
+	struct diff_collected collected = { .ordered = 1 };
+	CHECK_EQ(btree_diff(fixture.pager, a_root, b_root, collect_difference, &collected), 0);
+	CHECK(collected.ordered);
+	size_t expected = 0, at = 0;
+	for (unsigned i = 0; i < KEYS; i++) {
+		if (a_model[i] == b_model[i])
+			continue;
+		expected++;
+		CHECK(at < collected.count);
+		char key[16];
+		size_t key_size = numbered_key(key, i);
+		CHECK_EQ(collected.entries[at].key_size, key_size);
+		CHECK(memcmp(collected.entries[at].key, key, key_size) == 0);
+		CHECK_EQ(collected.entries[at].a_value, a_model[i]);
+		CHECK_EQ(collected.entries[at].b_value, b_model[i]);
+		at++;
+	}
+	CHECK_EQ(collected.count, expected);
+	CHECK(expected > 0);
+	free(collected.entries);
+	btree_free(tree);
+	fixture_close(&fixture);
+}
+
+TEST(a_diff_of_a_tree_with_itself_reads_nothing_and_against_the_empty_tree_lists_every_entry)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address root;
+	CHECK_EQ(build_numbered(&fixture, 5000, &root), 0);
+	struct diff_collected collected = { .ordered = 1 };
+	io_counters_reset();
+	CHECK_EQ(btree_diff(fixture.pager, root, root, collect_difference, &collected), 0);
+	CHECK_EQ(collected.count, 0);
+	CHECK(manifest_pages_since_reset() <= 8);   /* the two leftmost paths at most */
+	CHECK_EQ(btree_diff(fixture.pager, (struct block_address){ 0, 0 }, root, collect_difference, &collected), 0);
+	CHECK_EQ(collected.count, 5000);
+	CHECK(collected.ordered);
+	CHECK_EQ(collected.entries[0].a_value, -1);
+	collected.count = 0;
+	CHECK_EQ(btree_diff(fixture.pager, root, (struct block_address){ 0, 0 }, collect_difference, &collected), 0);
+	CHECK_EQ(collected.count, 5000);
+	CHECK_EQ(collected.entries[4999].b_value, -1);
+	free(collected.entries);
+	fixture_close(&fixture);
+}
+
+TEST(trees_of_different_shapes_with_the_same_entries_have_no_difference)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct block_address built, inserted;
+	CHECK_EQ(build_numbered(&fixture, 20000, &built), 0);
+	/* the same keys and values, inserted one by one in a scattered order */
+	struct btree *tree;
+	CHECK_EQ(btree_open(fixture.pager, (struct block_address){ 0, 0 }, &tree), 0);
+	struct btree *source;
+	CHECK_EQ(btree_open(fixture.pager, built, &source), 0);
+	struct btree_iterator *iterator;
+	CHECK_EQ(btree_iterator_open(source, NULL, 0, &iterator), 0);
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	int more;
+	while ((more = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1)
+		CHECK_EQ(btree_put(tree, key, key_size, value, value_size), 0);
+	CHECK_EQ(more, 0);
+	btree_iterator_free(iterator);
+	btree_free(source);
+	CHECK_EQ(fixture_flush(&fixture, tree, &inserted), 0);
+	CHECK(!block_address_equal(built, inserted));
+	struct diff_collected collected = { .ordered = 1 };
+	CHECK_EQ(btree_diff(fixture.pager, built, inserted, collect_difference, &collected), 0);
+	CHECK_EQ(collected.count, 0);
+	free(collected.entries);
+	btree_free(tree);
+	fixture_close(&fixture);
+}
+
+/* Pages a diff of a one-entry change reads in a packed tree of count keys. */
+static int one_change_diff_pages(struct fixture *fixture, unsigned count, uint64_t *pages, size_t *differences)
+{
+	struct block_address before, after;
+	uint64_t bytes;
+	struct btree *tree = NULL;
+	int rc = build_numbered_layout(fixture, count, BTREE_PACKED, &before, &bytes);
+	if (rc == 0)
+		rc = btree_open(fixture->pager, before, &tree);
+	if (rc == 0)
+		rc = put_versioned(tree, count / 2, 7);
+	if (rc == 0)
+		rc = fixture_flush(fixture, tree, &after);
+	struct diff_collected collected = { .ordered = 1 };
+	io_counters_reset();
+	if (rc == 0)
+		rc = btree_diff(fixture->pager, before, after, collect_difference, &collected);
+	*pages = manifest_pages_since_reset();
+	*differences = collected.count;
+	free(collected.entries);
+	btree_free(tree);
+	return rc;
+}
+
+TEST(a_diff_of_a_one_entry_change_reads_one_path_of_each_tree_whatever_its_size)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	uint64_t small_pages, large_pages;
+	size_t small_differences, large_differences;
+	CHECK_EQ(one_change_diff_pages(&fixture, 10000, &small_pages, &small_differences), 0);
+	CHECK_EQ(one_change_diff_pages(&fixture, 1000000, &large_pages, &large_differences), 0);
+	CHECK_EQ(small_differences, 1);
+	CHECK_EQ(large_differences, 1);
+	/* the leftmost path and the changed path of each tree: 4 per level at most */
+	CHECK(small_pages <= 4 * 3);
+	CHECK(large_pages <= 4 * 4);
+	CHECK(large_pages <= small_pages + 4);
+	fixture_close(&fixture);
+}
+
 int main(void)
 {
 	return harness_run();

@@ -38,6 +38,8 @@ int cmd_log(int argc, char **argv);
 int cmd_branch(int argc, char **argv);
 int cmd_tag(int argc, char **argv);
 int cmd_revert(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);   /* also cmd_restore: tools/cli/cmd_snapshot.c */
 int cmd_restore(int argc, char **argv);
 int cmd_gc(int argc, char **argv);   /* also cmd_optimize: tools/cli/cmd_gc.c */

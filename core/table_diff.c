@@ -1,0 +1,122 @@
+/*
+ * table_diff — the rows where two table versions differ, in id order
+ * (layer: table).
+ *
+ * The candidates come from btree_diff over the two key trees, which skips
+ * every subtree the versions share. A candidate whose key-tree entries name
+ * the same row of the same fragment block on both sides (an entry of a
+ * rewritten leaf that did not itself change) is equal without being read;
+ * every other candidate's lines are read and compared byte for byte, so a
+ * row rewritten with the same content is not a difference. Fragment
+ * descriptors come through a finder per side (cached nodes); the last
+ * fragment read on each side stays decoded, so ids that sit together in a
+ * fragment decode it once.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "table_int.h"
+
+#define DIFF_FINDER_BUDGET (4u << 20)
+
+struct diff_side {
+	struct pager *pager;
+	const struct table_info *info;
+	struct btree_finder *fragments;
+	struct fragment_view view;
+	struct block_address loaded;       /* the fragment block in view (null: none) */
+};
+
+struct diff_walk {
+	struct diff_side sides[2];
+	table_diff_visit visit;
+	void *context;
+};
+
+/* The descriptor of the fragment a key-tree value names. 0 or -errno (-EIO: no such fragment). */
+static int side_descriptor(struct diff_side *side, const struct key_value *location,
+			   struct fragment_descriptor *out)
+{
+	if (!side->fragments) {
+		int rc = btree_finder_open(side->pager, side->info->fragments, DIFF_FINDER_BUDGET, &side->fragments);
+		if (rc < 0)
+			return rc;
+	}
+	uint8_t key[SEQUENCE_KEY_SIZE];
+	table_sequence_key(location->sequence, key);
+	const uint8_t *value;
+	size_t value_size;
+	int rc = btree_finder_get(side->fragments, key, sizeof key, &value, &value_size);
+	if (rc == -ENOENT)
+		return -EIO;   /* the key tree names a fragment the table does not have */
+	return rc < 0 ? rc : table_descriptor_decode(value, value_size, out);
+}
+
+/* The canonical line of the row at location (valid until the side loads another fragment). */
+static int side_line(struct diff_side *side, const struct key_value *location,
+		     const struct fragment_descriptor *descriptor, const uint8_t **line, size_t *size)
+{
+	if (block_address_is_null(side->loaded) || !block_address_equal(side->loaded, descriptor->block)) {
+		side->loaded = (struct block_address){ 0, 0 };
+		int rc = table_fragment_view_load(side->pager, descriptor, &side->view);
+		if (rc < 0)
+			return rc;
+		side->loaded = descriptor->block;
+	}
+	if (location->row_index >= side->view.rows)
+		return -EIO;
+	size_t start = table_line_start(&side->view, location->row_index);
+	*line = side->view.lines + start;
+	*size = table_line_end(&side->view, location->row_index) - start;
+	if (*size && (*line)[*size - 1] == '\n')
+		(*size)--;   /* the row, without its line end */
+	return 0;
+}
+
+static int visit_candidate(const uint8_t *id, size_t id_size, const uint8_t *a_value, size_t a_size,
+			   const uint8_t *b_value, size_t b_size, void *context)
+{
+	struct diff_walk *walk = context;
+	const uint8_t *values[2] = { a_value, b_value };
+	size_t value_sizes[2] = { a_size, b_size };
+	struct key_value locations[2];
+	struct fragment_descriptor descriptors[2];
+	const uint8_t *lines[2] = { NULL, NULL };
+	size_t line_sizes[2] = { 0, 0 };
+	int rc;
+	for (int i = 0; i < 2; i++) {
+		if (!values[i])
+			continue;
+		if ((rc = table_key_value_decode(values[i], value_sizes[i], &locations[i])) < 0 ||
+		    (rc = side_descriptor(&walk->sides[i], &locations[i], &descriptors[i])) < 0)
+			return rc;
+	}
+	if (a_value && b_value && block_address_equal(descriptors[0].block, descriptors[1].block) &&
+	    locations[0].row_index == locations[1].row_index)
+		return 0;   /* the same row of the same immutable fragment */
+	for (int i = 0; i < 2; i++)
+		if (values[i] && (rc = side_line(&walk->sides[i], &locations[i], &descriptors[i], &lines[i],
+						  &line_sizes[i])) < 0)
+			return rc;
+	if (lines[0] && lines[1] && line_sizes[0] == line_sizes[1] && memcmp(lines[0], lines[1], line_sizes[0]) == 0)
+		return 0;   /* rewritten with the same bytes */
+	return walk->visit(id, id_size, lines[0], line_sizes[0], lines[1], line_sizes[1], walk->context);
+}
+
+int table_diff(struct pager *pager, const struct table_info *a, const struct table_info *b, table_diff_visit visit,
+	       void *context)
+{
+	struct diff_walk walk = { .visit = visit, .context = context };
+	const struct table_info *infos[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		walk.sides[i].pager = pager;
+		walk.sides[i].info = infos[i];
+		table_fragment_view_init(&walk.sides[i].view);
+	}
+	int rc = btree_diff(pager, a->keys, b->keys, visit_candidate, &walk);
+	for (int i = 0; i < 2; i++) {
+		btree_finder_free(walk.sides[i].fragments);
+		table_fragment_view_clear(&walk.sides[i].view);
+	}
+	return rc;
+}
