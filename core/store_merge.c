@@ -603,7 +603,7 @@ static int orphan_edge(const uint8_t *edge, size_t edge_size, const uint8_t *oth
 	struct merge_table *edges = search->edge_table;
 	struct change_list *changes;
 	/* the edge is an orphan only if the side that kept the node added or changed it */
-	int rc = side_changes(merge, edges, !search->ours_deleted, &changes);
+	int rc = side_changes(merge, edges, search->ours_deleted, &changes);
 	if (rc < 0)
 		return rc;
 	const struct row_change *change = change_find(changes, edge, edge_size);
