@@ -829,7 +829,8 @@ static int publish(struct merge *merge, const char *source, const char *dest, st
 	store_txn_set_condition(txn, &condition);
 	store_txn_trust_endpoints(txn);
 	store_txn_set_merge_parent(txn, &merge->theirs->view.branch.head_commit, merge->theirs->view.branch.head_record);
-	if ((rc = build_txn(merge, txn)) < 0)
+	if ((rc = io_failpoint("merge.after_plan")) < 0 || (rc = build_txn(merge, txn)) < 0 ||
+	    (rc = io_failpoint("merge.after_stage")) < 0)
 		goto out;
 	char message[2 * JOURNAL_NAME_MAX + 32];
 	snprintf(message, sizeof message, "merge %s into %s", source, dest);
