@@ -821,6 +821,120 @@ CHILDREN_TEST(a_crash_at_any_point_of_a_restore_opens_to_before_it_or_after_it)
 	CHECK(points >= 7);   /* the publish.* points a publish without a sidecar reaches, and restore.after_marker */
 }
 
+/* ---- merge ------------------------------------------------------------------------ */
+
+static int store_write(struct store *store, const char *branch, const char *table, const char *text)
+{
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	struct error_info error;
+	int rc = store_txn_begin(store, branch, &txn, &error);
+	if (rc == 0)
+		rc = store_txn_writer(txn, table, STORE_MERGE, 0, NULL, &writer, &error);
+	if (rc == 0)
+		rc = store_writer_write(writer, text, strlen(text), &error);
+	if (rc == 0)
+		rc = store_writer_finish(writer, &error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, &error);
+	store_txn_free(txn);
+	return rc;
+}
+
+/* main and dev both changed Small and dev created Extra since they parted. */
+static int merge_scenario(void)
+{
+	if (base_store() < 0)
+		return -1;
+	struct store *store = NULL;
+	struct store_options options = { .actor = "test" };
+	struct error_info error;
+	int rc = store_open(fixture_store_path(), &options, &store, &error);
+	if (rc == 0)
+		rc = store_branch_create(store, "dev", "main", NULL, &error);
+	if (rc == 0)
+		rc = store_write(store, "dev", "Small", "{\"id\":\"theirs\",\"v\":1}\n");
+	if (rc == 0)
+		rc = store_write(store, "dev", "Extra", "{\"id\":\"e\"}\n");
+	if (rc == 0)
+		rc = store_write(store, "main", "Small", "{\"id\":\"ours\",\"v\":2}\n");
+	if (store)
+		store_close(store);
+	return rc;
+}
+
+static int merge_now(struct store_merge_result *result)
+{
+	struct store *store = NULL;
+	struct store_options options = { .actor = "test" };
+	struct error_info error;
+	int rc = store_open(fixture_store_path(), &options, &store, &error);
+	if (rc == 0)
+		rc = store_merge(store, "dev", "main", NULL, NULL, NULL, result, &error);
+	if (store)
+		store_close(store);
+	return rc;
+}
+
+/* main's Small and Extra: merged (both rows, Extra there) or as before (neither). */
+static int merged_state(void)
+{
+	struct store *store = NULL;
+	struct store_options options = { .actor = "test" };   /* read-write: recovery runs first */
+	struct error_info error;
+	int state = -1;
+	if (store_open(fixture_store_path(), &options, &store, &error) < 0)
+		return -1;
+	struct store_snapshot *snapshot;
+	if (store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error) == 0) {
+		struct head_row small, extra;
+		int has_extra = store_snapshot_head(snapshot, "Extra", &extra) == 0;
+		if (store_snapshot_head(snapshot, "Small", &small) == 0)
+			state = small.row_count == 3 && has_extra ? 1 : small.row_count == 2 && !has_extra ? 0 : -1;
+		store_snapshot_release(snapshot);
+	}
+	if (store_verify(store, print_finding, NULL) != 0)
+		state = -1;
+	store_close(store);
+	return state;
+}
+
+CHILDREN_TEST(a_crash_at_any_point_of_a_merge_opens_to_before_it_or_after_it_and_a_rerun_finishes)
+{
+	const char *const *names = io_failpoint_names();
+	int points = 0, after = 0;
+	for (size_t i = 0; names[i]; i++) {
+		const char *name = names[i];
+		if ((!starts_with(name, "publish.") && !starts_with(name, "merge.")) ||
+		    strcmp(name, "publish.after_sidecar_remove") == 0)
+			continue;
+		points++;
+		CHECK_EQ(merge_scenario(), 0);
+		CHECK_EQ(merged_state(), 0);
+		pid_t child = child_fork(IO_FAILPOINT_EXIT_CODE, "crash at %s in a merge", name);
+		if (child == 0) {
+			if (io_failpoint_arm(name, IO_FAILPOINT_CRASH) < 0)
+				_exit(2);
+			struct store_merge_result result;
+			_exit(merge_now(&result) < 0 ? 3 : 0);
+		}
+		CHECK_EQ(child_wait(child), IO_FAILPOINT_EXIT_CODE);
+		int state = merged_state();
+		CHECK(state == 0 || state == 1);
+		after += state == 1;
+		struct store_merge_result result;
+		CHECK_EQ(merge_now(&result), 0);
+		CHECK_EQ(result.outcome, state == 1 ? STORE_MERGE_UP_TO_DATE : STORE_MERGE_MERGED);
+		CHECK_EQ(merged_state(), 1);
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			return;
+		}
+	}
+	CHECK(points >= 8);
+	CHECK(after >= 2);   /* publish.after_fsync and later: the merge was durable */
+}
+
 TEST(a_restore_crashed_before_its_marker_leaves_the_store_as_it_was)
 {
 	snprintf(snapshot_path, sizeof snapshot_path, "%s/snapshot-restore", harness_temp_directory());
