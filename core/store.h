@@ -408,6 +408,16 @@ int store_diff_names(struct store_snapshot *a, struct store_snapshot *b,
 int store_diff_rows(struct store_snapshot *a, struct store_snapshot *b, const char *table,
 		    int (*visit)(const char *line, size_t size, void *context), void *context);
 
+/*
+ * One JSON line per version of the snapshot's branch in which row id of table
+ * changed, newest first (core/store_row_history.c):
+ * {"version":V,"commit":"ULID","time":"…","op":"insert"|"update"|"delete","row":ROW|null}.
+ * The table is followed by stable id through renames (a dropped table: its
+ * last incarnation of that name). 0, -ENOENT (no such table), -errno.
+ */
+int store_row_history(struct store_snapshot *snapshot, const char *table, const void *id, size_t id_size,
+		      int (*visit)(const char *line, size_t size, void *context), void *context);
+
 /* ---- merging (core/store_merge.c; docs/MOUNT.md "Merging") -------------------------------- */
 
 enum store_merge_outcome {
@@ -423,6 +433,7 @@ struct store_merge_options {
 	const char *message;                  /* NULL: "merge SOURCE into DEST" */
 	const struct store_condition *condition;   /* on dest (NULL: none) */
 	bool dry_run;                         /* compute the outcome and conflicts; publish nothing */
+	const char *actor;                    /* the commit's actor (NULL: the store's) */
 };
 
 struct store_merge_result {
@@ -449,6 +460,27 @@ int store_merge(struct store *store, const char *source, const char *dest, const
 		store_merge_conflict_fn conflict, void *context, struct store_merge_result *out,
 		struct error_info *error);
 const char *store_merge_outcome_name(enum store_merge_outcome outcome);   /* "up-to-date", "fast-forward", ... */
+
+/*
+ * A preview of a merge (the mount's merge/<source>/): computed as store_merge
+ * would, nothing published. It holds the snapshots it merged, so what it
+ * renders never changes. 0 or -errno (as store_merge) with error set.
+ */
+struct store_merge_plan;
+int store_merge_plan_open(struct store *store, const char *source, const char *dest,
+			  enum store_merge_strategy strategy, struct store_merge_plan **out, struct error_info *error);
+void store_merge_plan_free(struct store_merge_plan *plan);
+const struct store_merge_result *store_merge_plan_result(const struct store_merge_plan *plan);
+/* The tables of the merged result, in name order; visit as for store_snapshot_heads. */
+int store_merge_plan_tables(struct store_merge_plan *plan, int (*visit)(const char *table, void *context),
+			    void *context);
+/* Appends the bytes table would have once the merge is published (byte for byte
+ * what tables/<table>.jsonl then shows). 0, -ENOENT, -errno. */
+int store_merge_plan_render(struct store_merge_plan *plan, const char *table, struct buf *out);
+/* The tables with conflicts, in name order; and one table's conflict lines (-ENOENT: none). */
+int store_merge_plan_conflict_tables(struct store_merge_plan *plan,
+				     int (*visit)(const char *table, void *context), void *context);
+int store_merge_plan_conflicts(struct store_merge_plan *plan, const char *table, struct buf *out);
 
 /* ---- snapshots (core/store_backup.c) ------------------------------------------------ */
 

@@ -86,6 +86,22 @@ enum node_kind {
 	NODE_GRAPH_EDGES_FILE,      /* .../out/<Edge>.jsonl (table: Edge) */
 	NODE_GRAPH_NEIGHBOURS_DIR,  /* .../out/<Edge>/ (table: Edge) */
 	NODE_GRAPH_NEIGHBOUR_LINK,  /* .../out/<Edge>/<other-id> -> ../../../../<Other>/<other-id> */
+	/* diff/, merge/, history/by-id/ (changes.c) */
+	NODE_DIFF_DIR,              /* diff/ */
+	NODE_DIFF_ROOT,             /* diff/<A>..<B>/ (name: "A..B") */
+	NODE_DIFF_FILE,             /* diff/<A>..<B>/<Name>.jsonl (table: Name) */
+	NODE_DIFF_TABLES_FILE,      /* diff/<A>..<B>/.tables.jsonl */
+	NODE_MERGE_DIR,             /* merge/ */
+	NODE_MERGE_ROOT,            /* merge/<source>/ (name: the source branch) */
+	NODE_MERGE_STATUS_FILE,     /* merge/<source>/status */
+	NODE_MERGE_TABLES_DIR,      /* merge/<source>/tables/ */
+	NODE_MERGE_TABLE_FILE,      /* merge/<source>/tables/<Name>.jsonl (table: Name) */
+	NODE_MERGE_CONFLICTS_DIR,   /* merge/<source>/conflicts/ */
+	NODE_MERGE_CONFLICT_FILE,   /* merge/<source>/conflicts/<Name>.jsonl (table: Name) */
+	NODE_MERGE_COMMIT_FILE,     /* merge/<source>/.commit: a write publishes the merge */
+	NODE_BY_ID_DIR,             /* history/by-id/ */
+	NODE_BY_ID_TABLE_DIR,       /* history/by-id/<Table>/ (table: Table) */
+	NODE_BY_ID_FILE,            /* history/by-id/<Table>/<id>.jsonl (table: Table; name: the encoded id) */
 };
 
 /* Where a node's contents come from: a branch, live (version 0) or as of a version. */
@@ -435,6 +451,36 @@ int graph_render_row(struct mountfs *mount, const struct node *node, struct stor
 int graph_render_edges(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
 		       struct buf *out);
 int graph_link_target(struct mountfs *mount, const struct node *node, char *out, size_t size);
+
+/* ---- changes.c: diff/, merge/ and history/by-id/ (namespace.c's class table names them) ---- */
+
+/* Whether a node shows something derived from several versions (notify.c looks it up again after a commit). */
+bool node_is_change_view(enum node_kind kind);
+int changes_resolve_diffs(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_list_diff(struct mountfs *mount, struct node *directory, struct lister *lister);
+int changes_render_diff(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			struct buf *out);
+int changes_render_diff_tables(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			       struct buf *out);
+int changes_resolve_merges(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_list_merges(struct mountfs *mount, struct node *directory, struct lister *lister);
+int changes_render_merge_status(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+				struct buf *out);
+int changes_resolve_merge_file(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_list_merge_files(struct mountfs *mount, struct node *directory, struct lister *lister);
+int changes_render_merge_file(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			      struct buf *out);
+/* A write to merge/<source>/.commit: publishes the merge into branch (the write's
+ * bytes are the message). 0, -EBUSY (conflicts, recorded), -errno (recorded). */
+int changes_merge_commit(struct mountfs *mount, const struct node *commit_file, const char *branch,
+			 const char *message, size_t size, uid_t uid);
+int changes_resolve_row_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_list_row_tables(struct mountfs *mount, struct node *directory, struct lister *lister);
+int changes_resolve_row(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
+int changes_list_rows(struct mountfs *mount, struct node *directory, struct lister *lister);
+int changes_render_row(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out);
 
 /* ---- view.c ----------------------------------------------------------------- */
 

@@ -101,7 +101,7 @@ static void collect_live(struct node *node, void *context)
 	/* graph/ shows rows and edges of any table by id: after a commit of this
 	 * mount, every graph node the kernel knows is looked up again (rows and
 	 * edges come and go with no table file of their own to invalidate) */
-	if (node_is_graph(node->kind)) {
+	if (node_is_graph(node->kind) || node_is_change_view(node->kind)) {
 		if (work->branch && node->parent && node->parent->view.version == 0)
 			add_entry(work, inode_id(work->mount, node->parent), node->name);
 		add_inode(work, id);

@@ -785,7 +785,9 @@ ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *by
 		}
 		break;
 	case FILE_COMMIT:
-		result = staging_commit(mount, file->branch, bytes, size, file->uid);
+		result = file->node->kind == NODE_MERGE_COMMIT_FILE
+				 ? changes_merge_commit(mount, file->node, file->branch, bytes, size, file->uid)
+				 : staging_commit(mount, file->branch, bytes, size, file->uid);
 		if (result == 0)
 			result = (ssize_t)size;
 		break;

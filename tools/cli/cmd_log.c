@@ -19,14 +19,19 @@
 
 static const char usage[] =
 	"usage: graphfs log STORE [--branch B] [--graph]\n"
+	"       graphfs log STORE --table T --id X [--branch B]\n"
 	"\n"
 	"Prints the commit log of branch B (default main), newest first, one JSON\n"
 	"object per line: version, commit, parents, branch, time, actor, message,\n"
 	"changes — the same lines as the mounted log file.\n"
+	"With --table and --id: one line per version in which row X of table T\n"
+	"changed, newest first: version, commit, time, op (insert, update, delete)\n"
+	"and the row (null once deleted) — the lines of history/by-id/T/X.jsonl.\n"
 	"\n"
 	"  --branch B   the branch (default main)\n"
 	"  --graph      draw the history as lanes instead: every branch, or only B's\n"
-	"               history when --branch is given\n";
+	"               history when --branch is given\n"
+	"  --table T, --id X   the history of one row\n";
 
 /* ---- JSON lines -------------------------------------------------------------------- */
 
@@ -34,6 +39,12 @@ static int print_json_line(const struct commit_record *record, void *context)
 {
 	struct cli_lines *lines = context;
 	return cli_lines_write(lines, commit_record_render_json(record, &lines->line));
+}
+
+static int print_row_line(const char *line, size_t size, void *context)
+{
+	struct cli_lines *lines = context;
+	return cli_lines_write(lines, buf_append(&lines->line, line, size));
 }
 
 /* ---- the graph --------------------------------------------------------------------- */
@@ -292,19 +303,42 @@ static int graph_print(struct graph *graph)
 
 int cmd_log(int argc, char **argv)
 {
-	const char *branch = NULL;
+	const char *branch = NULL, *table = NULL, *id = NULL;
 	bool draw_graph = false;
 	const struct cli_option options[] = {
 		{ "branch", 0, &branch, NULL },
 		{ "graph", 0, NULL, &draw_graph },
+		{ "table", 0, &table, NULL },
+		{ "id", 0, &id, NULL },
 	};
-	const struct cli_syntax syntax = { usage, options, 2, 1, 1 };
+	const struct cli_syntax syntax = { usage, options, 4, 1, 1 };
 	char **arguments;
 	struct store *store;
 	int status = cli_parse_and_open(argc, argv, &syntax, true, &arguments, &store);
 	if (status >= 0)
 		return status;
 	status = CLI_EXIT_OK;
+	if ((table != NULL) != (id != NULL) || (table && draw_graph)) {
+		store_close(store);
+		return cli_usage_error("log", table && draw_graph ? "--graph draws commits, not one row's history"
+								   : "--table and --id go together");
+	}
+	if (table) {
+		struct store_snapshot *snapshot;
+		status = cli_snapshot_open(store, branch ? branch : "main", STORE_LATEST, &snapshot);
+		if (status == 0) {
+			struct cli_lines lines;
+			cli_lines_init(&lines);
+			int rc = store_row_history(snapshot, table, id, strlen(id), print_row_line, &lines);
+			if (rc == -ENOENT)
+				status = cli_fail("no table %s on branch '%s'", table, branch ? branch : "main");
+			else if ((rc = cli_lines_finish(&lines, rc)) < 0)
+				status = cli_fail_error(rc, NULL, "cannot read the history of row %s of %s", id, table);
+			store_snapshot_release(snapshot);
+		}
+		store_close(store);
+		return status;
+	}
 
 	if (!draw_graph) {
 		struct store_snapshot *snapshot;

@@ -1,0 +1,484 @@
+/*
+ * changes — the subtrees that show change (docs/MOUNT.md "Diffs", "Merging",
+ * "History"): diff/, merge/ and history/by-id/, each a reading of the store's
+ * diff, merge preview and row history (core/store_diff.c, store_merge.c,
+ * store_row_history.c).
+ *
+ *   diff/<A>..<B>/                     NODE_DIFF_ROOT (name "A..B"; not listed in diff/)
+ *   diff/<A>..<B>/<Name>.jsonl         NODE_DIFF_FILE (table: Name), tables whose rows differ
+ *   diff/<A>..<B>/.tables.jsonl        NODE_DIFF_TABLES_FILE
+ *   merge/<source>/                    NODE_MERGE_ROOT (name: source), every other branch
+ *   merge/<source>/status              NODE_MERGE_STATUS_FILE
+ *   merge/<source>/tables/<Name>.jsonl NODE_MERGE_TABLE_FILE: the merged rows
+ *   merge/<source>/conflicts/<Name>.jsonl NODE_MERGE_CONFLICT_FILE
+ *   merge/<source>/.commit             NODE_MERGE_COMMIT_FILE: a write publishes
+ *   history/by-id/<Table>/<id>.jsonl   NODE_BY_ID_FILE (name: the encoded id)
+ *
+ * Invariants:
+ *   1. A node's context (A and B, the source, the table, the id) is read from
+ *      its own name and its ancestors' names: nothing is stored twice.
+ *   2. Every rendering is computed afresh from the store (a preview holds its
+ *      snapshots while it renders), so what a file shows is what the store
+ *      would publish now; live nodes are read with direct I/O.
+ *   3. A preview file is byte for byte what the merge's commit publishes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mountfs_int.h"
+
+bool node_is_change_view(enum node_kind kind)
+{
+	return kind >= NODE_DIFF_DIR && kind <= NODE_BY_ID_FILE;
+}
+
+/* The ancestor (or node itself) of kind, or NULL. */
+static const struct node *ancestor(const struct node *node, enum node_kind kind)
+{
+	while (node && node->kind != kind)
+		node = node->parent;
+	return node;
+}
+
+/* ---- diff/ -------------------------------------------------------------------------- */
+
+/* The two snapshots "A..B" names, on branch. 0 or -ENOENT. */
+static int diff_snapshots(struct mountfs *mount, const char *branch, const char *name, struct store_snapshot **a,
+			  struct store_snapshot **b)
+{
+	*a = *b = NULL;
+	const char *dots = strstr(name, "..");
+	if (!dots || dots == name || !dots[2])
+		return -ENOENT;
+	char left[GRAPHFS_NAME_MAX + 1];
+	snprintf(left, sizeof left, "%.*s", (int)(dots - name), name);
+	struct error_info error;
+	int rc = store_snapshot_open_named(mount->store, branch, left, a, &error);
+	if (rc == 0)
+		rc = store_snapshot_open_named(mount->store, branch, dots + 2, b, &error);
+	if (rc < 0) {
+		if (*a)
+			store_snapshot_release(*a);
+		*a = NULL;
+		return rc == -EINVAL ? -ENOENT : rc;
+	}
+	return 0;
+}
+
+static void release_both(struct store_snapshot *a, struct store_snapshot *b)
+{
+	if (a)
+		store_snapshot_release(a);
+	if (b)
+		store_snapshot_release(b);
+}
+
+int changes_resolve_diffs(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	struct store_snapshot *a, *b;
+	int rc = diff_snapshots(mount, parent->view.branch, name, &a, &b);
+	release_both(a, b);
+	if (rc == 0)
+		out->kind = NODE_DIFF_ROOT;
+	return rc;
+}
+
+struct diff_names {
+	struct lister *lister;
+	const char *wanted;   /* resolving: the one name looked for */
+	bool found;
+};
+
+static int diff_name(const char *table, void *context)
+{
+	struct diff_names *names = context;
+	if (names->wanted) {
+		names->found = strcmp(table, names->wanted) == 0;
+		return names->found;
+	}
+	char file[GRAPHFS_NAME_MAX + 1];
+	snprintf(file, sizeof file, "%s.jsonl", table);
+	struct dir_entry *entry = lister_add(names->lister, file, NODE_DIFF_FILE);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
+	return 0;
+}
+
+static int diff_tables(struct mountfs *mount, const struct node *root, struct diff_names *names)
+{
+	struct store_snapshot *a, *b;
+	int rc = diff_snapshots(mount, root->view.branch, root->name, &a, &b);
+	if (rc == 0)
+		rc = store_diff_names(a, b, diff_name, names);
+	release_both(a, b);
+	return rc;
+}
+
+int changes_list_diff(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct diff_names names = { .lister = lister };
+	return diff_tables(mount, directory, &names);
+}
+
+int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (!table_name_from_file(name, ".jsonl", out->table))
+		return -ENOENT;
+	struct diff_names names = { .wanted = out->table };
+	int rc = diff_tables(mount, parent, &names);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_DIFF_FILE;
+	return names.found ? 0 : -ENOENT;
+}
+
+static int append_line(const char *line, size_t size, void *context)
+{
+	return buf_append(context, line, size);
+}
+
+int changes_render_diff(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			struct buf *out)
+{
+	(void)snapshot;
+	struct store_snapshot *a, *b;
+	int rc = diff_snapshots(mount, node->view.branch, node->parent->name, &a, &b);
+	if (rc == 0)
+		rc = store_diff_rows(a, b, node->table, append_line, out);
+	release_both(a, b);
+	return rc;
+}
+
+int changes_render_diff_tables(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			       struct buf *out)
+{
+	(void)snapshot;
+	struct store_snapshot *a, *b;
+	int rc = diff_snapshots(mount, node->view.branch, node->parent->name, &a, &b);
+	if (rc == 0)
+		rc = store_diff_tables(a, b, append_line, out);
+	release_both(a, b);
+	return rc;
+}
+
+/* ---- merge/ --------------------------------------------------------------------------- */
+
+struct branch_lister {
+	struct lister *lister;
+	const char *own;
+	const char *wanted;
+	bool found;
+};
+
+static int merge_branch(const struct store_branch_info *branch, void *context)
+{
+	struct branch_lister *branches = context;
+	if (strcmp(branch->name, branches->own) == 0)
+		return 0;
+	if (branches->wanted) {
+		branches->found = strcmp(branch->name, branches->wanted) == 0;
+		return branches->found;
+	}
+	return lister_add(branches->lister, branch->name, NODE_MERGE_ROOT) ? 0 : -ENOMEM;
+}
+
+int changes_resolve_merges(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	struct branch_lister branches = { .own = parent->view.branch, .wanted = name };
+	int rc = store_branches(mount->store, merge_branch, &branches);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_MERGE_ROOT;
+	return branches.found ? 0 : -ENOENT;
+}
+
+int changes_list_merges(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct branch_lister branches = { .lister = lister, .own = directory->view.branch };
+	int rc = store_branches(mount->store, merge_branch, &branches);
+	return rc < 0 ? rc : 0;
+}
+
+/* The preview of merging the source of node's merge/<source>/ into its branch. */
+static int merge_plan(struct mountfs *mount, const struct node *node, struct store_merge_plan **out)
+{
+	const struct node *root = ancestor(node, NODE_MERGE_ROOT);
+	if (!root)
+		return -ENOENT;
+	struct error_info error;
+	int rc = store_merge_plan_open(mount->store, root->name, node->view.branch, STORE_MERGE_NO_STRATEGY, out,
+				       &error);
+	return rc == -EINVAL ? -ENOENT : rc;
+}
+
+int changes_render_merge_status(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+				struct buf *out)
+{
+	(void)snapshot;
+	struct store_merge_plan *plan;
+	int rc = merge_plan(mount, node, &plan);
+	if (rc < 0)
+		return rc;
+	rc = buf_printf(out, "%s\n", store_merge_outcome_name(store_merge_plan_result(plan)->outcome));
+	store_merge_plan_free(plan);
+	return rc;
+}
+
+struct merge_files {
+	struct lister *lister;
+	enum node_kind kind;
+	const char *wanted;
+	bool found;
+};
+
+static int merge_file(const char *table, void *context)
+{
+	struct merge_files *files = context;
+	if (files->wanted) {
+		files->found = strcmp(table, files->wanted) == 0;
+		return files->found;
+	}
+	char name[GRAPHFS_NAME_MAX + 1];
+	snprintf(name, sizeof name, "%s.jsonl", table);
+	struct dir_entry *entry = lister_add(files->lister, name, files->kind);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
+	return 0;
+}
+
+/* The tables of the merged result (tables/) or those with conflicts (conflicts/). */
+static int merge_files_of(struct mountfs *mount, const struct node *directory, struct merge_files *files)
+{
+	struct store_merge_plan *plan;
+	int rc = merge_plan(mount, directory, &plan);
+	if (rc < 0)
+		return rc;
+	files->kind = directory->kind == NODE_MERGE_TABLES_DIR ? NODE_MERGE_TABLE_FILE : NODE_MERGE_CONFLICT_FILE;
+	rc = directory->kind == NODE_MERGE_TABLES_DIR ? store_merge_plan_tables(plan, merge_file, files)
+						       : store_merge_plan_conflict_tables(plan, merge_file, files);
+	store_merge_plan_free(plan);
+	return rc;
+}
+
+int changes_list_merge_files(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct merge_files files = { .lister = lister };
+	return merge_files_of(mount, directory, &files);
+}
+
+int changes_resolve_merge_file(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (!table_name_from_file(name, ".jsonl", out->table))
+		return -ENOENT;
+	struct merge_files files = { .wanted = out->table };
+	int rc = merge_files_of(mount, parent, &files);
+	if (rc < 0)
+		return rc;
+	out->kind = files.kind;
+	return files.found ? 0 : -ENOENT;
+}
+
+int changes_render_merge_file(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+			      struct buf *out)
+{
+	(void)snapshot;
+	struct store_merge_plan *plan;
+	int rc = merge_plan(mount, node, &plan);
+	if (rc < 0)
+		return rc;
+	rc = node->kind == NODE_MERGE_TABLE_FILE ? store_merge_plan_render(plan, node->table, out)
+						 : store_merge_plan_conflicts(plan, node->table, out);
+	store_merge_plan_free(plan);
+	return rc;
+}
+
+struct merged_names {
+	char (*names)[JOURNAL_NAME_MAX + 1];
+	size_t count, capacity;
+};
+
+static int note_name(const struct head_row *head, void *context)
+{
+	struct merged_names *list = context;
+	if (list->count == list->capacity) {
+		size_t capacity = list->capacity ? list->capacity * 2 : 16;
+		char (*grown)[JOURNAL_NAME_MAX + 1] = realloc(list->names, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		list->names = grown;
+		list->capacity = capacity;
+	}
+	snprintf(list->names[list->count++], JOURNAL_NAME_MAX + 1, "%s", head->name);
+	return 0;
+}
+
+/* Every table name branch has now, added to names (for invalidation). */
+static void branch_names(struct mountfs *mount, const char *branch, struct merged_names *names)
+{
+	struct store_snapshot *snapshot;
+	struct error_info error;
+	if (store_snapshot_open(mount->store, branch, STORE_LATEST, &snapshot, &error) == 0) {
+		store_snapshot_heads(snapshot, false, note_name, names);
+		store_snapshot_release(snapshot);
+	}
+}
+
+int changes_merge_commit(struct mountfs *mount, const struct node *commit_file, const char *branch,
+			 const char *message, size_t size, uid_t uid)
+{
+	const struct node *root = ancestor(commit_file, NODE_MERGE_ROOT);
+	if (!root)
+		return -ENOENT;
+	char text[4096];
+	size_t length = size < sizeof text - 1 ? size : sizeof text - 1;
+	memcpy(text, message, length);
+	while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == '\r'))
+		length--;
+	text[length] = '\0';
+	char path[GRAPHFS_PATH_MAX];
+	inode_path(mount, commit_file, path, sizeof path);
+	char actor[512];
+	mount_actor(mount, uid, actor, sizeof actor);
+	struct store_merge_options options = { .message = length ? text : NULL, .actor = actor };
+	struct store_merge_result result;
+	struct error_info error;
+	struct merged_names names = { 0 };
+	branch_names(mount, branch, &names);
+	int rc = store_merge(mount->store, root->name, branch, &options, NULL, NULL, &result, &error);
+	if (rc < 0) {
+		mount_error_record(mount, path, &error, rc);
+	} else if (result.outcome == STORE_MERGE_CONFLICTS) {
+		rc = -EBUSY;
+		mount_error_refuse(mount, path, rc,
+				   "%llu conflict%s merging %s into %s: nothing was published (see merge/%s/conflicts/)",
+				   (unsigned long long)result.conflicts, result.conflicts == 1 ? "" : "s", root->name, branch,
+				   root->name);
+	} else if (result.outcome != STORE_MERGE_UP_TO_DATE) {
+		atomic_fetch_add(&mount->commits, 1);
+		branch_names(mount, branch, &names);
+		const char **list = calloc(names.count + 1, sizeof *list);
+		for (size_t i = 0; list && i < names.count; i++)
+			list[i] = names.names[i];
+		if (list)
+			mount_invalidate_branch(mount, branch, list, names.count, true);
+		free(list);
+	}
+	free(names.names);
+	return rc;
+}
+
+/* ---- history/by-id/ ------------------------------------------------------------------------ */
+
+struct row_tables {
+	struct lister *lister;
+};
+
+static int row_table(const struct head_row *head, void *context)
+{
+	struct row_tables *tables = context;
+	struct dir_entry *entry = lister_add(tables->lister, head->name, NODE_BY_ID_TABLE_DIR);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", head->name);
+	return 0;
+}
+
+int changes_list_row_tables(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &directory->view, &snapshot);
+	struct row_tables tables = { lister };
+	if (rc == 0)
+		rc = store_snapshot_heads(snapshot, false, row_table, &tables);
+	store_snapshot_release(snapshot);
+	return rc < 0 ? rc : 0;
+}
+
+int changes_resolve_row_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	if (!table_name_valid(name))
+		return -ENOENT;
+	struct store_snapshot *snapshot = NULL;
+	struct head_row head;
+	int rc = view_snapshot(mount, &parent->view, &snapshot);
+	if (rc == 0)
+		rc = view_head(mount, snapshot, name, &head);
+	store_snapshot_release(snapshot);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_BY_ID_TABLE_DIR;
+	snprintf(out->table, sizeof out->table, "%s", name);
+	return 0;
+}
+
+static int row_file(const uint8_t *id, size_t id_size, void *context)
+{
+	struct lister *lister = context;
+	char name[GRAPHFS_NAME_MAX + 1];
+	if (!graph_id_encode(id, id_size, name) || strlen(name) + 6 > GRAPHFS_NAME_MAX)
+		return 0;   /* too long a name: reach it through tables/ */
+	strcat(name, ".jsonl");
+	struct dir_entry *entry = lister_add(lister, name, NODE_BY_ID_FILE);
+	if (!entry)
+		return -ENOMEM;
+	snprintf(entry->child.table, sizeof entry->child.table, "%s", lister_directory(lister)->table);
+	return 0;
+}
+
+/* Lists the rows a node table has now (ids of deleted rows resolve, but are not listed). */
+int changes_list_rows(struct mountfs *mount, struct node *directory, struct lister *lister)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = view_snapshot(mount, &directory->view, &snapshot);
+	if (rc == 0)
+		rc = store_graph_node_ids(snapshot, directory->table, row_file, lister);
+	store_snapshot_release(snapshot);
+	return rc == -ENOENT ? 0 : rc < 0 ? rc : 0;   /* an edge table: nothing listed */
+}
+
+/* The id a history/by-id/<Table>/<name> names. */
+static bool row_id(const char *name, struct buf *id)
+{
+	size_t length = strlen(name);
+	if (length <= 6 || strcmp(name + length - 6, ".jsonl") != 0)
+		return false;
+	char encoded[GRAPHFS_NAME_MAX + 1];
+	snprintf(encoded, sizeof encoded, "%.*s", (int)(length - 6), name);
+	return graph_id_decode(encoded, id);
+}
+
+int changes_render_row(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
+		       struct buf *out)
+{
+	struct buf id;
+	buf_init(&id);
+	int rc = row_id(node->name, &id) ? store_row_history(snapshot, node->table, id.data, id.size, append_line, out)
+					 : -ENOENT;
+	buf_free(&id);
+	return rc;
+}
+
+int changes_resolve_row(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	struct buf id, lines;
+	buf_init(&id);
+	buf_init(&lines);
+	struct store_snapshot *snapshot = NULL;
+	int rc = row_id(name, &id) ? view_snapshot(mount, &parent->view, &snapshot) : -ENOENT;
+	if (rc == 0)
+		rc = store_row_history(snapshot, parent->table, id.data, id.size, append_line, &lines);
+	if (rc == 0 && lines.size == 0)
+		rc = -ENOENT;   /* never a row of the table */
+	store_snapshot_release(snapshot);
+	buf_free(&id);
+	buf_free(&lines);
+	if (rc < 0)
+		return rc;
+	out->kind = NODE_BY_ID_FILE;
+	snprintf(out->table, sizeof out->table, "%s", parent->table);
+	return 0;
+}
