@@ -430,6 +430,8 @@ struct manifest_gc_result {
 	uint64_t manifest_bytes_after;
 	uint64_t manifest_bytes_reclaimed;
 	uint64_t segments_removed, segment_bytes_reclaimed;
+	char held_by[JOURNAL_NAME_MAX + 1];  /* "" or the branch whose merge base kept the horizon lower */
+	uint64_t held_at;                 /* that merge base's version */
 };
 
 /*

@@ -516,6 +516,45 @@ static int publish_retention(struct gc *gc, uint64_t horizon, bool prune, const 
 
 /* ---- the horizon ------------------------------------------------------------------------- */
 
+struct merge_base_hold {
+	struct gc *gc;
+	const struct root_record *latest;
+	uint64_t horizon;
+};
+
+/*
+ * A merge needs the base of the two branches and the commits above it: the
+ * horizon stays below the merge base of every branch and the branch it was
+ * forked from (docs/ARCHITECTURE.md "Retention"). O(commits since the base).
+ */
+static int hold_merge_base(const struct branch_record *branch, void *context)
+{
+	struct merge_base_hold *hold = context;
+	struct branch_record source;
+	if (!branch->forked_from[0] || ulid_is_zero(&branch->head_commit))
+		return 0;
+	int rc = manifest_branch_find(hold->gc->manifest->pager, hold->latest->branches, branch->forked_from, &source);
+	if (rc == -ENOENT || (rc == 0 && ulid_is_zero(&source.head_commit)))
+		return 0;
+	struct ulid base;
+	uint64_t version;
+	struct block_address record;
+	if (rc == 0)
+		rc = manifest_merge_base(hold->gc->manifest, &branch->head_commit, branch->head_record, &source.head_commit,
+					 source.head_record, &base, &version, &record);
+	if (rc == -ENOENT)
+		return 0;   /* no common history left above the old horizon */
+	if (rc < 0)
+		return rc;
+	if (version <= hold->horizon && version > hold->latest->horizon) {
+		hold->horizon = version - 1;
+		struct manifest_gc_result *result = hold->gc->result;
+		snprintf(result->held_by, sizeof result->held_by, "%s", branch->name);
+		result->held_at = version;
+	}
+	return 0;
+}
+
 static int choose_horizon(struct gc *gc, const struct root_record *latest, uint64_t *horizon_out)
 {
 	const struct manifest_gc_request *request = gc->request;
@@ -546,6 +585,11 @@ static int choose_horizon(struct gc *gc, const struct root_record *latest, uint6
 	/* the newest version always stays readable as history */
 	if (latest->version > 0 && horizon >= latest->version)
 		horizon = latest->version - 1;
+	struct merge_base_hold hold = { .gc = gc, .latest = latest, .horizon = horizon };
+	int rc = manifest_branches_each(gc->manifest, latest, hold_merge_base, &hold);
+	if (rc < 0)
+		return error_info_set(gc->error, rc, "cannot find the merge bases of the branches: %s", strerror(-rc));
+	horizon = hold.horizon;
 	if (horizon < latest->horizon)
 		horizon = latest->horizon;
 	*horizon_out = horizon;

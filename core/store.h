@@ -515,6 +515,8 @@ struct store_gc_result {
 	uint64_t manifest_bytes_before, manifest_bytes_after;   /* the manifest's space on disk */
 	uint64_t manifest_bytes_reclaimed; /* returned (dry run: would be) */
 	uint64_t segments_removed, segment_bytes_reclaimed;
+	char held_by[JOURNAL_NAME_MAX + 1];   /* "" or the branch whose merge base held the horizon back */
+	uint64_t held_at;                     /* the version of that merge base (kept, with all above it) */
 };
 
 /*

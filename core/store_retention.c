@@ -38,6 +38,8 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	out->manifest_bytes_reclaimed = result.manifest_bytes_reclaimed;
 	out->segments_removed = result.segments_removed;
 	out->segment_bytes_reclaimed = result.segment_bytes_reclaimed;
+	snprintf(out->held_by, sizeof out->held_by, "%s", result.held_by);
+	out->held_at = result.held_at;
 	return 0;
 }
 

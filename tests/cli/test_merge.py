@@ -358,3 +358,17 @@ def test_random_two_branch_histories_merge_as_the_model_says(graphfs, tmp_path_f
     assert result.returncode == 0, result.stderr
     assert {row["id"]: row for row in rows_of(cli, store, "Person")} == expected
     cli.ok("verify", store)
+
+
+def test_gc_keeps_the_merge_base_of_a_branch_so_it_can_still_be_merged(cli, store):
+    person_store(cli, store)
+    cli.import_rows(store, "Person", [{"id": "d", "n": 4, "s": "w"}], mode="merge", branch="dev")
+    base = cli.log(store, branch="dev")[1]["version"]   # main's commit dev forked from
+    for value in range(6):
+        cli.import_rows(store, "Person", [{"id": "m", "n": value, "s": ""}], mode="merge")
+    output = cli.ok("gc", store, "--keep-versions", "1").stdout.decode()
+    assert f"gc: kept version {base} and later: the merge base of branch dev" in output
+    assert json.loads(cli.ok("stats", store).stdout)["store"]["horizon"] == base - 1
+    cli.ok("merge", store, "dev")
+    assert {row["id"] for row in rows_of(cli, store, "Person")} == {"a", "b", "c", "d", "m"}
+    cli.ok("verify", store)

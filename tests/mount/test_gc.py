@@ -44,7 +44,7 @@ def test_a_reclaimed_version_is_enoent_with_a_line_in_graphfs_errors(m):
     with pytest.raises(FileNotFoundError):
         os.listdir(m.path("history", "@3"))
     assert any("version 3 of branch main was reclaimed by gc (horizon 4)" in line["reason"] and line["path"] == "history/@3" for line in m.errors())
-    assert sorted(os.listdir(m.path("history"))) == ["@5", "@6"]
+    assert sorted(os.listdir(m.path("history"))) == ["@5", "@6", "by-id"]
     assert m.read("history", "@5", "tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 4}])
 
 

@@ -23,7 +23,8 @@ def populated(store):
 
 def test_root_lists_the_documented_entries(mnt):
     assert sorted(os.listdir(mnt.root)) == sorted(
-        ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", "tags", ".graphfs"])
+        ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", "tags", "diff", "merge",
+         ".graphfs"])
     assert sorted(os.listdir(mnt.path(".graphfs"))) == ["errors", "stats", "version"]
 
 
@@ -146,7 +147,7 @@ def test_ls_l_sends_no_request_per_file(store, mounter, tmp_path):
 
 def test_history_lists_the_versions_the_branch_committed(populated, mounter):
     m = mounter(populated)
-    assert sorted(os.listdir(m.path("history"))) == ["@1", "@2", "@3"]
+    assert sorted(os.listdir(m.path("history"))) == ["@1", "@2", "@3", "by-id"]
 
 
 def test_history_version_shows_that_version(populated, mounter):
@@ -275,7 +276,7 @@ def test_branches_lists_every_branch(populated, mounter):
     m = mounter(populated)
     assert sorted(os.listdir(m.path("branches"))) == ["dev", "main"]
     assert sorted(os.listdir(m.path("branches", "dev"))) == [
-        "graph", "heads", "history", "log", "schema", "staging", "tables"]
+        "diff", "graph", "heads", "history", "log", "merge", "schema", "staging", "tables"]
     assert m.read("branches", "dev", "tables", "Person.jsonl") == m.read("tables", "Person.jsonl")
 
 

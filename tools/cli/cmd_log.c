@@ -230,12 +230,46 @@ static int print_join(const struct lanes *lanes, size_t into, size_t from)
 	return 0;
 }
 
+/* A merge's link to the lane of its second parent: "|\|", "|\-|" (a lane that
+ * waited already), "|\" (a lane it opens). */
+static int print_merge(const struct lanes *lanes, size_t into, size_t from, bool opened)
+{
+	size_t width = 2 * lanes->count;
+	char *row = malloc(width + 1);
+	if (!row)
+		return -ENOMEM;
+	memset(row, ' ', width);
+	row[width] = '\0';
+	for (size_t k = 0; k < lanes->count; k++)
+		if (k == into || lanes->expect[k][0])
+			row[2 * k] = '|';
+	row[2 * into + 1] = '\\';
+	for (size_t p = 2 * into + 2; p < 2 * from; p++)
+		if (row[p] == ' ')
+			row[p] = '-';
+	if (opened && from == into + 1)
+		row[2 * from] = ' ';
+	while (width > 0 && row[width - 1] == ' ')
+		row[--width] = '\0';
+	puts(row);
+	free(row);
+	return 0;
+}
+
+/*
+ * Newest first, one line per commit, each in a lane: a lane waits for the
+ * commit it continues with (a first parent). Lanes that wait for the same
+ * commit join into the leftmost before it is drawn (the fork: "|/"); a merge
+ * opens a lane for its second parent, or, if a lane waits for it already,
+ * draws the link to that lane. Only commits in the graph get lanes, so no
+ * lane is left waiting for a commit that is never drawn.
+ */
 static int graph_print(struct graph *graph)
 {
 	struct lanes lanes = { NULL, 0 };
 	int rc = 0;
 	qsort(graph->commits, graph->count, sizeof graph->commits[0], compare_newest_first);
-	for (size_t c = 0; c < graph->count; c++) {
+	for (size_t c = 0; c < graph->count && rc == 0; c++) {
 		struct graph_commit *commit = &graph->commits[c];
 		long lane = -1;
 		for (size_t i = 0; i < lanes.count; i++)
@@ -243,6 +277,16 @@ static int graph_print(struct graph *graph)
 				lane = (long)i;
 				break;
 			}
+		/* other lanes waiting for this commit join it first: branches forked here */
+		for (size_t i = (size_t)(lane + 1); lane >= 0 && i < lanes.count && rc == 0; i++) {
+			if (strcmp(lanes.expect[i], commit->id) != 0)
+				continue;
+			lanes.expect[i][0] = '\0';
+			rc = print_join(&lanes, (size_t)lane, i);
+			lanes_trim(&lanes);
+		}
+		if (rc < 0)
+			break;
 		if (lane < 0) {
 			int added = lanes_add(&lanes, commit->id);
 			if (added < 0) {
@@ -261,37 +305,31 @@ static int graph_print(struct graph *graph)
 			putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
 		putchar('\n');
 
-		/* Other lanes waiting for this commit join it: a branch forked here. */
-		for (size_t i = 0; i < lanes.count; i++) {
-			if ((long)i == lane || strcmp(lanes.expect[i], commit->id) != 0)
-				continue;
-			lanes.expect[i][0] = '\0';
-			rc = print_join(&lanes, (size_t)lane, i);
-			if (rc < 0)
-				break;
-		}
-		if (rc < 0)
-			break;
-
 		/* The lane continues with the first parent; a second parent (a merge) opens a lane. */
-		if (commit->parent_count > 0)
+		if (commit->parent_count > 0 && graph_find(graph, commit->parents[0]))
 			snprintf(lanes.expect[lane], ULID_TEXT_SIZE, "%s", commit->parents[0]);
 		else
 			lanes.expect[lane][0] = '\0';
-		for (size_t p = 1; p < commit->parent_count; p++) {
-			bool waited = false;
+		for (size_t p = 1; p < commit->parent_count && rc == 0; p++) {
+			if (!graph_find(graph, commit->parents[p]))
+				continue;   /* not drawn (another branch's history): no lane */
+			long waiting = -1;
 			for (size_t i = 0; i < lanes.count; i++)
 				if (strcmp(lanes.expect[i], commit->parents[p]) == 0)
-					waited = true;
-			if (waited)
+					waiting = (long)i;
+			if (waiting > lane) {
+				rc = print_merge(&lanes, (size_t)lane, (size_t)waiting, false);
+				continue;
+			}
+			if (waiting >= 0)
 				continue;
 			int added = lanes_add(&lanes, commit->parents[p]);
 			if (added < 0) {
 				rc = added;
 				break;
 			}
-			lanes_print(&lanes, added, '\\');
-			putchar('\n');
+			if (added > lane)
+				rc = print_merge(&lanes, (size_t)lane, (size_t)added, true);
 		}
 		lanes_trim(&lanes);
 	}
