@@ -531,7 +531,8 @@ static int hold_merge_base(const struct branch_record *branch, void *context)
 {
 	struct merge_base_hold *hold = context;
 	struct branch_record source;
-	if (!branch->forked_from[0] || ulid_is_zero(&branch->head_commit))
+	/* a branch with no commit of its own since it forked merges without a walk (store_merge.c) */
+	if (!branch->forked_from[0] || ulid_is_zero(&branch->head_commit) || branch->head_version <= branch->fork_point)
 		return 0;
 	int rc = manifest_branch_find(hold->gc->manifest->pager, hold->latest->branches, branch->forked_from, &source);
 	if (rc == -ENOENT || (rc == 0 && ulid_is_zero(&source.head_commit)))

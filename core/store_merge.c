@@ -893,13 +893,27 @@ static int find_base(struct merge *merge, const char *source, const char *dest, 
 		out->outcome = STORE_MERGE_UP_TO_DATE;
 		return 0;
 	}
+	/* a branch with no commit of its own since it forked from the other: its head is the base */
+	if (strcmp(theirs->forked_from, dest) == 0 && theirs->head_version <= theirs->fork_point) {
+		out->outcome = STORE_MERGE_UP_TO_DATE;
+		return 0;
+	}
 	struct ulid base;
 	struct block_address record;
 	uint64_t version = 0;
-	int rc = ulid_is_zero(&ours->head_commit)
+	int rc;
+	if (strcmp(ours->forked_from, source) == 0 && ours->head_version <= ours->fork_point &&
+	    !ulid_is_zero(&ours->head_commit)) {
+		base = ours->head_commit;
+		record = ours->head_record;
+		version = ours->head_version;
+		rc = 0;
+	} else {
+		rc = ulid_is_zero(&ours->head_commit)
 			 ? -ENOENT
-			 : manifest_merge_base(manifest, &ours->head_commit, ours->head_record, &theirs->head_commit,
-					       theirs->head_record, &base, &version, &record);
+			     : manifest_merge_base(manifest, &ours->head_commit, ours->head_record, &theirs->head_commit,
+						   theirs->head_record, &base, &version, &record);
+	}
 	if (rc == -ENOENT) {
 		uint64_t horizon = store_horizon(merge->store);
 		if (horizon && !ulid_is_zero(&ours->head_commit))
@@ -920,6 +934,12 @@ static int find_base(struct merge *merge, const char *source, const char *dest, 
 		return 0;
 	}
 	out->outcome = ulid_compare(&base, &ours->head_commit) == 0 ? STORE_MERGE_FAST_FORWARD : STORE_MERGE_MERGED;
+	if (out->outcome == STORE_MERGE_FAST_FORWARD) {
+		/* the base is ours' own state, which is kept whatever the horizon */
+		store_snapshot_retain(merge->ours);
+		merge->base = merge->ours;
+		return 0;
+	}
 	uint64_t horizon = store_horizon(merge->store);
 	struct manifest_snapshot view;
 	rc = horizon && version <= horizon ? -ENOENT : manifest_snapshot_of_commit(manifest, &base, record, &view);

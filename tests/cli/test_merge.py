@@ -372,3 +372,15 @@ def test_gc_keeps_the_merge_base_of_a_branch_so_it_can_still_be_merged(cli, stor
     cli.ok("merge", store, "dev")
     assert {row["id"] for row in rows_of(cli, store, "Person")} == {"a", "b", "c", "d", "m"}
     cli.ok("verify", store)
+
+
+def test_a_branch_with_no_commit_of_its_own_does_not_hold_gc_back_and_still_fast_forwards(cli, store):
+    person_store(cli, store)   # dev never commits
+    for value in range(6):
+        cli.import_rows(store, "Person", [{"id": "m", "n": value, "s": ""}], mode="merge")
+    output = cli.ok("gc", store, "--keep-versions", "1").stdout.decode()
+    assert "merge base" not in output
+    assert "up to date" in cli.ok("merge", store, "dev").stdout.decode()
+    assert cli.ok("merge", store, "main", "--into", "dev").stdout.decode().startswith("fast-forwarded main into dev")
+    assert cli.export(store, "Person", branch="dev") == cli.export(store, "Person")
+    cli.ok("verify", store)
