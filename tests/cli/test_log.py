@@ -96,3 +96,17 @@ def test_log_graph_of_one_branch_draws_only_its_history(cli, store):
     assert len(lines) == 5
     assert all(line.startswith("* ") for line in lines)
     assert "on main" not in "\n".join(lines)
+
+
+def test_log_graph_draws_a_merge_with_its_second_parent_and_joins_a_fork_above_its_point(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="on experiment")
+    cli.import_rows(store, "City", [{"id": "rom"}], message="on main")
+    cli.ok("merge", store, "experiment", "-m", "merged")
+    lines = cli.ok("log", store, "--graph").stdout.decode().splitlines()
+    assert lines[0].startswith("* 7 ") and "merged" in lines[0]
+    assert lines[1] == "|\\"
+    assert lines[2].startswith("* | 6 ") and lines[3].startswith("| * 5 ")
+    assert lines[4] == "|/" and lines[5].startswith("* 4 ")
+    assert all(line.startswith("* ") for line in lines[5:])   # no lane left open below the fork

@@ -206,8 +206,9 @@ static void lanes_print(const struct lanes *lanes, long mark, char marker)
 	}
 }
 
-/* Draws lane `from` (right of `into`) joining lane `into`: "|/", "| |_/"... */
-static int print_join(const struct lanes *lanes, size_t into, size_t from)
+/* Draws the lanes marked in joining (all right of `into`) joining lane `into`
+ * in one row: "|/", "|/ /", "| |/"... (a fork point of several branches). */
+static int print_join(const struct lanes *lanes, size_t into, const bool *joining)
 {
 	size_t width = 2 * lanes->count;
 	char *row = malloc(width + 1);
@@ -215,14 +216,12 @@ static int print_join(const struct lanes *lanes, size_t into, size_t from)
 		return -ENOMEM;
 	memset(row, ' ', width);
 	row[width] = '\0';
-	for (size_t k = 0; k < lanes->count; k++)
-		if (k == into || lanes->expect[k][0])
+	for (size_t k = 0; k < lanes->count; k++) {
+		if (joining[k])
+			row[2 * k - 1] = '/';
+		else if (k == into || lanes->expect[k][0])
 			row[2 * k] = '|';
-	row[2 * from] = ' ';
-	row[2 * from - 1] = '/';
-	for (size_t p = 2 * into + 1; p + 1 < 2 * from; p++)
-		if (row[p] == ' ')
-			row[p] = '_';
+	}
 	while (width > 0 && row[width - 1] == ' ')
 		row[--width] = '\0';
 	puts(row);
@@ -278,15 +277,26 @@ static int graph_print(struct graph *graph)
 				break;
 			}
 		/* other lanes waiting for this commit join it first: branches forked here */
-		for (size_t i = (size_t)(lane + 1); lane >= 0 && i < lanes.count && rc == 0; i++) {
-			if (strcmp(lanes.expect[i], commit->id) != 0)
-				continue;
-			lanes.expect[i][0] = '\0';
-			rc = print_join(&lanes, (size_t)lane, i);
+		if (lane >= 0) {
+			bool *joining = calloc(lanes.count + 1, sizeof *joining);
+			bool any = false;
+			if (!joining) {
+				rc = -ENOMEM;
+				break;
+			}
+			for (size_t i = (size_t)lane + 1; i < lanes.count; i++)
+				if (strcmp(lanes.expect[i], commit->id) == 0)
+					joining[i] = any = true;
+			if (any)
+				rc = print_join(&lanes, (size_t)lane, joining);
+			for (size_t i = (size_t)lane + 1; i < lanes.count; i++)
+				if (joining[i])
+					lanes.expect[i][0] = '\0';
+			free(joining);
 			lanes_trim(&lanes);
+			if (rc < 0)
+				break;
 		}
-		if (rc < 0)
-			break;
 		if (lane < 0) {
 			int added = lanes_add(&lanes, commit->id);
 			if (added < 0) {
