@@ -330,7 +330,7 @@ TEST(a_one_row_change_on_each_side_merges_and_diffs_reading_about_as_many_pages_
 /* ---- diffs against a model ------------------------------------------------------------------ */
 
 #define MODEL_IDS 24
-#define MODEL_VERSIONS 60
+#define MODEL_VERSIONS 100
 
 struct model_line {
 	char text[160];
@@ -413,6 +413,33 @@ TEST(the_diff_of_every_pair_of_versions_of_a_random_history_is_the_models)
 out:
 	for (int v = 0; v < MODEL_VERSIONS; v++)
 		store_snapshot_release(snapshots[v]);
+	store_close(store);
+}
+
+/* ---- row history ---------------------------------------------------------------------------- */
+
+TEST(the_history_of_a_row_follows_its_table_through_a_rename)
+{
+	struct store *store = open_store();
+	CHECK(store != NULL);
+	CHECK_EQ(write_rows(store, "main", "Old", STORE_OVERWRITE, "{\"id\":\"x\",\"n\":1}\n"), 0);
+	CHECK_EQ(change_table(store, "main", "Old", "New"), 0);
+	CHECK_EQ(write_rows(store, "main", "New", STORE_MERGE, "{\"id\":\"x\",\"n\":2}\n"), 0);
+	CHECK_EQ(write_rows(store, "main", "New", STORE_MERGE, "{\"id\":\"y\",\"n\":3}\n"), 0);   /* x unchanged */
+	struct store_snapshot *snapshot;
+	struct error_info error;
+	CHECK_EQ(store_snapshot_open(store, "main", STORE_LATEST, &snapshot, &error), 0);
+	struct diff_collect lines = { .used = 0 };
+	CHECK_EQ(store_row_history(snapshot, "New", "x", 1, collect_line, &lines), 0);
+	CHECK(strstr(lines.text, "\"version\":3,") != NULL && strstr(lines.text, "\"op\":\"update\",\"row\":{\"id\":\"x\",\"n\":2}") != NULL);
+	CHECK(strstr(lines.text, "\"version\":1,") != NULL && strstr(lines.text, "\"op\":\"insert\"") != NULL);
+	CHECK(strstr(lines.text, "\"version\":4,") == NULL);   /* the commit that left x alone */
+	size_t count = 0;
+	for (const char *at = lines.text; (at = strchr(at, '\n')); at++)
+		count++;
+	CHECK_EQ(count, 2);
+	CHECK_EQ(store_row_history(snapshot, "Old", "x", 1, collect_line, &lines), -ENOENT);
+	store_snapshot_release(snapshot);
 	store_close(store);
 }
 
