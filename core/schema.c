@@ -36,6 +36,7 @@
 #define XXH_STATIC_LINKING_ONLY /* lets XXH3_state_t live on the stack */
 #include <xxhash.h>
 
+#include "float_text.h"
 #include "schema_int.h"
 #include "ulid.h"
 
@@ -127,20 +128,32 @@ static int render_string(struct buf *out, const char *text, size_t length)
  * path a parsed vector element takes). digits gets them without trailing
  * zeros, *count their number, *exponent n with value = 0.digits x 10^n.
  *
- * This is "print with 1, 2, ... 17 digits and keep the first that reads
- * back" (FORMAT.md §7), with a shortcut for doubles of the normal range:
- * every decimal of at most 15 (DBL_DIG) significant digits reads back from
- * its double, so no two such decimals share a double. Hence if printing with
- * 15 digits reads back, those digits without their trailing zeros are the
- * one shortest form the search would find; if not, no form of 15 digits or
- * fewer exists and the search continues at 16, then 17 (which always reads
- * back). Subnormal values and floats take the full search.
+ * The definition (FORMAT.md §7) is "print with 1, 2, ... 17 digits, each
+ * correctly rounded, and keep the first that reads back": that is
+ * schema_shortest_by_search below, with a shortcut for doubles of the normal
+ * range (every decimal of at most 15 significant digits reads back from its
+ * double, so if printing with 15 digits reads back, those digits without
+ * their trailing zeros are the answer).
+ *
+ * The fast way gives the same digits: double-conversion's shortest digits D
+ * (core/float_text.h) have the least length q of any decimal that reads
+ * back, so the search cannot stop before q; it stops at q exactly when the
+ * correctly rounded q-digit decimal R reads back, and then D = R (R is the
+ * closest q-digit decimal to the value, D the closest of those that read
+ * back). So: if D = R (and, for floats, D reads back through strtod and a
+ * cast), D is the answer; otherwise (a value at a power of two, whose
+ * interval is lopsided) the search decides. One exception: where the value
+ * lies halfway between two q-digit decimals, printf rounds to even and the
+ * library away from zero, so when the (q+1)-th digit is a 5 the search
+ * decides too (about one value in ten; still one search instead of nine). tests/unit/test_schema.c checks
+ * the two against each other on millions of values.
  */
-static void shortest_digits(double value, bool as_float, char digits[24], int *count, int *exponent)
+/* The search from `from` digits on (1: the definition itself). */
+static void search_shortest(double value, bool as_float, int from, char digits[24], int *count, int *exponent)
 {
 	char text[48];
-	int first = 1, most = as_float ? 9 : 17;
-	if (!as_float && value > 1e-300 && value < 1e300)
+	int first = from, most = as_float ? 9 : 17;
+	if (!as_float && value > 1e-300 && value < 1e300 && first < 15)
 		first = 15;
 	for (int precision = first; precision <= most; precision++) {
 		snprintf(text, sizeof text, "%.*e", precision - 1, value);
@@ -159,6 +172,54 @@ static void shortest_digits(double value, bool as_float, char digits[24], int *c
 	digits[length] = 0;
 	*count = length;
 	*exponent = decimal_exponent + 1;
+}
+
+void schema_shortest_by_search(double value, bool as_float, char digits[24], int *count, int *exponent)
+{
+	search_shortest(value, as_float, 1, digits, count, exponent);
+}
+
+void schema_shortest_digits(double value, bool as_float, char digits[24], int *count, int *exponent)
+{
+	char rounded[24];
+	int rounded_count, rounded_point;
+	float_text_digits(value, as_float ? FLOAT_TEXT_SHORTEST_SINGLE : FLOAT_TEXT_SHORTEST, 0, digits, 24, count,
+			  exponent);
+	float_text_digits(value, FLOAT_TEXT_PRECISION, *count, rounded, sizeof rounded, &rounded_count, &rounded_point);
+	bool same = rounded_count == *count && rounded_point == *exponent && memcmp(rounded, digits, (size_t)*count) == 0;
+	if (same && *count < (as_float ? 9 : 17)) {
+		/* a value halfway between two q-digit decimals: printf rounds such ties to even, the
+		 * library away from zero, so the search decides (one digit more ends in 5) */
+		char next[24];
+		int next_count, next_point;
+		float_text_digits(value, FLOAT_TEXT_PRECISION, *count + 1, next, sizeof next, &next_count, &next_point);
+		if (next_count == *count + 1 && next[*count] == '5')
+			same = false;
+	}
+	if (same && as_float) {
+		/* "0.<digits>e<exponent>", read back through the double a parsed element becomes */
+		char text[48];
+		size_t length = 2;
+		memcpy(text, "0.", 2);
+		memcpy(text + length, digits, (size_t)*count);
+		length += (size_t)*count;
+		text[length++] = 'e';
+		int power = *exponent < 0 ? -*exponent : *exponent;
+		if (*exponent < 0)
+			text[length++] = '-';
+		char reversed[8];
+		int used = 0;
+		do {
+			reversed[used++] = (char)('0' + power % 10);
+			power /= 10;
+		} while (power);
+		while (used)
+			text[length++] = reversed[--used];
+		same = (float)float_text_read(text, length) == (float)value;
+	}
+	/* nothing shorter than the library's digits reads back: the search starts at their length */
+	if (!same)
+		search_shortest(value, as_float, *count, digits, count, exponent);
 }
 
 /*
@@ -227,7 +288,7 @@ static size_t format_decimal(char *out, double value, bool as_float)
 	}
 	char digits[24];
 	int count, n;
-	shortest_digits(fabs(value), as_float, digits, &count, &n);
+	schema_shortest_digits(fabs(value), as_float, digits, &count, &n);
 	return format_digits(out, value, digits, count, n);
 }
 

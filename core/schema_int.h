@@ -99,4 +99,10 @@ int schema_row_parse_tree(const struct schema *schema, const char *line, size_t 
 int schema_inference_row_tree(struct schema_inference *inference, const char *line, size_t size,
 			      bool allow_delete, struct schema_row *row, struct error_info *error);
 
+/* The definition of the shortest digits (schema.c, FORMAT.md §7): the search
+ * with printf and strtod that the fast path must agree with (for tests). */
+void schema_shortest_by_search(double value, bool as_float, char digits[24], int *count, int *exponent);
+/* The same digits, the fast way (double-conversion, falling back to the search). */
+void schema_shortest_digits(double value, bool as_float, char digits[24], int *count, int *exponent);
+
 #endif

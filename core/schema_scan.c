@@ -33,6 +33,7 @@
  * Declined besides: objects as values and nested arrays (no row accepts
  * them), keys with escapes or other bytes (no property name has them).
  */
+#include "float_text.h"
 #include "schema_int.h"
 
 #include <errno.h>
@@ -338,25 +339,14 @@ static void digit_add(struct digit_run *run, int digit)
 		run->overflow = true;
 }
 
-/* strtod of text[0..length) exactly as jansson reads reals; 0 or declined (overflow) or -ENOMEM. */
+/* strtod of text[0..length) exactly as jansson reads reals (correctly rounded,
+ * core/float_text.h, without a NUL-terminated copy); 0 or declined (overflow). */
 static int read_real(struct schema_scan *scan, const char *text, size_t length, double *out)
 {
-	char small[64];
-	char *copy = small;
-	size_t mark = scan->decoded.size;
-	if (length >= sizeof small) {
-		/* Borrow the end of the decoded buffer as a NUL-terminated copy. */
-		int rc = buf_reserve(&scan->decoded, length + 1);
-		if (rc)
-			return rc;
-		copy = (char *)scan->decoded.data + mark;
-	}
-	memcpy(copy, text, length);
-	copy[length] = 0;
-	errno = 0;
-	double value = strtod(copy, NULL);
-	if ((value == HUGE_VAL || value == -HUGE_VAL) && errno == ERANGE)
-		return SCHEMA_SCAN_DECLINED;
+	(void)scan;
+	double value = float_text_read(text, length);
+	if (isinf(value) || isnan(value))
+		return SCHEMA_SCAN_DECLINED;   /* out of range: jansson refuses it too */
 	*out = value;
 	return 0;
 }

@@ -1666,6 +1666,60 @@ TEST(f64_rendering_equals_the_search_over_1_to_17_digits)
 	}
 }
 
+/* The fast shortest digits against their definition, the search (schema.c): equal digits and exponent. */
+static bool shortest_agrees(double value, bool as_float)
+{
+	char fast[24], slow[24];
+	int fast_count, fast_exponent, slow_count, slow_exponent;
+	schema_shortest_digits(value, as_float, fast, &fast_count, &fast_exponent);
+	schema_shortest_by_search(value, as_float, slow, &slow_count, &slow_exponent);
+	bool same_digits = fast_count == slow_count && fast_exponent == slow_exponent && strcmp(fast, slow) == 0;
+	if (!same_digits)
+		fprintf(stderr, "    %s %.17g: fast 0.%se%d, search 0.%se%d\n", as_float ? "float" : "double", value, fast,
+			fast_exponent, slow, slow_exponent);
+	return same_digits;
+}
+
+TEST(the_fast_shortest_digits_are_the_searchs_for_random_floats_doubles_and_every_power_of_two)
+{
+	size_t checked = 0;
+	for (int round = 0; round < 300000; round++) {
+		uint64_t bits = next_random();
+		uint32_t single = (uint32_t)bits;
+		float as_float;
+		memcpy(&as_float, &single, sizeof as_float);
+		if (isfinite(as_float) && as_float != 0) {
+			CHECK(shortest_agrees(fabs((double)as_float), true));
+			checked++;
+		}
+		double value;
+		memcpy(&value, &bits, sizeof value);
+		if (round % 4 == 0 && isfinite(value) && value != 0) {
+			CHECK(shortest_agrees(fabs(value), false));
+			checked++;
+		}
+		float uniform = (float)((double)(bits >> 11) / 9007199254740992.0 * 2 - 1);   /* embeddings: [-1, 1) */
+		if (uniform != 0)
+			CHECK(shortest_agrees(fabs((double)uniform), true));
+		if (harness_failed())
+			return;
+	}
+	/* the lopsided intervals: every power of two and its neighbours, as float and double */
+	for (int e = -149; e <= 127; e++) {
+		float power = ldexpf(1.0f, e);
+		CHECK(shortest_agrees((double)power, true));
+		CHECK(shortest_agrees((double)nextafterf(power, INFINITY), true));
+		if (e > -149)
+			CHECK(shortest_agrees((double)nextafterf(power, 0), true));
+	}
+	for (int e = -1074; e <= 1023; e++) {
+		double power = ldexp(1.0, e);
+		CHECK(shortest_agrees(power, false));
+		CHECK(shortest_agrees(nextafter(power, INFINITY), false));
+	}
+	CHECK(checked > 300000);
+}
+
 int main(void)
 {
 	return harness_run();
