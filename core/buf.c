@@ -262,3 +262,23 @@ uint64_t buf_load_u64(const uint8_t *at)
 {
 	return (uint64_t)buf_load_u32(at) | (uint64_t)buf_load_u32(at + 4) << 32;
 }
+
+int buf_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
+{
+	if (needed <= *capacity)
+		return 0;
+	size_t grown = *capacity ? *capacity : 16;
+	while (grown < needed) {
+		if (grown > SIZE_MAX / 2)
+			return -ENOMEM;
+		grown *= 2;
+	}
+	if (element_size && grown > SIZE_MAX / element_size)
+		return -ENOMEM;
+	void *bigger = realloc(*array, grown * element_size);
+	if (!bigger)
+		return -ENOMEM;
+	*array = bigger;
+	*capacity = grown;
+	return 0;
+}

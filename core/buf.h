@@ -26,6 +26,9 @@ void buf_reset(struct buf *buffer);        /* size = 0, keeps the memory */
 
 /* Each returns 0 or -ENOMEM; on error the buffer is unchanged. */
 int buf_reserve(struct buf *buffer, size_t extra);
+/* Grows *array (of element_size elements, *capacity of them) to hold at least
+ * needed, doubling from 16. 0 or -ENOMEM (the array unchanged). */
+int buf_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size);
 int buf_append(struct buf *buffer, const void *bytes, size_t size);
 int buf_append_string(struct buf *buffer, const char *text);     /* no NUL */
 int buf_printf(struct buf *buffer, const char *format, ...) __attribute__((format(printf, 2, 3)));

@@ -28,10 +28,8 @@ int store_heads_collect(struct store_snapshot *snapshot, struct store_head_list 
 int store_head_list_add(const struct head_row *head, void *context)
 {
 	struct store_head_list *list = context;
-	struct head_row *grown = realloc(list->heads, (list->count + 1) * sizeof *grown);
-	if (!grown)
+	if (buf_grow_array((void **)&list->heads, &list->capacity, list->count + 1, sizeof *list->heads) < 0)
 		return -ENOMEM;
-	list->heads = grown;
 	list->heads[list->count++] = *head;
 	return 0;
 }

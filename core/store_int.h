@@ -101,7 +101,7 @@ void store_txn_trust_endpoints(struct store_txn *txn);
 /* Live heads of a snapshot, in name order (store_diff.c). */
 struct store_head_list {
 	struct head_row *heads;
-	size_t count;
+	size_t count, capacity;
 };
 int store_heads_collect(struct store_snapshot *snapshot, struct store_head_list *out);   /* free out->heads */
 int store_head_list_add(const struct head_row *head, void *context);   /* a store_snapshot_heads visitor */

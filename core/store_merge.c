@@ -60,14 +60,8 @@ static int collect_change(const uint8_t *id, size_t id_size, const uint8_t *a_ro
 			  const uint8_t *b_row, size_t b_size, void *context)
 {
 	struct change_list *list = context;
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 32;
-		struct row_change *grown = realloc(list->items, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		list->items = grown;
-		list->capacity = capacity;
-	}
+	if (buf_grow_array((void **)&list->items, &list->capacity, list->count + 1, sizeof *list->items) < 0)
+		return -ENOMEM;
 	struct row_change *change = &list->items[list->count];
 	memset(change, 0, sizeof *change);
 	change->id_size = id_size;
@@ -145,14 +139,8 @@ static const uint8_t *change_bytes(const struct change_list *list, size_t offset
 
 static int apply_add(struct merge_table *table, const uint8_t *id, size_t id_size, const uint8_t *row, size_t row_size)
 {
-	if (table->apply_count == table->apply_capacity) {
-		size_t capacity = table->apply_capacity ? table->apply_capacity * 2 : 32;
-		struct apply_entry *grown = realloc(table->apply, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		table->apply = grown;
-		table->apply_capacity = capacity;
-	}
+	if (buf_grow_array((void **)&table->apply, &table->apply_capacity, table->apply_count + 1, sizeof *table->apply) < 0)
+		return -ENOMEM;
 	struct apply_entry *entry = &table->apply[table->apply_count];
 	memset(entry, 0, sizeof *entry);
 	entry->id_size = id_size;

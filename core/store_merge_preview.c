@@ -36,15 +36,10 @@ struct store_merge_plan {
 static void plan_conflict(const char *table, const char *line, size_t size, void *context)
 {
 	struct store_merge_plan *plan = context;
-	if (plan->conflict_count == plan->conflict_capacity) {
-		size_t capacity = plan->conflict_capacity ? plan->conflict_capacity * 2 : 16;
-		struct plan_conflict *grown = realloc(plan->conflicts, capacity * sizeof *grown);
-		if (!grown) {
-			plan->rc = -ENOMEM;
-			return;
-		}
-		plan->conflicts = grown;
-		plan->conflict_capacity = capacity;
+	if (buf_grow_array((void **)&plan->conflicts, &plan->conflict_capacity, plan->conflict_count + 1,
+			   sizeof *plan->conflicts) < 0) {
+		plan->rc = -ENOMEM;
+		return;
 	}
 	struct plan_conflict *conflict = &plan->conflicts[plan->conflict_count];
 	snprintf(conflict->table, sizeof conflict->table, "%s", table);

@@ -20,23 +20,7 @@
 
 #include "store_int.h"
 
-struct head_list {
-	struct head_row *heads;
-	size_t count;
-};
-
-static int collect_head(const struct head_row *head, void *context)
-{
-	struct head_list *list = context;
-	struct head_row *grown = realloc(list->heads, (list->count + 1) * sizeof *grown);
-	if (!grown)
-		return -ENOMEM;
-	list->heads = grown;
-	list->heads[list->count++] = *head;
-	return 0;
-}
-
-static const struct head_row *find_incarnation(const struct head_list *list, const struct head_row *head)
+static const struct head_row *find_incarnation(const struct store_head_list *list, const struct head_row *head)
 {
 	for (size_t i = 0; i < list->count; i++)
 		if (ulid_compare(&list->heads[i].stable_id, &head->stable_id) == 0 &&
@@ -85,7 +69,7 @@ static bool same_content(struct store *store, const struct head_row *a, const st
 
 /* A table of list named like head (another incarnation) that already holds head's
  * content: what restoring a dropped table made, which a second revert leaves. */
-static const struct head_row *restored_copy(struct store *store, const struct head_list *list,
+static const struct head_row *restored_copy(struct store *store, const struct store_head_list *list,
 					    const struct head_row *head)
 {
 	for (size_t i = 0; i < list->count; i++)
@@ -97,7 +81,7 @@ static const struct head_row *restored_copy(struct store *store, const struct he
 }
 
 /* The operations that take now to then (see the top of the file). */
-static int plan(struct store *store, const struct head_list *now, const struct head_list *then,
+static int plan(struct store *store, const struct store_head_list *now, const struct store_head_list *then,
 		struct op_list *ops)
 {
 	for (int edges = 1; edges >= 0; edges--)
@@ -147,13 +131,13 @@ int store_revert_to(struct store *store, const char *branch, struct store_snapsh
 		    struct error_info *error)
 {
 	struct store_snapshot *now = NULL;
-	struct head_list now_heads = { 0 }, then_heads = { 0 };
+	struct store_head_list now_heads = { 0 }, then_heads = { 0 };
 	struct op_list ops = { 0 };
 	int rc;
 	if ((rc = store_snapshot_open(store, branch, STORE_LATEST, &now, error)) < 0)
 		goto out;
-	if ((rc = store_snapshot_heads(now, false, collect_head, &now_heads)) < 0 ||
-	    (rc = store_snapshot_heads(then, false, collect_head, &then_heads)) < 0 ||
+	if ((rc = store_snapshot_heads(now, false, store_head_list_add, &now_heads)) < 0 ||
+	    (rc = store_snapshot_heads(then, false, store_head_list_add, &then_heads)) < 0 ||
 	    (rc = plan(store, &now_heads, &then_heads, &ops)) < 0) {
 		error_info_set(error, rc, "cannot read the heads of branch %s: %s", branch, strerror(-rc));
 		goto out;

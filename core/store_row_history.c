@@ -45,14 +45,8 @@ static int note_version(const struct commit_record *record, void *context)
 		const struct head_row *after = &record->changes[i].head_after;
 		if (ulid_compare(&after->stable_id, &walk->stable_id) != 0)
 			continue;
-		if (walk->count == walk->capacity) {
-			size_t capacity = walk->capacity ? walk->capacity * 2 : 32;
-			struct row_state *grown = realloc(walk->states, capacity * sizeof *grown);
-			if (!grown)
-				return -ENOMEM;
-			walk->states = grown;
-			walk->capacity = capacity;
-		}
+		if (buf_grow_array((void **)&walk->states, &walk->capacity, walk->count + 1, sizeof *walk->states) < 0)
+			return -ENOMEM;
 		struct row_state *state = &walk->states[walk->count];
 		memset(state, 0, sizeof *state);
 		state->version = record->version;

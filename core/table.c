@@ -85,17 +85,7 @@ int table_key_value_decode(const uint8_t *bytes, size_t size, struct key_value *
 
 int table_grow_array(void **array, size_t *capacity, size_t needed, size_t element_size)
 {
-	if (needed <= *capacity)
-		return 0;
-	size_t grown = *capacity ? *capacity : 64;
-	while (grown < needed)
-		grown *= 2;
-	void *bigger = realloc(*array, grown * element_size);
-	if (!bigger)
-		return -ENOMEM;
-	*array = bigger;
-	*capacity = grown;
-	return 0;
+	return buf_grow_array(array, capacity, needed, element_size);
 }
 
 /* ---- table version records ---------------------------------------------------------- */

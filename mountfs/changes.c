@@ -85,41 +85,48 @@ int changes_resolve_diffs(struct mountfs *mount, struct node *parent, const char
 	return rc;
 }
 
-struct diff_names {
+/*
+ * Table files of a listing (<Name>.jsonl of kind), or, resolving, whether the
+ * one wanted is among them: the visitor of store_diff_names and of a merge
+ * preview's tables.
+ */
+struct table_files {
 	struct lister *lister;
-	const char *wanted;   /* resolving: the one name looked for */
+	enum node_kind kind;
+	const char *wanted;
 	bool found;
 };
 
-static int diff_name(const char *table, void *context)
+static int table_file(const char *table, void *context)
 {
-	struct diff_names *names = context;
-	if (names->wanted) {
-		names->found = strcmp(table, names->wanted) == 0;
-		return names->found;
+	struct table_files *files = context;
+	if (files->wanted) {
+		files->found = strcmp(table, files->wanted) == 0;
+		return files->found;
 	}
-	char file[GRAPHFS_NAME_MAX + 1];
-	snprintf(file, sizeof file, "%s.jsonl", table);
-	struct dir_entry *entry = lister_add(names->lister, file, NODE_DIFF_FILE);
+	char name[GRAPHFS_NAME_MAX + 1];
+	snprintf(name, sizeof name, "%s.jsonl", table);
+	struct dir_entry *entry = lister_add(files->lister, name, files->kind);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
 	return 0;
 }
 
-static int diff_tables(struct mountfs *mount, const struct node *root, struct diff_names *names)
+static int diff_tables(struct mountfs *mount, const struct node *root, struct table_files *names)
 {
 	struct store_snapshot *a, *b;
+	names->kind = NODE_DIFF_FILE;
 	int rc = diff_snapshots(mount, root->view.branch, root->name, &a, &b);
 	if (rc == 0)
-		rc = store_diff_names(a, b, diff_name, names);
+		rc = store_diff_names(a, b, table_file, names);
 	release_both(a, b);
 	return rc;
 }
 
 int changes_list_diff(struct mountfs *mount, struct node *directory, struct lister *lister)
 {
-	struct diff_names names = { .lister = lister };
+	struct table_files names = { .lister = lister };
 	return diff_tables(mount, directory, &names);
 }
 
@@ -127,7 +134,7 @@ int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char 
 {
 	if (!table_name_from_file(name, ".jsonl", out->table))
 		return -ENOENT;
-	struct diff_names names = { .wanted = out->table };
+	struct table_files names = { .wanted = out->table };
 	int rc = diff_tables(mount, parent, &names);
 	if (rc < 0)
 		return rc;
@@ -227,46 +234,23 @@ int changes_render_merge_status(struct mountfs *mount, const struct node *node, 
 	return rc;
 }
 
-struct merge_files {
-	struct lister *lister;
-	enum node_kind kind;
-	const char *wanted;
-	bool found;
-};
-
-static int merge_file(const char *table, void *context)
-{
-	struct merge_files *files = context;
-	if (files->wanted) {
-		files->found = strcmp(table, files->wanted) == 0;
-		return files->found;
-	}
-	char name[GRAPHFS_NAME_MAX + 1];
-	snprintf(name, sizeof name, "%s.jsonl", table);
-	struct dir_entry *entry = lister_add(files->lister, name, files->kind);
-	if (!entry)
-		return -ENOMEM;
-	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
-	return 0;
-}
-
 /* The tables of the merged result (tables/) or those with conflicts (conflicts/). */
-static int merge_files_of(struct mountfs *mount, const struct node *directory, struct merge_files *files)
+static int merge_files_of(struct mountfs *mount, const struct node *directory, struct table_files *files)
 {
 	struct store_merge_plan *plan;
 	int rc = merge_plan(mount, directory, &plan);
 	if (rc < 0)
 		return rc;
 	files->kind = directory->kind == NODE_MERGE_TABLES_DIR ? NODE_MERGE_TABLE_FILE : NODE_MERGE_CONFLICT_FILE;
-	rc = directory->kind == NODE_MERGE_TABLES_DIR ? store_merge_plan_tables(plan, merge_file, files)
-						       : store_merge_plan_conflict_tables(plan, merge_file, files);
+	rc = directory->kind == NODE_MERGE_TABLES_DIR ? store_merge_plan_tables(plan, table_file, files)
+						       : store_merge_plan_conflict_tables(plan, table_file, files);
 	store_merge_plan_free(plan);
 	return rc;
 }
 
 int changes_list_merge_files(struct mountfs *mount, struct node *directory, struct lister *lister)
 {
-	struct merge_files files = { .lister = lister };
+	struct table_files files = { .lister = lister };
 	return merge_files_of(mount, directory, &files);
 }
 
@@ -274,7 +258,7 @@ int changes_resolve_merge_file(struct mountfs *mount, struct node *parent, const
 {
 	if (!table_name_from_file(name, ".jsonl", out->table))
 		return -ENOENT;
-	struct merge_files files = { .wanted = out->table };
+	struct table_files files = { .wanted = out->table };
 	int rc = merge_files_of(mount, parent, &files);
 	if (rc < 0)
 		return rc;
@@ -304,14 +288,8 @@ struct merged_names {
 static int note_name(const struct head_row *head, void *context)
 {
 	struct merged_names *list = context;
-	if (list->count == list->capacity) {
-		size_t capacity = list->capacity ? list->capacity * 2 : 16;
-		char (*grown)[JOURNAL_NAME_MAX + 1] = realloc(list->names, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		list->names = grown;
-		list->capacity = capacity;
-	}
+	if (buf_grow_array((void **)&list->names, &list->capacity, list->count + 1, sizeof *list->names) < 0)
+		return -ENOMEM;
 	snprintf(list->names[list->count++], JOURNAL_NAME_MAX + 1, "%s", head->name);
 	return 0;
 }
