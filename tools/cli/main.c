@@ -26,7 +26,7 @@ static const struct command commands[] = {
 	{ "gc", cmd_gc, "gc STORE [--keep-versions N]    reclaim old versions and the space they hold" },
 	{ "optimize", cmd_optimize, "optimize STORE [TABLE]          rewrite tables into fresh fragments (same bytes)" },
 	{ "revert", cmd_revert, "revert STORE VERSION            one commit back to the tables as of VERSION" },
-	{ "merge", cmd_merge, "merge STORE SOURCE [--into DEST]  three-way merge of branch SOURCE as one commit" },
+	{ "merge", cmd_merge, "merge STORE SOURCE              three-way merge of branch SOURCE (--into DEST) as one commit" },
 	{ "diff", cmd_diff, "diff STORE A B [TABLE]          rows that changed from A to B, JSON lines" },
 	{ "tag", cmd_tag, "tag STORE list|create|delete     name versions with immutable tags" },
 	{ "heads", cmd_heads, "heads STORE                     the head row of every live table, JSON lines" },
