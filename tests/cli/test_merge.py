@@ -384,3 +384,19 @@ def test_a_branch_with_no_commit_of_its_own_does_not_hold_gc_back_and_still_fast
     assert cli.ok("merge", store, "main", "--into", "dev").stdout.decode().startswith("fast-forwarded main into dev")
     assert cli.export(store, "Person", branch="dev") == cli.export(store, "Person")
     cli.ok("verify", store)
+
+
+def test_edges_to_nodes_the_source_added_merge_with_the_destinations_own_edges(cli, store):
+    person_store(cli, store)
+    cli.set_schema(store, "Knows", KNOWS)
+    cli.import_rows(store, "Knows", [{"id": "k0", "from": "a", "to": "b"}])
+    cli.ok("branch", store, "create", "people")
+    cli.import_rows(store, "Person", [{"id": "z", "n": 9, "s": "new"}], mode="merge", branch="people")
+    cli.import_rows(store, "Knows", [{"id": "k1", "from": "a", "to": "z"}], mode="merge", branch="people")
+    cli.import_rows(store, "Knows", [{"id": "k2", "from": "c", "to": "a"}], mode="merge")
+    cli.ok("merge", store, "people")
+    assert [row["id"] for row in rows_of(cli, store, "Knows")] == ["k0", "k1", "k2"]
+    assert "z" in [row["id"] for row in rows_of(cli, store, "Person")]
+    cli.ok("verify", store)
+    # and a graph walk sees the merged edge
+    assert json.loads(cli.ok("dump", store).stdout.decode().splitlines()[-1])["edge"] == "Knows"

@@ -99,3 +99,16 @@ def test_history_by_id_has_one_line_per_version_in_which_the_row_changed(forked,
         m.read("history", "by-id", "Person", "never.jsonl")
     cli = graphfs("log", forked, "--table", "Person", "--id", "a").stdout.decode()
     assert cli == m.read("history", "by-id", "Person", "a.jsonl")
+
+
+def test_a_branch_mount_merges_main_into_itself_through_its_own_merge_directory(forked, mounter):
+    import_rows(forked, "Person", [{"id": "m", "n": 7, "s": "main"}], mode="merge")
+    import_rows(forked, "Person", [{"id": "d", "n": 8, "s": "dev"}], mode="merge", branch="dev")
+    m = mounter(forked)
+    assert os.listdir(m.path("branches", "dev", "merge")) == ["main"]
+    assert m.read("branches", "dev", "merge", "main", "status") == "merge\n"
+    preview = m.read("branches", "dev", "merge", "main", "tables", "Person.jsonl")
+    m.write("branches/dev/merge/main/.commit", "main into dev\n")
+    assert m.read("branches", "dev", "tables", "Person.jsonl") == preview
+    assert {row["id"] for row in lines(preview)} == {"a", "b", "c", "d", "m"}
+    assert m.log("branches/dev")[0]["message"] == "main into dev"
