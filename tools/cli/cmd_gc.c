@@ -120,8 +120,8 @@ int cmd_gc(int argc, char **argv)
 			       dry_run ? "would be reclaimed" : "reclaimed", (unsigned long long)result.horizon,
 			       (unsigned long long)result.version);
 		if (result.held_by[0])
-			printf("gc: kept version %llu and later: the merge base of branch %s and the branch it was forked from "
-			       "(merge or delete %s to let gc go further)\n",
+			printf("gc: kept version %llu and later: the merge base of branch %s and the branch it was forked from, "
+			       "which a merge between them reads (delete %s once no merge needs it, and gc goes further)\n",
 			       (unsigned long long)result.held_at, result.held_by, result.held_by);
 		if (result.versions_pinned)
 			printf("gc: %llu version%s below the horizon kept for open readers (the next gc after they close takes them)\n",
