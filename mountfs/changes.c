@@ -400,11 +400,7 @@ static int row_file(const uint8_t *id, size_t id_size, void *context)
 	if (!graph_id_encode(id, id_size, name) || strlen(name) + 6 > GRAPHFS_NAME_MAX)
 		return 0;   /* too long a name: reach it through tables/ */
 	strcat(name, ".jsonl");
-	struct dir_entry *entry = lister_add(lister, name, NODE_BY_ID_FILE);
-	if (!entry)
-		return -ENOMEM;
-	snprintf(entry->child.table, sizeof entry->child.table, "%s", lister_directory(lister)->table);
-	return 0;
+	return lister_add_lean(lister, name, NODE_BY_ID_FILE);   /* child: the directory's table */
 }
 
 /* Lists the rows a node table has now (ids of deleted rows resolve, but are not listed). */

@@ -115,7 +115,6 @@ int graph_resolve_nodes(struct mountfs *mount, struct node *parent, const char *
 
 struct node_listing {
 	struct lister *lister;
-	const char *table;
 };
 
 static int list_node(const uint8_t *id, size_t id_size, void *context)
@@ -124,11 +123,7 @@ static int list_node(const uint8_t *id, size_t id_size, void *context)
 	char name[GRAPHFS_NAME_MAX + 1];
 	if (!graph_id_encode(id, id_size, name))
 		return 0;   /* reach it through tables/ (invariant 2) */
-	struct dir_entry *entry = lister_add(listing->lister, name, NODE_GRAPH_NODE_DIR);
-	if (!entry)
-		return -ENOMEM;
-	snprintf(entry->child.table, sizeof entry->child.table, "%s", listing->table);
-	return 0;
+	return lister_add_lean(listing->lister, name, NODE_GRAPH_NODE_DIR);   /* child: the directory's table */
 }
 
 int graph_list_nodes(struct mountfs *mount, struct node *directory, struct lister *lister)
@@ -137,7 +132,7 @@ int graph_list_nodes(struct mountfs *mount, struct node *directory, struct liste
 	int rc = view_snapshot(mount, &directory->view, &snapshot);
 	if (rc < 0)
 		return rc;
-	struct node_listing listing = { lister, directory->table };
+	struct node_listing listing = { lister };
 	rc = store_graph_node_ids(snapshot, directory->table, list_node, &listing);
 	store_snapshot_release(snapshot);
 	return rc;

@@ -528,23 +528,26 @@ int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *parent = node_of(mount, id);
 	struct dir_listing *listing = &((struct open_directory *)(uintptr_t)handle)->listing;
-	for (uint64_t i = offset; i < listing->count; i++) {
-		struct dir_entry *item = &listing->entries[i];
+	for (uint64_t i = offset; i < dir_listing_size(listing); i++) {
+		struct child scratch;
+		const struct child *child;
+		bool dot;
+		const char *name = dir_listing_entry(listing, parent, i, &scratch, &child, &dot);
 		struct mountfs_entry entry;
 		memset(&entry, 0, sizeof entry);
 		struct node *node = NULL;
-		if (item->dot) {
+		if (dot) {
 			entry.attr.st_mode = S_IFDIR;
 			entry.attr.st_ino = i == 0 || !parent->parent ? parent->st_ino : parent->parent->st_ino;
 		} else if (plus) {
-			if (namespace_entry(mount, parent, item->name, &item->child, &entry, &node) < 0)
+			if (namespace_entry(mount, parent, name, child, &entry, &node) < 0)
 				continue;   /* gone since opendir */
 		} else {
-			entry.attr.st_mode = node_is_directory(item->child.kind) ? S_IFDIR
-					     : node_is_link(item->child.kind) ? S_IFLNK : S_IFREG;
-			entry.attr.st_ino = inode_number(parent, item->name, item->child.kind, &item->child.view);
+			entry.attr.st_mode = node_is_directory(child->kind) ? S_IFDIR
+					     : node_is_link(child->kind) ? S_IFLNK : S_IFREG;
+			entry.attr.st_ino = inode_number(parent, name, child->kind, &child->view);
 		}
-		if (fill(context, item->name, &entry, i + 1) != 0) {
+		if (fill(context, name, &entry, i + 1) != 0) {
 			if (node)
 				inode_forget(mount, node, 1);
 			break;

@@ -412,10 +412,25 @@ struct dir_entry {
 	struct child child;
 	bool dot;
 };
+/*
+ * A listing holds its entries in two forms: rich ones (a whole struct child
+ * each, first) and, after them, lean ones — a name and a kind, whose child is
+ * the directory's own view and table — so that a directory of a million rows
+ * (graph/<Node>/, history/by-id/<Node>/) costs a few bytes an entry, not a
+ * kilobyte. Read entries with dir_listing_size / dir_listing_entry.
+ */
+struct lean_entry {
+	uint32_t name;               /* offset of its NUL-terminated name in names */
+	uint8_t kind;                /* enum node_kind */
+};
 struct dir_listing {
 	struct dir_entry *entries;
 	size_t count;
 	size_t capacity;
+	struct lean_entry *lean;
+	size_t lean_count;
+	size_t lean_capacity;
+	struct buf names;
 };
 
 /* An opendir handle: its listing, in the mount's list of open directories. */
@@ -425,6 +440,12 @@ struct open_directory {
 };
 int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out);
 void dir_listing_free(struct dir_listing *listing);
+/* How many entries the listing has (rich and lean). */
+size_t dir_listing_size(const struct dir_listing *listing);
+/* Entry i (< dir_listing_size) of the listing of directory: returns its name and
+ * sets *child (lean entries are built in *scratch) and *dot (. and ..). */
+const char *dir_listing_entry(const struct dir_listing *listing, const struct node *directory, size_t i,
+			      struct child *scratch, const struct child **child, bool *dot);
 /* The attributes every node shares (owner, mode, mount time), no store I/O. */
 void namespace_attr_base(struct mountfs *mount, const struct node *node, struct stat *st);
 /* Fills *st for node. 0, -ENOENT (gone), -errno. */
@@ -434,6 +455,8 @@ double namespace_timeout(const struct node *node);
 /* Adding one entry to a listing being built (class list callbacks). NULL: out of memory. */
 struct lister;
 struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind);
+/* A lean entry (after every rich one): its child is the directory's view and table. 0 or -ENOMEM. */
+int lister_add_lean(struct lister *lister, const char *name, enum node_kind kind);
 struct node *lister_directory(const struct lister *lister);
 
 /* ---- graph.c: the callbacks of graph/ (namespace.c's class table names them) ---- */

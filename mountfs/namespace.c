@@ -22,6 +22,7 @@
  *   5. Everything under history/ is read-only and cached by the kernel for
  *      GRAPHFS_HISTORY_TIMEOUT.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -797,6 +798,7 @@ struct node *lister_directory(const struct lister *lister)
 struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind)
 {
 	struct dir_listing *listing = lister->listing;
+	assert(listing->lean_count == 0);   /* rich entries come first */
 	if (listing->count == listing->capacity) {
 		size_t capacity = listing->capacity ? listing->capacity * 2 : 32;
 		struct dir_entry *grown = realloc(listing->entries, capacity * sizeof *grown);
@@ -813,11 +815,51 @@ struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_
 	return entry;
 }
 
+int lister_add_lean(struct lister *lister, const char *name, enum node_kind kind)
+{
+	struct dir_listing *listing = lister->listing;
+	size_t at = listing->names.size;
+	if (at > UINT32_MAX ||
+	    buf_grow_array((void **)&listing->lean, &listing->lean_capacity, listing->lean_count + 1,
+			   sizeof *listing->lean) < 0 ||
+	    buf_append(&listing->names, name, strlen(name) + 1) < 0)
+		return -ENOMEM;
+	listing->lean[listing->lean_count++] = (struct lean_entry){ (uint32_t)at, (uint8_t)kind };
+	return 0;
+}
+
 void dir_listing_free(struct dir_listing *listing)
 {
 	free(listing->entries);
 	listing->entries = NULL;
 	listing->count = listing->capacity = 0;
+	free(listing->lean);
+	listing->lean = NULL;
+	listing->lean_count = listing->lean_capacity = 0;
+	buf_free(&listing->names);
+}
+
+size_t dir_listing_size(const struct dir_listing *listing)
+{
+	return listing->count + listing->lean_count;
+}
+
+const char *dir_listing_entry(const struct dir_listing *listing, const struct node *directory, size_t i,
+			      struct child *scratch, const struct child **child, bool *dot)
+{
+	if (i < listing->count) {
+		*child = &listing->entries[i].child;
+		*dot = listing->entries[i].dot;
+		return listing->entries[i].name;
+	}
+	const struct lean_entry *lean = &listing->lean[i - listing->count];
+	memset(scratch, 0, sizeof *scratch);
+	scratch->kind = (enum node_kind)lean->kind;
+	scratch->view = directory->view;
+	snprintf(scratch->table, sizeof scratch->table, "%s", directory->table);
+	*child = scratch;
+	*dot = false;
+	return (const char *)listing->names.data + lean->name;
 }
 
 static int list_head(const struct head_row *head, void *context)
@@ -1033,6 +1075,7 @@ static int hide_empty_staged_schemas(struct mountfs *mount, struct node *staging
 int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out)
 {
 	memset(out, 0, sizeof *out);
+	buf_init(&out->names);
 	if (!node_is_directory(directory->kind))
 		return -ENOTDIR;
 	struct lister lister = { .listing = out, .parent = directory, .mount = mount };
