@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "mountfs_fixture.h"
+#include "mountfs_int.h"   /* a listing's own memory, for the lean-entries test */
 
 #define PEOPLE "{\"id\":\"a\",\"name\":\"Ada\"}\n{\"id\":\"b\",\"name\":\"Bob\"}\n"
 
@@ -672,6 +673,37 @@ TEST(a_listing_of_thousands_of_entries_is_complete_in_small_batches)
 	CHECK(fs_list("tables", true, 77, &plus) == 0);
 	CHECK_EQ(plus.count, 3002);
 	CHECK_EQ(plus.zero_inodes, 0);
+	fixture_close();
+}
+
+TEST(a_listing_of_graph_rows_keeps_a_name_and_a_kind_per_row_and_lists_them_all)
+{
+	CHECK(fixture_open() == 0);
+	static char rows[1 << 17];
+	size_t used = 0;
+	for (int i = 0; i < 3000; i++)
+		used += (size_t)snprintf(rows + used, sizeof rows - used, "{\"id\":\"n%04d\"}\n", i);
+	CHECK(fs_overwrite("tables/N.jsonl", rows) == 0);
+	uint64_t id;
+	CHECK(fs_resolve("graph/N", &id) == 0);
+	struct mountfs_open_result opened;
+	CHECK(mountfs_opendir(fx.mount, id, &opened) == 0);
+	const struct dir_listing *listing = &((struct open_directory *)(uintptr_t)opened.handle)->listing;
+	CHECK_EQ(listing->count, 2);          /* . and .. */
+	CHECK_EQ(listing->lean_count, 3000);  /* the rows: 8 bytes and a name each */
+	CHECK(listing->names.size <= 3000 * 6);
+	mountfs_releasedir(fx.mount, opened.handle);
+	static char many[1 << 20];
+	struct names_collector plain = { .out = many, .size = sizeof many, .watch = "n0042" };
+	CHECK(fs_list("graph/N", false, 64, &plain) == 0);
+	CHECK_EQ(plain.count, 3002);
+	CHECK_EQ(plain.zero_inodes, 0);
+	struct stat st;
+	CHECK(fs_stat("graph/N/n0042", &st) == 0);
+	CHECK_EQ(plain.watched_ino, st.st_ino);
+	struct names_collector plus = { .out = many, .size = sizeof many };
+	CHECK(fs_list("graph/N", true, 50, &plus) == 0);
+	CHECK_EQ(plus.count, 3002);
 	fixture_close();
 }
 
