@@ -983,28 +983,30 @@ static int list_staging(struct mountfs *mount, struct node *directory, struct li
 	return scratch_list(mount, directory, list_scratch, lister);
 }
 
-static int list_version(const struct commit_record *record, void *context)
+static int list_version(const struct log_entry *commit, void *context)
 {
 	struct lister *lister = context;
-	if (record->reclaimed)
+	if (commit->reclaimed)
 		return 0;   /* reclaimed by gc: history/@V is ENOENT */
 	char name[32];
-	snprintf(name, sizeof name, "@%" PRIu64, record->version);
+	snprintf(name, sizeof name, "@%" PRIu64, commit->version);
 	struct dir_entry *entry = lister_add(lister, name, NODE_VERSION_ROOT);
 	if (!entry)
 		return -ENOMEM;
-	entry->child.view.version = record->version;
-	entry->child.time_us = record->time_us;
+	entry->child.view.version = commit->version;
+	entry->child.time_us = commit->time_us;
 	return 0;
 }
 
+/* The versions of the branch's log, from the mount's log cache (view.c): after new
+ * commits, a listing reads only those. */
 static int list_history(struct mountfs *mount, struct node *directory, struct lister *lister)
 {
 	struct store_snapshot *snapshot = NULL;
 	int rc = view_snapshot(mount, &directory->view, &snapshot);
 	if (rc < 0)
 		return rc;
-	rc = store_snapshot_log(snapshot, list_version, lister);
+	rc = view_log_entries(mount, &directory->view, snapshot, list_version, lister);
 	store_snapshot_release(snapshot);
 	return rc < 0 ? rc : 0;
 }

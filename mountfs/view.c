@@ -324,52 +324,116 @@ int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct 
 	return search.found ? 0 : -ENOENT;
 }
 
+/*
+ * The log. One view's log is cached (bytes and the commits it shows) for as
+ * long as the store's version and horizon stay. When a live view's branch got
+ * new commits, only those are read: the walk from the new head stops at the
+ * cached head commit, and the new lines go before the cached ones. If the
+ * walk never meets it (the branch was deleted and made again), the walk read
+ * the whole log and that is the log. A gc (horizon moved) renders it anew.
+ */
 struct log_render {
 	struct buf *out;
+	struct log_entry *entries;
+	size_t count, capacity;
+	const struct ulid *stop_at;     /* NULL: read to the end */
+	bool met;                       /* the walk reached stop_at */
+	struct ulid head;               /* the first commit read */
 	int rc;
 };
 
 static int log_visit(const struct commit_record *record, void *context)
 {
 	struct log_render *render = context;
-	render->rc = commit_record_render_json(record, render->out);
-	return render->rc < 0 ? render->rc : 0;
+	if (render->stop_at && !record->reclaimed && ulid_compare(&record->id, render->stop_at) == 0) {
+		render->met = true;
+		return 1;
+	}
+	if (render->count == 0)
+		render->head = record->id;
+	if ((render->rc = commit_record_render_json(record, render->out)) < 0)
+		return render->rc;
+	if (buf_grow_array((void **)&render->entries, &render->capacity, render->count + 1, sizeof *render->entries) < 0)
+		return render->rc = -ENOMEM;
+	render->entries[render->count++] = (struct log_entry){ record->version, record->time_us, record->reclaimed };
+	return 0;
 }
 
-/* The log of a view, cached for the last (view, version) rendered. */
-static int render_log(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
-		      struct buf *out)
+/* Brings the cache up to the view's log as of snapshot. log_lock held. 0 or -errno. */
+static int log_refresh(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot)
 {
 	uint64_t version = store_snapshot_version(snapshot), horizon = store_horizon(mount->store);
-	pthread_mutex_lock(&mount->log_lock);
 	if (mount->log_valid && same_view(&mount->log_view, view) && mount->log_store_version == version &&
-	    mount->log_horizon == horizon) {
-		int rc = buf_append(out, mount->log_bytes.data, mount->log_bytes.size);
-		pthread_mutex_unlock(&mount->log_lock);
-		return rc;
-	}
-	pthread_mutex_unlock(&mount->log_lock);
-
+	    mount->log_horizon == horizon)
+		return 0;
+	bool incremental = mount->log_valid && same_view(&mount->log_view, view) && mount->log_horizon == horizon &&
+			   view->version == 0 && !ulid_is_zero(&mount->log_head);
 	struct buf rendered;
 	buf_init(&rendered);
-	struct log_render render = { .out = &rendered, .rc = 0 };
+	struct log_render render = { .out = &rendered, .stop_at = incremental ? &mount->log_head : NULL };
 	int rc = store_snapshot_log(snapshot, log_visit, &render);
 	if (rc >= 0 && render.rc < 0)
 		rc = render.rc;
-	if (rc >= 0)
-		rc = buf_append(out, rendered.data, rendered.size);
-	if (rc >= 0) {
-		pthread_mutex_lock(&mount->log_lock);
-		buf_free(&mount->log_bytes);
-		mount->log_bytes = rendered;
-		mount->log_view = *view;
-		mount->log_store_version = version;
-		mount->log_horizon = horizon;
-		mount->log_valid = true;
-		pthread_mutex_unlock(&mount->log_lock);
-	} else {
-		buf_free(&rendered);
+	if (rc >= 0 && render.met) {
+		/* the new commits, then what was cached */
+		rc = buf_append(&rendered, mount->log_bytes.data, mount->log_bytes.size);
+		if (rc == 0)
+			rc = buf_grow_array((void **)&render.entries, &render.capacity,
+					    render.count + mount->log_entry_count, sizeof *render.entries);
+		if (rc == 0 && mount->log_entry_count) {
+			memcpy(render.entries + render.count, mount->log_entries,
+			       mount->log_entry_count * sizeof *render.entries);
+			render.count += mount->log_entry_count;
+		}
+		if (render.count == mount->log_entry_count)
+			render.head = mount->log_head;   /* nothing new on the branch */
 	}
+	if (rc < 0) {
+		buf_free(&rendered);
+		free(render.entries);
+		return rc;
+	}
+	buf_free(&mount->log_bytes);
+	free(mount->log_entries);
+	mount->log_bytes = rendered;
+	mount->log_entries = render.entries;
+	mount->log_entry_count = render.count;
+	mount->log_entry_capacity = render.capacity;
+	mount->log_head = render.count ? render.head : (struct ulid){ 0 };
+	mount->log_view = *view;
+	mount->log_store_version = version;
+	mount->log_horizon = horizon;
+	mount->log_valid = true;
+	return 0;
+}
+
+static int render_log(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
+		      struct buf *out)
+{
+	pthread_mutex_lock(&mount->log_lock);
+	int rc = log_refresh(mount, view, snapshot);
+	if (rc == 0)
+		rc = buf_append(out, mount->log_bytes.data, mount->log_bytes.size);
+	pthread_mutex_unlock(&mount->log_lock);
+	return rc < 0 ? rc : 0;
+}
+
+int view_log_entries(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
+		     int (*visit)(const struct log_entry *entry, void *context), void *context)
+{
+	pthread_mutex_lock(&mount->log_lock);
+	int rc = log_refresh(mount, view, snapshot);
+	/* a copy, so that visit runs without the lock */
+	struct log_entry *entries = NULL;
+	size_t count = rc == 0 ? mount->log_entry_count : 0;
+	if (count && !(entries = malloc(count * sizeof *entries)))
+		rc = -ENOMEM;
+	if (entries)
+		memcpy(entries, mount->log_entries, count * sizeof *entries);
+	pthread_mutex_unlock(&mount->log_lock);
+	for (size_t i = 0; rc == 0 && i < count; i++)
+		rc = visit(&entries[i], context);
+	free(entries);
 	return rc < 0 ? rc : 0;
 }
 

@@ -150,6 +150,27 @@ def test_history_lists_the_versions_the_branch_committed(populated, mounter):
     assert sorted(os.listdir(m.path("history"))) == ["@1", "@2", "@3", "by-id"]
 
 
+def test_after_a_new_commit_history_and_log_read_only_that_commit(store, mounter, tmp_path):
+    source = tmp_path / "many.jsonl"
+    source.write_text("".join(json.dumps({"id": "c", "n": n}) + "\n" for n in range(1)))
+    graphfs("import", store, "T", source)
+    subprocess.run([os.environ["GRAPHFS"] + "-bench", "commits", str(store), "300", "--tables", "1"],
+                   check=True, capture_output=True)
+    m = mounter(store, options=["block_cache=0"])   # every block read counts
+    assert len([name for name in os.listdir(m.path("history")) if name.startswith("@")]) == 301
+    m.write("tables/T.jsonl", '{"id":"c","n":-1}\n', mode="a")
+
+    def pages():
+        stats = m.stats()
+        return stats["manifest"]["pages"] + stats["data"]["blocks"]
+
+    before = pages()
+    assert len([name for name in os.listdir(m.path("history")) if name.startswith("@")]) == 302
+    assert json.loads(m.read("log").splitlines()[0])["version"] == 302
+    assert len(m.read("log").splitlines()) == 302
+    assert pages() - before < 30   # the new commit, not the 301 before it
+
+
 def test_history_version_shows_that_version(populated, mounter):
     m = mounter(populated)
     assert m.read("history", "@1", "tables", "Person.jsonl") == jsonl(PEOPLE)
