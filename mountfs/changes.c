@@ -130,16 +130,23 @@ int changes_list_diff(struct mountfs *mount, struct node *directory, struct list
 	return diff_tables(mount, directory, &names);
 }
 
-int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+/* name, a <Name>.jsonl that each (a listing of the directory) has. */
+static int resolve_table_file(struct mountfs *mount, struct node *parent, const char *name, struct child *out,
+			      int (*each)(struct mountfs *, const struct node *, struct table_files *))
 {
 	if (!table_name_from_file(name, ".jsonl", out->table))
 		return -ENOENT;
-	struct table_files names = { .wanted = out->table };
-	int rc = diff_tables(mount, parent, &names);
+	struct table_files files = { .wanted = out->table };
+	int rc = each(mount, parent, &files);
 	if (rc < 0)
 		return rc;
-	out->kind = NODE_DIFF_FILE;
-	return names.found ? 0 : -ENOENT;
+	out->kind = files.kind;
+	return files.found ? 0 : -ENOENT;
+}
+
+int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
+{
+	return resolve_table_file(mount, parent, name, out, diff_tables);
 }
 
 static int append_line(const char *line, size_t size, void *context)
@@ -256,14 +263,7 @@ int changes_list_merge_files(struct mountfs *mount, struct node *directory, stru
 
 int changes_resolve_merge_file(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
-	if (!table_name_from_file(name, ".jsonl", out->table))
-		return -ENOENT;
-	struct table_files files = { .wanted = out->table };
-	int rc = merge_files_of(mount, parent, &files);
-	if (rc < 0)
-		return rc;
-	out->kind = files.kind;
-	return files.found ? 0 : -ENOENT;
+	return resolve_table_file(mount, parent, name, out, merge_files_of);
 }
 
 int changes_render_merge_file(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
@@ -312,11 +312,7 @@ int changes_merge_commit(struct mountfs *mount, const struct node *commit_file, 
 	if (!root)
 		return -ENOENT;
 	char text[4096];
-	size_t length = size < sizeof text - 1 ? size : sizeof text - 1;
-	memcpy(text, message, length);
-	while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == '\r'))
-		length--;
-	text[length] = '\0';
+	size_t length = mount_commit_message(message, size, text, sizeof text);
 	char path[GRAPHFS_PATH_MAX];
 	inode_path(mount, commit_file, path, sizeof path);
 	char actor[512];

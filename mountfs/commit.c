@@ -57,3 +57,13 @@ int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *messa
 	return 0;
 }
 
+
+size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t out_size)
+{
+	size_t length = size < out_size - 1 ? size : out_size - 1;
+	memcpy(out, bytes, length);
+	while (length > 0 && (out[length - 1] == '\n' || out[length - 1] == '\r'))
+		length--;
+	out[length] = '\0';
+	return length;
+}

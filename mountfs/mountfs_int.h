@@ -313,6 +313,9 @@ void mount_actor(struct mountfs *mount, uid_t uid, char *out, size_t size);
 /* Begins a transaction on branch whose commit names the caller as its actor. */
 int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct store_txn **out,
 		    struct error_info *error);
+/* The commit message a write to a .commit file gives: its bytes without the
+ * line ends they finish with, NUL-terminated in out (cut to out_size - 1). Returns its length. */
+size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t out_size);
 /* Commits txn; a refusal is recorded in .graphfs/errors against path. */
 int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path);
 

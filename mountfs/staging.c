@@ -165,11 +165,7 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 	if (!workspace)
 		return -ENOMEM;
 	char text[4096];
-	size_t length = size < sizeof text - 1 ? size : sizeof text - 1;
-	memcpy(text, message, length);
-	while (length > 0 && (text[length - 1] == '\n' || text[length - 1] == '\r'))
-		length--;
-	text[length] = '\0';
+	size_t length = mount_commit_message(message, size, text, sizeof text);
 	char commit_path[GRAPHFS_PATH_MAX];
 	scratch_path(mount, branch, SCRATCH_STAGING, ".commit", commit_path, sizeof commit_path);
 
