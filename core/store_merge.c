@@ -934,14 +934,13 @@ int merge_compute(struct merge *merge, const char *source, const char *dest, str
 	return rc;
 }
 
-int merge_arguments(struct store *store, const char *source, const char **dest, struct error_info *error)
+int merge_arguments(const char *source, const char **dest, struct error_info *error)
 {
 	*dest = store_branch_or_main(*dest);
 	if (!source || !*source)
 		return error_info_set(error, -EINVAL, "which branch to merge? give its name");
 	if (strcmp(source, *dest) == 0)
 		return error_info_set(error, -EINVAL, "cannot merge branch %s into itself", source);
-	(void)store;
 	return 0;
 }
 
@@ -954,7 +953,7 @@ int store_merge(struct store *store, const char *source, const char *dest, const
 	memset(out, 0, sizeof *out);
 	if (!options)
 		options = &defaults;
-	int rc = merge_arguments(store, source, &dest, error);
+	int rc = merge_arguments(source, &dest, error);
 	if (rc < 0)
 		return rc;
 	if (store->read_only && !options->dry_run)

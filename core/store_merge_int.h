@@ -78,6 +78,6 @@ int merge_compute(struct merge *merge, const char *source, const char *dest, str
 /* Releases what a merge holds (not the struct). */
 void merge_free(struct merge *merge);
 /* Checks source and dest (NULL: main) name a merge. 0 or -EINVAL with error set. */
-int merge_arguments(struct store *store, const char *source, const char **dest, struct error_info *error);
+int merge_arguments(const char *source, const char **dest, struct error_info *error);
 
 #endif

@@ -57,7 +57,7 @@ int store_merge_plan_open(struct store *store, const char *source, const char *d
 {
 	*out = NULL;
 	error_info_clear(error);
-	int rc = merge_arguments(store, source, &dest, error);
+	int rc = merge_arguments(source, &dest, error);
 	if (rc < 0)
 		return rc;
 	struct store_merge_plan *plan = calloc(1, sizeof *plan);
@@ -224,8 +224,6 @@ static int render_rows(struct store_merge_plan *plan, struct merge_table *table,
 		if (!table->apply[i].removed)
 			ids[id_count++] = (struct id_entry){ table->apply_arena.data + table->apply[i].id, table->apply[i].id_size };
 	qsort(ids, id_count, sizeof *ids, id_entry_compare);
-	struct buf scratch;
-	buf_init(&scratch);
 	for (size_t at = 0; rc == 0 && at < ours.size;) {
 		const uint8_t *line = ours.data + at;
 		const uint8_t *end = memchr(line, '\n', ours.size - at);
@@ -247,7 +245,6 @@ static int render_rows(struct store_merge_plan *plan, struct merge_table *table,
 		if (!row.is_delete)
 			rc = buf_append(out, row.canonical.data, row.canonical.size);
 	}
-	buf_free(&scratch);
 	free(ids);
 	schema_row_free(&row);
 	schema_free(&schema);
