@@ -206,22 +206,28 @@ static void lanes_print(const struct lanes *lanes, long mark, char marker)
 	}
 }
 
-/* Draws the lanes marked in joining (all right of `into`) joining lane `into`
- * in one row: "|/", "|/ /", "| |/"... (a fork point of several branches). */
-static int print_join(const struct lanes *lanes, size_t into, const bool *joining)
+/* A connector row: "|" at every lane still waiting (and at `into`), blanks
+ * elsewhere; NULL when out of memory. Free it with row_print. */
+static char *lanes_row(const struct lanes *lanes, size_t into, const bool *joining)
 {
 	size_t width = 2 * lanes->count;
 	char *row = malloc(width + 1);
 	if (!row)
-		return -ENOMEM;
+		return NULL;
 	memset(row, ' ', width);
 	row[width] = '\0';
-	for (size_t k = 0; k < lanes->count; k++) {
-		if (joining[k])
-			row[2 * k - 1] = '/';
-		else if (k == into || lanes->expect[k][0])
+	for (size_t k = 0; k < lanes->count; k++)
+		if ((k == into || lanes->expect[k][0]) && !(joining && joining[k]))
 			row[2 * k] = '|';
-	}
+	return row;
+}
+
+/* Prints a connector row without its trailing blanks and frees it. 0 or -ENOMEM (row NULL). */
+static int row_print(char *row)
+{
+	if (!row)
+		return -ENOMEM;
+	size_t width = strlen(row);
 	while (width > 0 && row[width - 1] == ' ')
 		row[--width] = '\0';
 	puts(row);
@@ -229,30 +235,31 @@ static int print_join(const struct lanes *lanes, size_t into, const bool *joinin
 	return 0;
 }
 
+/* Draws the lanes marked in joining (all right of `into`) joining lane `into`
+ * in one row: "|/", "|/ /", "| |/"... (a fork point of several branches). */
+static int print_join(const struct lanes *lanes, size_t into, const bool *joining)
+{
+	char *row = lanes_row(lanes, into, joining);
+	for (size_t k = 0; row && k < lanes->count; k++)
+		if (joining[k])
+			row[2 * k - 1] = '/';
+	return row_print(row);
+}
+
 /* A merge's link to the lane of its second parent: "|\|", "|\-|" (a lane that
  * waited already), "|\" (a lane it opens). */
 static int print_merge(const struct lanes *lanes, size_t into, size_t from, bool opened)
 {
-	size_t width = 2 * lanes->count;
-	char *row = malloc(width + 1);
-	if (!row)
-		return -ENOMEM;
-	memset(row, ' ', width);
-	row[width] = '\0';
-	for (size_t k = 0; k < lanes->count; k++)
-		if (k == into || lanes->expect[k][0])
-			row[2 * k] = '|';
-	row[2 * into + 1] = '\\';
-	for (size_t p = 2 * into + 2; p < 2 * from; p++)
-		if (row[p] == ' ')
-			row[p] = '-';
-	if (opened && from == into + 1)
-		row[2 * from] = ' ';
-	while (width > 0 && row[width - 1] == ' ')
-		row[--width] = '\0';
-	puts(row);
-	free(row);
-	return 0;
+	char *row = lanes_row(lanes, into, NULL);
+	if (row) {
+		row[2 * into + 1] = '\\';
+		for (size_t p = 2 * into + 2; p < 2 * from; p++)
+			if (row[p] == ' ')
+				row[p] = '-';
+		if (opened && from == into + 1)
+			row[2 * from] = ' ';
+	}
+	return row_print(row);
 }
 
 /*
