@@ -50,7 +50,7 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 4   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION 5   /* the store format this binary reads and writes */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;
@@ -194,6 +194,17 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		      void *context);
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record);
+/* One version of a branch's log, as the version index records it. */
+struct manifest_log_version {
+	uint64_t version;
+	uint64_t time_us;      /* its commit's time */
+	bool reclaimed;        /* gc reclaimed it: the walk's last entry */
+};
+/* The versions of manifest_log_each's walk, newest first, from the version
+ * index rather than the commit records: about one index leaf read per 256
+ * versions (FORMAT.md §16.1). visit returns non-zero to stop (returned). 0 or -errno. */
+int manifest_log_versions(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+			  int (*visit)(const struct manifest_log_version *entry, void *context), void *context);
 
 /* A publish's compare-and-swap (--if-version, --if-commit): -EBUSY, nothing published, when it fails. */
 struct manifest_condition {

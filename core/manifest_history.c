@@ -32,15 +32,15 @@ int manifest_root_at(struct manifest *manifest, const struct root_record *latest
 		*out = *latest;
 		return 0;
 	}
-	struct block_address address;
-	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &address);
+	struct manifest_version_entry entry;
+	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &entry);
 	if (rc == -ENOENT) {
 		io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
 			manifest->path, (unsigned long long)version);
 		return -EIO;
 	}
 	if (rc == 0)
-		rc = manifest_root_read(manifest->pager, address, out);
+		rc = manifest_root_read(manifest->pager, entry.root, out);
 	if (rc == 0 && out->version != version) {
 		io_log(LOG_ERR, "%s/manifest: version index entry %llu names a root of version %llu",
 			manifest->path, (unsigned long long)version, (unsigned long long)out->version);
@@ -189,6 +189,56 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 			return rc;
 	}
 	return 0;
+}
+
+int manifest_log_versions(struct manifest *manifest, const struct manifest_snapshot *snapshot,
+			  int (*visit)(const struct manifest_log_version *entry, void *context), void *context)
+{
+	if (block_address_is_null(snapshot->branch.head_record))
+		return 0;
+	struct root_record latest;
+	int rc = manifest_latest(manifest, &latest);
+	if (rc < 0)
+		return rc;
+	uint64_t version = snapshot->branch.head_version, parent;
+	struct manifest_log_version line = { .version = version };
+	struct manifest_versions_cursor *cursor = NULL;
+	if ((rc = manifest_versions_cursor_open(manifest->pager, latest.versions, &cursor)) < 0)
+		return rc;
+	/* the head: the latest version is not in the index, its record is */
+	struct commit_record record;
+	if ((rc = manifest_commit_read(manifest, snapshot->branch.head_record, &record)) == 0) {
+		line.time_us = record.time_us;
+		parent = record.parent_count ? manifest_commit_id_version(&record.parents[0]) : 0;
+		if (record.version != version || parent >= version)
+			rc = -EIO;
+	}
+	commit_record_free(&record);
+	while (rc == 0) {
+		if ((rc = visit(&line, context)) != 0 || parent == 0)
+			break;
+		if (parent >= line.version) {
+			rc = -EIO;
+			break;
+		}
+		line = (struct manifest_log_version){ .version = parent };
+		if (latest.horizon && parent <= latest.horizon) {
+			/* gc reclaimed it (a head's own record is kept): the line says so, and the walk ends */
+			line.reclaimed = true;
+			rc = visit(&line, context);
+			break;
+		}
+		struct manifest_version_entry entry = { 0 };
+		if ((rc = manifest_versions_cursor_get(cursor, parent, &entry)) == -ENOENT) {
+			io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
+				manifest->path, (unsigned long long)parent);
+			rc = -EIO;
+		}
+		line.time_us = entry.commit_time_us;
+		parent = entry.parent_version;
+	}
+	manifest_versions_cursor_free(cursor);
+	return rc;
 }
 
 /* ---- commit ids ---------------------------------------------------------------------------- */

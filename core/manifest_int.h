@@ -149,19 +149,38 @@ int manifest_root_at(struct manifest *manifest, const struct root_record *latest
 #define MANIFEST_VERSIONS_DEPTH 4      /* interior levels above the leaves */
 #define MANIFEST_VERSION_LIMIT (1ull << 40)
 
-/* Reads go through append when it is non-NULL (blocks appended in this publish). */
+/* One version's entry: its last root, and what a branch's log needs of its commit. */
+struct manifest_version_entry {
+	struct block_address root;     /* the last root record published at the version */
+	uint64_t commit_time_us;       /* the time of the version's commit (version 0: of the first root) */
+	uint64_t parent_version;       /* the version of that commit's first parent; 0: it has none */
+};
+
+/* The entry of version. Reads go through append when it is non-NULL (blocks
+ * appended in this publish). 0, -ENOENT (not in the index), -EIO, -ENOMEM. */
 int manifest_versions_get(struct pager *pager, struct pager_append *append,
-			  struct block_address root, uint64_t version, struct block_address *out);
+			  struct block_address root, uint64_t version, struct manifest_version_entry *out);
+/* Appends the path of an index that is root with version's entry set: exactly
+ * depth + 1 new nodes. 0 and *root_out, or -errno (nothing usable appended). */
 int manifest_versions_put(struct pager *pager, struct pager_append *append,
-			  struct block_address root, uint64_t version, struct block_address value,
+			  struct block_address root, uint64_t version, const struct manifest_version_entry *entry,
 			  struct block_address *root_out);
+/* A cursor for many lookups in one index: it keeps the nodes of its last
+ * path, so a walk over nearby versions reads each node once. get: as
+ * manifest_versions_get. open: 0 or -ENOMEM. */
+struct manifest_versions_cursor;
+int manifest_versions_cursor_open(struct pager *pager, struct block_address root,
+				  struct manifest_versions_cursor **out);
+int manifest_versions_cursor_get(struct manifest_versions_cursor *cursor, uint64_t version,
+				 struct manifest_version_entry *out);
+void manifest_versions_cursor_free(struct manifest_versions_cursor *cursor);
 /*
  * Verify walk of the version index: every node's checksum, level, key order
  * and slot placement. visit (may be NULL) gets every entry in version order.
  * Returns 0 or -EIO with message.
  */
 int manifest_versions_verify(struct pager *pager, struct block_address root,
-			     int (*visit)(uint64_t version, struct block_address root, void *context),
+			     int (*visit)(uint64_t version, const struct manifest_version_entry *entry, void *context),
 			     void *context, char *message, size_t message_size);
 /* Whether retention keeps some version of [first, last] at or below the horizon (a pin). */
 typedef bool (*manifest_versions_keep)(uint64_t first, uint64_t last, void *context);

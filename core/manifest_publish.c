@@ -167,6 +167,29 @@ static int publish_durably(struct manifest_publish *publish, struct error_info *
 	return 0;
 }
 
+/* The version index entry of the base root's version (FORMAT.md §16.1): the
+ * root, and its commit's time and first parent (read from the commit record;
+ * version 0 has none). 0, -EIO, -ENOMEM. */
+static int version_entry_of(const struct manifest_publish *publish, struct manifest_version_entry *out)
+{
+	const struct root_record *base = &publish->base;
+	*out = (struct manifest_version_entry){ .root = base->self, .commit_time_us = base->time_us };
+	if (block_address_is_null(base->commit))
+		return 0;
+	struct commit_record record;
+	int rc = manifest_commit_read(publish->manifest, base->commit, &record);
+	if (rc == 0 && record.version != base->version)
+		rc = -EIO;
+	if (rc == 0) {
+		out->commit_time_us = record.time_us;
+		out->parent_version = record.parent_count ? manifest_commit_id_version(&record.parents[0]) : 0;
+		if (out->parent_version >= base->version)
+			rc = -EIO;
+	}
+	commit_record_free(&record);
+	return rc;
+}
+
 int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
 			    struct block_address commit_record, uint64_t time_us,
 			    struct root_record *root_out, struct error_info *error)
@@ -184,9 +207,11 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 		assert(manifest_commit_id_version(commit) == base->version + 1);
 		root.version = base->version + 1;
 		root.commit = commit_record;
-		/* the base root is the last root of its version: index it */
-		if ((rc = manifest_versions_put(manifest->pager, publish->append, base->versions,
-						base->version, base->self, &root.versions)) < 0)
+		/* the base root is the last root of its version: index it, with its commit's summary */
+		struct manifest_version_entry entry;
+		if ((rc = version_entry_of(publish, &entry)) < 0 ||
+		    (rc = manifest_versions_put(manifest->pager, publish->append, base->versions,
+						base->version, &entry, &root.versions)) < 0)
 			goto failed;
 	}
 	if (publish->retention.active) {

@@ -314,11 +314,13 @@ struct index_check {
 	struct root_chain *chain;
 	uint64_t next_version;
 	uint64_t horizon;
+	struct manifest_version_entry *entries;   /* [version]: what the index says; root null: absent */
 };
 
-static int version_entry(uint64_t version, struct block_address address, void *context)
+static int version_entry(uint64_t version, const struct manifest_version_entry *entry, void *context)
 {
 	struct index_check *check = context;
+	struct block_address address = entry->root;
 	if (version > check->next_version)
 		finding(check->verify, "manifest: version index lacks versions %llu..%llu",
 			(unsigned long long)check->next_version, (unsigned long long)version - 1);
@@ -335,6 +337,8 @@ static int version_entry(uint64_t version, struct block_address address, void *c
 		finding(check->verify, "manifest: version index entry %llu names offset %llu, but the last root of that version is at offset %llu",
 			(unsigned long long)version, (unsigned long long)address.offset,
 			(unsigned long long)expected.offset);
+	if (check->entries)
+		check->entries[version] = *entry;
 	return 0;
 }
 
@@ -385,7 +389,8 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 		return;
 	/* gc keeps no entry at or below its horizon (but those of pinned versions); version 0 (the
 	 * empty store) is never read, and a gc drops it */
-	struct index_check check = { verify, chain, latest->horizon + 1, latest->horizon };
+	struct index_check check = { verify, chain, latest->horizon + 1, latest->horizon,
+				     calloc(latest->version + 1, sizeof *check.entries) };
 	if (manifest_versions_verify(manifest->pager, latest->versions, version_entry, &check, message,
 				     sizeof message) < 0)
 		finding(verify, "manifest: %s", message);
@@ -408,10 +413,21 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 			finding(verify, "manifest: commit %s at offset %llu does not carry version %llu",
 				text, (unsigned long long)chain->commits[i].offset,
 				(unsigned long long)chain->commit_versions[i]);
+		/* the index's summary of the commit (FORMAT.md §16.1) is the record's */
+		const struct manifest_version_entry *entry =
+			check.entries && record.version < latest->version ? &check.entries[record.version] : NULL;
+		uint64_t parent = record.parent_count ? manifest_commit_id_version(&record.parents[0]) : 0;
+		if (entry && !block_address_is_null(entry->root) &&
+		    (entry->commit_time_us != record.time_us || entry->parent_version != parent))
+			finding(verify, "manifest: version index entry %llu says commit time %llu, first parent %llu; its commit %s says %llu, %llu",
+				(unsigned long long)record.version, (unsigned long long)entry->commit_time_us,
+				(unsigned long long)entry->parent_version, text,
+				(unsigned long long)record.time_us, (unsigned long long)parent);
 		for (size_t c = 0; c < record.change_count; c++)
 			note_table_segments(verify, &record.changes[c].head_after, text);
 		commit_record_free(&record);
 	}
+	free(check.entries);
 }
 
 /* ---- 4. branches: heads against the journal ------------------------------------------- */

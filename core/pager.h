@@ -53,7 +53,7 @@ struct pager;
 /* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
 
 #define FILE_HEADER_SIZE 4096
-#define FILE_FORMAT_VERSION 4          /* the store format this binary reads and writes */
+#define FILE_FORMAT_VERSION 5          /* the store format this binary reads and writes */
 #define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
 
 enum file_kind {

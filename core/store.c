@@ -370,6 +370,27 @@ int store_snapshot_log(struct store_snapshot *snapshot,
 	return visit_result(rc);
 }
 
+struct log_versions_visit {
+	int (*visit)(const struct store_log_version *version, void *context);
+	void *context;
+};
+
+static int visit_log_version(const struct manifest_log_version *entry, void *context)
+{
+	struct log_versions_visit *visit = context;
+	struct store_log_version version = { entry->version, entry->time_us, entry->reclaimed };
+	return visit->visit(&version, visit->context);
+}
+
+int store_snapshot_log_versions(struct store_snapshot *snapshot,
+				int (*visit)(const struct store_log_version *version, void *context),
+				void *context)
+{
+	struct log_versions_visit trampoline = { visit, context };
+	int rc = manifest_log_versions(snapshot->store->manifest, &snapshot->view, visit_log_version, &trampoline);
+	return visit_result(rc);
+}
+
 /* ---- table contents ------------------------------------------------------------ */
 
 struct store_table {

@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 4    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 5    /* same as MANIFEST_FORMAT_VERSION */
 
 struct store;
 struct store_snapshot;
@@ -107,6 +107,18 @@ int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, st
  * visit as for store_snapshot_heads; the record is valid during the call only. */
 int store_snapshot_log(struct store_snapshot *snapshot,
 		       int (*visit)(const struct commit_record *record, void *context), void *context);
+/* One version of a branch's log without its record: what history/ lists. */
+struct store_log_version {
+	uint64_t version;
+	uint64_t time_us;      /* its commit's time */
+	bool reclaimed;        /* gc reclaimed it (the last one visited) */
+};
+/* The versions store_snapshot_log visits, newest first, read from the
+ * version index: about one page per 256 versions, not one per commit.
+ * visit as for store_snapshot_heads. */
+int store_snapshot_log_versions(struct store_snapshot *snapshot,
+				int (*visit)(const struct store_log_version *version, void *context),
+				void *context);
 
 /* Table contents as of the snapshot: exact size, reads at any offset. open: 0,
  * -ENOENT, -EIO, -ENOMEM; the table retains the snapshot until store_table_close.

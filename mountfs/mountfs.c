@@ -93,7 +93,6 @@ void mountfs_free(struct mountfs *mount)
 	workspaces_free(mount);
 	view_cache_free(mount);
 	buf_free(&mount->log_bytes);
-	free(mount->log_entries);
 	if (mount->inodes.buckets)
 		inode_table_free(&mount->inodes);
 	if (mount->store)

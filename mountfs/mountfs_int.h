@@ -265,8 +265,6 @@ struct mountfs {
 	uint64_t log_store_version;
 	uint64_t log_horizon;                /* a gc since the rendering ends the log earlier */
 	struct buf log_bytes;
-	struct log_entry *log_entries;       /* the same commits, newest first: what history/ lists */
-	size_t log_entry_count, log_entry_capacity;
 	struct ulid log_head;                /* the newest commit in it (zero: none): a new commit
 					      * on the branch renders only what came after it */
 	bool log_valid;
@@ -513,18 +511,6 @@ int changes_render_row(struct mountfs *mount, const struct node *node, struct st
 		       struct buf *out);
 
 /* ---- view.c ----------------------------------------------------------------- */
-
-/* One commit of a cached log (history/ lists these). */
-struct log_entry {
-	uint64_t version;
-	uint64_t time_us;
-	bool reclaimed;
-};
-/* Calls visit for each commit of the view's log, newest first, from the cache
- * (brought up to date first: after new commits on the branch only those are
- * read). 0, the first non-zero visit result if negative, or -errno. */
-int view_log_entries(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
-		     int (*visit)(const struct log_entry *entry, void *context), void *context);
 
 void view_cache_init(struct mountfs *mount);
 void view_cache_free(struct mountfs *mount);

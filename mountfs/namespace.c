@@ -983,7 +983,7 @@ static int list_staging(struct mountfs *mount, struct node *directory, struct li
 	return scratch_list(mount, directory, list_scratch, lister);
 }
 
-static int list_version(const struct log_entry *commit, void *context)
+static int list_version(const struct store_log_version *commit, void *context)
 {
 	struct lister *lister = context;
 	if (commit->reclaimed)
@@ -998,15 +998,15 @@ static int list_version(const struct log_entry *commit, void *context)
 	return 0;
 }
 
-/* The versions of the branch's log, from the mount's log cache (view.c): after new
- * commits, a listing reads only those. */
+/* The versions of the branch's log, from the version index: a leaf per 256
+ * versions, not a commit record per version (docs/FORMAT.md §16.1). */
 static int list_history(struct mountfs *mount, struct node *directory, struct lister *lister)
 {
 	struct store_snapshot *snapshot = NULL;
 	int rc = view_snapshot(mount, &directory->view, &snapshot);
 	if (rc < 0)
 		return rc;
-	rc = view_log_entries(mount, &directory->view, snapshot, list_version, lister);
+	rc = store_snapshot_log_versions(snapshot, list_version, lister);
 	store_snapshot_release(snapshot);
 	return rc < 0 ? rc : 0;
 }

@@ -325,7 +325,7 @@ int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct 
 }
 
 /*
- * The log. One view's log is cached (bytes and the commits it shows) for as
+ * The log. One view's log is cached (its rendered bytes) for as
  * long as the store's version and horizon stay. When a live view's branch got
  * new commits, only those are read: the walk from the new head stops at the
  * cached head commit, and the new lines go before the cached ones. If the
@@ -334,8 +334,7 @@ int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct 
  */
 struct log_render {
 	struct buf *out;
-	struct log_entry *entries;
-	size_t count, capacity;
+	size_t count;                   /* records rendered */
 	const struct ulid *stop_at;     /* NULL: read to the end */
 	bool met;                       /* the walk reached stop_at */
 	struct ulid head;               /* the first commit read */
@@ -353,9 +352,7 @@ static int log_visit(const struct commit_record *record, void *context)
 		render->head = record->id;
 	if ((render->rc = commit_record_render_json(record, render->out)) < 0)
 		return render->rc;
-	if (buf_grow_array((void **)&render->entries, &render->capacity, render->count + 1, sizeof *render->entries) < 0)
-		return render->rc = -ENOMEM;
-	render->entries[render->count++] = (struct log_entry){ record->version, record->time_us, record->reclaimed };
+	render->count++;
 	return 0;
 }
 
@@ -377,29 +374,17 @@ static int log_refresh(struct mountfs *mount, const struct view *view, struct st
 	if (rc >= 0 && render.met) {
 		/* the new commits, then what was cached */
 		rc = buf_append(&rendered, mount->log_bytes.data, mount->log_bytes.size);
-		if (rc == 0)
-			rc = buf_grow_array((void **)&render.entries, &render.capacity,
-					    render.count + mount->log_entry_count, sizeof *render.entries);
-		if (rc == 0 && mount->log_entry_count) {
-			memcpy(render.entries + render.count, mount->log_entries,
-			       mount->log_entry_count * sizeof *render.entries);
-			render.count += mount->log_entry_count;
-		}
-		if (render.count == mount->log_entry_count)
+		if (render.count == 0)
 			render.head = mount->log_head;   /* nothing new on the branch */
 	}
 	if (rc < 0) {
 		buf_free(&rendered);
-		free(render.entries);
 		return rc;
 	}
+	bool empty = rendered.size == 0;
 	buf_free(&mount->log_bytes);
-	free(mount->log_entries);
 	mount->log_bytes = rendered;
-	mount->log_entries = render.entries;
-	mount->log_entry_count = render.count;
-	mount->log_entry_capacity = render.capacity;
-	mount->log_head = render.count ? render.head : (struct ulid){ 0 };
+	mount->log_head = empty ? (struct ulid){ 0 } : render.head;
 	mount->log_view = *view;
 	mount->log_store_version = version;
 	mount->log_horizon = horizon;
@@ -415,25 +400,6 @@ static int render_log(struct mountfs *mount, const struct view *view, struct sto
 	if (rc == 0)
 		rc = buf_append(out, mount->log_bytes.data, mount->log_bytes.size);
 	pthread_mutex_unlock(&mount->log_lock);
-	return rc < 0 ? rc : 0;
-}
-
-int view_log_entries(struct mountfs *mount, const struct view *view, struct store_snapshot *snapshot,
-		     int (*visit)(const struct log_entry *entry, void *context), void *context)
-{
-	pthread_mutex_lock(&mount->log_lock);
-	int rc = log_refresh(mount, view, snapshot);
-	/* a copy, so that visit runs without the lock */
-	struct log_entry *entries = NULL;
-	size_t count = rc == 0 ? mount->log_entry_count : 0;
-	if (count && !(entries = malloc(count * sizeof *entries)))
-		rc = -ENOMEM;
-	if (entries)
-		memcpy(entries, mount->log_entries, count * sizeof *entries);
-	pthread_mutex_unlock(&mount->log_lock);
-	for (size_t i = 0; rc == 0 && i < count; i++)
-		rc = visit(&entries[i], context);
-	free(entries);
 	return rc < 0 ? rc : 0;
 }
 

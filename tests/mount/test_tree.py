@@ -158,6 +158,7 @@ def test_after_a_new_commit_history_and_log_read_only_that_commit(store, mounter
                    check=True, capture_output=True)
     m = mounter(store, options=["block_cache=0"])   # every block read counts
     assert len([name for name in os.listdir(m.path("history")) if name.startswith("@")]) == 301
+    assert len(m.read("log").splitlines()) == 301
     m.write("tables/T.jsonl", '{"id":"c","n":-1}\n', mode="a")
 
     def pages():
@@ -169,6 +170,23 @@ def test_after_a_new_commit_history_and_log_read_only_that_commit(store, mounter
     assert json.loads(m.read("log").splitlines()[0])["version"] == 302
     assert len(m.read("log").splitlines()) == 302
     assert pages() - before < 30   # the new commit, not the 301 before it
+
+
+def test_a_first_listing_of_history_reads_the_version_index_not_a_record_per_commit(store, mounter, tmp_path):
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps({"id": "c", "n": 0}) + "\n")
+    graphfs("import", store, "T", source)
+    subprocess.run([os.environ["GRAPHFS"] + "-bench", "commits", str(store), "2000", "--tables", "1"],
+                   check=True, capture_output=True)
+    m = mounter(store, options=["block_cache=0"])   # every block read counts
+    before = m.stats()["manifest"]["pages"]
+    names = [name for name in os.listdir(m.path("history")) if name.startswith("@")]
+    assert len(names) == 2001
+    assert sorted(int(name[1:]) for name in names) == list(range(1, 2002))
+    # eight index leaves and their parents, not 2,001 commit records
+    assert m.stats()["manifest"]["pages"] - before < 40
+    newest = os.stat(m.path("history", "@2001")).st_mtime
+    assert newest >= os.stat(m.path("history", "@1")).st_mtime
 
 
 def test_history_version_shows_that_version(populated, mounter):
@@ -288,7 +306,7 @@ def test_block_cache_0_reads_the_schema_blocks_each_time(populated, mounter):
 
 def test_version_file_names_binary_and_format(mnt):
     version = json.loads(mnt.read(".graphfs", "version"))
-    assert version["format"] == 4
+    assert version["format"] == 5
     assert re.match(r"\d+\.\d+", version["graphfs"])
 
 

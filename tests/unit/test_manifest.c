@@ -165,20 +165,20 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		1, "store format 1 is older than this graphfs (format 4): dump it with the graphfs version that "
+		1, "store format 1 is older than this graphfs (format 5): dump it with the graphfs version that "
 		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
 		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
 {
-	format_refused_before_recovery(5, "store format 5 is newer than this graphfs (format 4): upgrade graphfs");
+	format_refused_before_recovery(6, "store format 6 is newer than this graphfs (format 5): upgrade graphfs");
 }
 
-TEST(a_format_2_store_is_refused_with_the_dump_message)
+TEST(a_format_4_store_is_refused_with_the_dump_message)
 {
 	format_refused_before_recovery(
-		2, "store format 2 is older than this graphfs (format 4): dump it with the graphfs version that "
+		4, "store format 4 is older than this graphfs (format 5): dump it with the graphfs version that "
 		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
 		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
@@ -890,6 +890,96 @@ TEST(the_log_walks_the_branch_newest_first_into_its_source)
 	struct ulid unknown;
 	ulid_new(&unknown);
 	CHECK_EQ(manifest_commit_find(manifest, &unknown, &version, &address), -ENOENT);
+	manifest_close(manifest);
+}
+
+/* Versions and times of a log walk, newest first (up to 4,096). */
+struct log_lines {
+	size_t count;
+	uint64_t versions[4096];
+	uint64_t times[4096];
+	bool reclaimed[4096];
+};
+
+static int collect_record(const struct commit_record *record, void *context)
+{
+	struct log_lines *lines = context;
+	if (lines->count == 4096)
+		return -ENOSPC;
+	lines->versions[lines->count] = record->version;
+	lines->times[lines->count] = record->time_us;
+	lines->reclaimed[lines->count++] = record->reclaimed;
+	return 0;
+}
+
+static int collect_version(const struct manifest_log_version *entry, void *context)
+{
+	struct log_lines *lines = context;
+	if (lines->count == 4096)
+		return -ENOSPC;
+	lines->versions[lines->count] = entry->version;
+	lines->times[lines->count] = entry->time_us;
+	lines->reclaimed[lines->count++] = entry->reclaimed;
+	return 0;
+}
+
+/* The log of branch twice, by records and by the index; both must agree (times
+ * only where the record is read: a reclaimed line has none). expected: the
+ * number of lines (0: not checked). */
+static void check_log_versions_agree(struct manifest *manifest, const char *branch, size_t expected,
+				     struct io_counters *index_cost, struct io_counters *record_cost)
+{
+	static struct log_lines by_record, by_index;
+	memset(&by_record, 0, sizeof by_record);
+	memset(&by_index, 0, sizeof by_index);
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_latest(manifest, branch, &snapshot), 0);
+	io_counters_reset();
+	CHECK_EQ(manifest_log_each(manifest, &snapshot, collect_record, &by_record), 0);
+	io_counters_get(IO_MANIFEST, record_cost);
+	io_counters_reset();
+	CHECK_EQ(manifest_log_versions(manifest, &snapshot, collect_version, &by_index), 0);
+	io_counters_get(IO_MANIFEST, index_cost);
+	if (expected)
+		CHECK_EQ(by_index.count, expected);
+	CHECK_EQ(by_record.count, by_index.count);
+	for (size_t i = 0; i < by_index.count; i++) {
+		CHECK_EQ(by_index.versions[i], by_record.versions[i]);
+		CHECK_EQ(by_index.reclaimed[i], by_record.reclaimed[i]);
+		if (!by_index.reclaimed[i])
+			CHECK_EQ(by_index.times[i], by_record.times[i]);
+	}
+}
+
+TEST(listing_a_branch_s_versions_reads_an_index_leaf_per_256_versions_not_a_record_per_commit)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	/* main commits 1,200 times; side, forked at version 300, commits every third time in between */
+	for (int i = 0; i < 1200; i++) {
+		CHECK_EQ(fixture_merge_one(manifest, "main", "T", "a", i), 0);
+		if (i == 299)
+			CHECK_EQ(manifest_branch_create(manifest, "side", "main", NULL, &error), 0);
+		if (i >= 300 && i % 3 == 0)
+			CHECK_EQ(fixture_merge_one(manifest, "side", "T", "b", i), 0);
+	}
+	struct io_counters by_index, by_record;
+	check_log_versions_agree(manifest, "main", 1200, &by_index, &by_record);
+	/* 1,500 versions: six leaves and their parents, against a record per commit */
+	CHECK(by_record.pages >= 1200);
+	CHECK(by_index.pages <= 1500 / 256 + 1 + 4 + 2);
+	fprintf(stderr, "    pages to list 1,200 versions of main: %llu from the index, %llu from the commit records\n",
+	       (unsigned long long)by_index.pages, (unsigned long long)by_record.pages);
+	check_log_versions_agree(manifest, "side", 300 + 300, &by_index, &by_record);
+	CHECK(by_index.pages <= 1500 / 256 + 1 + 4 + 2);
+	/* after a gc the walk ends with the reclaimed line, like the records' */
+	struct manifest_gc_request request = { .keep_versions = 100 };
+	struct manifest_gc_result result;
+	CHECK_EQ(manifest_gc(manifest, &request, &result, &error), 0);
+	CHECK_EQ(result.horizon, 1400);
+	check_log_versions_agree(manifest, "main", 0, &by_index, &by_record);
+	CHECK(by_index.pages <= 1 + 4 + 2);
 	manifest_close(manifest);
 }
 
