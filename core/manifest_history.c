@@ -452,7 +452,7 @@ static int walk_grow(struct base_walk *walk)
 			entries[slot] = walk->entries[i];
 			walk->entries[i].version = 0;
 		}
-	for (size_t i = 0; i < walk->capacity; i++)
+	for (size_t i = 0; i < capacity; i++)   /* the whole new table: entries moved to its upper half too */
 		if (entries[i].version && entries[i].queued)
 			heap[grown.heap_count++] = i;
 	/* rebuild the heap order */

@@ -927,7 +927,8 @@ static int collect_version(const struct manifest_log_version *entry, void *conte
  * only where the record is read: a reclaimed line has none). expected: the
  * number of lines (0: not checked). */
 static void check_log_versions_agree(struct manifest *manifest, const char *branch, size_t expected,
-				     struct io_counters *index_cost, struct io_counters *record_cost)
+				     struct io_counters *index_cost, struct io_counters *record_cost,
+				     bool *ends_reclaimed)
 {
 	static struct log_lines by_record, by_index;
 	memset(&by_record, 0, sizeof by_record);
@@ -943,12 +944,14 @@ static void check_log_versions_agree(struct manifest *manifest, const char *bran
 	if (expected)
 		CHECK_EQ(by_index.count, expected);
 	CHECK_EQ(by_record.count, by_index.count);
+	CHECK(by_index.count > 0);
 	for (size_t i = 0; i < by_index.count; i++) {
 		CHECK_EQ(by_index.versions[i], by_record.versions[i]);
 		CHECK_EQ(by_index.reclaimed[i], by_record.reclaimed[i]);
 		if (!by_index.reclaimed[i])
 			CHECK_EQ(by_index.times[i], by_record.times[i]);
 	}
+	*ends_reclaimed = by_index.reclaimed[by_index.count - 1];
 }
 
 TEST(listing_a_branch_s_versions_reads_an_index_leaf_per_256_versions_not_a_record_per_commit)
@@ -965,21 +968,54 @@ TEST(listing_a_branch_s_versions_reads_an_index_leaf_per_256_versions_not_a_reco
 			CHECK_EQ(fixture_merge_one(manifest, "side", "T", "b", i), 0);
 	}
 	struct io_counters by_index, by_record;
-	check_log_versions_agree(manifest, "main", 1200, &by_index, &by_record);
+	bool ends_reclaimed;
+	check_log_versions_agree(manifest, "main", 1200, &by_index, &by_record, &ends_reclaimed);
+	CHECK(!ends_reclaimed);
 	/* 1,500 versions: six leaves and their parents, against a record per commit */
 	CHECK(by_record.pages >= 1200);
 	CHECK(by_index.pages <= 1500 / 256 + 1 + 4 + 2);
 	fprintf(stderr, "    pages to list 1,200 versions of main: %llu from the index, %llu from the commit records\n",
 	       (unsigned long long)by_index.pages, (unsigned long long)by_record.pages);
-	check_log_versions_agree(manifest, "side", 300 + 300, &by_index, &by_record);
+	check_log_versions_agree(manifest, "side", 300 + 300, &by_index, &by_record, &ends_reclaimed);
 	CHECK(by_index.pages <= 1500 / 256 + 1 + 4 + 2);
 	/* after a gc the walk ends with the reclaimed line, like the records' */
 	struct manifest_gc_request request = { .keep_versions = 100 };
 	struct manifest_gc_result result;
 	CHECK_EQ(manifest_gc(manifest, &request, &result, &error), 0);
-	CHECK_EQ(result.horizon, 1400);
-	check_log_versions_agree(manifest, "main", 0, &by_index, &by_record);
-	CHECK(by_index.pages <= 1 + 4 + 2);
+	/* side's fork holds the horizon below the merge base (version 300) */
+	CHECK_EQ(result.horizon, 299);
+	check_log_versions_agree(manifest, "main", 0, &by_index, &by_record, &ends_reclaimed);
+	CHECK(ends_reclaimed);
+	CHECK(by_index.pages <= 1500 / 256 + 1 + 4 + 2);
+	manifest_close(manifest);
+}
+
+TEST(the_merge_base_of_branches_that_diverged_for_hundreds_of_commits_is_their_fork_point)
+{
+	/* walks this long grow the walk's table several times; ids are random, so try a few forks */
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	struct error_info error;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		char side[16];
+		snprintf(side, sizeof side, "side%d", attempt);
+		CHECK_EQ(fixture_merge_one(manifest, "main", "T", "a", attempt), 0);
+		uint64_t fork = fixture_version(manifest);
+		CHECK_EQ(manifest_branch_create(manifest, side, "main", NULL, &error), 0);
+		for (int i = 0; i < 400; i++)
+			CHECK_EQ(fixture_merge_one(manifest, i % 2 ? side : "main", "T", "b", i), 0);
+		struct manifest_snapshot main_head, side_head;
+		CHECK_EQ(manifest_snapshot_latest(manifest, "main", &main_head), 0);
+		CHECK_EQ(manifest_snapshot_latest(manifest, side, &side_head), 0);
+		struct ulid base;
+		uint64_t version = 0;
+		struct block_address record;
+		CHECK_EQ(manifest_merge_base(manifest, &side_head.branch.head_commit, side_head.branch.head_record,
+					     &main_head.branch.head_commit, main_head.branch.head_record, &base, &version,
+					     &record),
+			 0);
+		CHECK_EQ(version, fork);
+	}
 	manifest_close(manifest);
 }
 
