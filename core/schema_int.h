@@ -1,15 +1,17 @@
 /*
- * schema internals shared by schema.c and schema_scan.c (and by the tests and
- * fuzz targets that compare the two row parsers). Not part of the module API.
+ * schema internals shared by schema.c, schema_row.c and schema_scan.c (and
+ * by the tests and fuzz targets that compare the two sources of fields). Not
+ * part of the module API.
  *
- * Rows are parsed on one of two paths that must agree byte for byte:
- *   - the fast path: schema_scan_line tokenizes the line into a flat list of
- *     fields, and schema.c validates and renders from it; it accepts only
- *     lines it is sure of and DECLINES everything else (never refuses);
- *   - the tree path: jansson parses the line into a tree, and schema.c
- *     validates and renders from the tree; it is the judge of every line the
- *     fast path declines, with the precise error message.
- * schema_row_parse and schema_inference_row try the fast path first.
+ * A row line becomes a flat list of fields (key, value), and schema_row.c
+ * validates and renders rows and feeds inferences from that list alone. The
+ * list has two sources:
+ *   - the tokenizer, schema_scan_line: one pass over the common line; it
+ *     DECLINES every line outside its grammar (never refuses one);
+ *   - jansson, schema_scan_tree: the fields of a parsed object, for every
+ *     line the tokenizer declines, and for every line whose fields are
+ *     refused (jansson is the judge of JSON, duplicate keys included).
+ * schema_row_parse and schema_inference_row try the tokenizer first.
  */
 #ifndef GRAPHFS_SCHEMA_INT_H
 #define GRAPHFS_SCHEMA_INT_H
@@ -23,11 +25,13 @@
 
 #define SCHEMA_SCAN_DECLINED 1   /* a fast-path step's "ask jansson" result (positive, unlike errors) */
 
-enum scan_kind { SCAN_NULL, SCAN_TRUE, SCAN_FALSE, SCAN_INTEGER, SCAN_REAL, SCAN_STRING, SCAN_ARRAY };
+/* SCAN_OBJECT, and SCAN_ARRAY as an array's element, come from jansson only (no row accepts them). */
+enum scan_kind { SCAN_NULL, SCAN_TRUE, SCAN_FALSE, SCAN_INTEGER, SCAN_REAL, SCAN_STRING, SCAN_ARRAY, SCAN_OBJECT };
 
 struct scan_value {
 	enum scan_kind kind;
-	const char *text;          /* numbers: the numeral as written; strings: the bytes between the quotes */
+	const char *text;          /* numbers: the numeral as written (NULL from jansson); strings: the bytes
+				      between the quotes (unused when escaped) */
 	size_t length;
 	/* SCAN_STRING */
 	bool escaped;              /* the text has escapes: the decoded bytes are in scan->decoded */
@@ -42,7 +46,8 @@ struct scan_value {
 	int digit_count;           /* how many (1..15) */
 	int point;                 /* value = 0.<digits> x 10^point */
 	bool canonical_text;       /* short_form, and the numeral as written is the canonical text */
-	/* SCAN_ARRAY: elements are scan->elements[first .. first + count), all scalars */
+	/* SCAN_ARRAY: elements are scan->elements[first .. first + count), scalars (from jansson also
+	 * SCAN_OBJECT, or SCAN_ARRAY with no elements of its own: a nested array) */
 	size_t first;
 	size_t count;
 };
@@ -53,7 +58,7 @@ struct scan_field {
 	struct scan_value value;
 };
 
-/* The fast path's working memory, kept in a schema_row and reused for every line. */
+/* A line's fields and the row code's working memory, kept in a schema_row and reused for every line. */
 struct schema_scan {
 	struct scan_field *fields;
 	size_t field_count;
@@ -81,6 +86,14 @@ void schema_scan_free(struct schema_scan *scan);
  */
 int schema_scan_line(struct schema_scan *scan, const char *line, size_t size);
 
+/*
+ * The fields of a JSON object jansson parsed, in its order (jansson keeps
+ * insertion order), strings copied to scan->decoded. 0 or -ENOMEM. Keys point
+ * into object, which must outlive their use.
+ */
+struct json_t;
+int schema_scan_tree(struct schema_scan *scan, const struct json_t *object);
+
 /* A string value's decoded bytes (length in *length). */
 static inline const char *schema_scan_text(const struct schema_scan *scan, const struct scan_value *value,
 					   size_t *length)
@@ -90,9 +103,9 @@ static inline const char *schema_scan_text(const struct schema_scan *scan, const
 }
 
 /*
- * The tree path alone (jansson), exactly as schema_row_parse and
- * schema_inference_row behave without the fast path: for tests that check
- * that both paths agree.
+ * Rows from jansson's fields alone, exactly as schema_row_parse and
+ * schema_inference_row behave without the tokenizer: for tests that check
+ * that both sources agree.
  */
 int schema_row_parse_tree(const struct schema *schema, const char *line, size_t size, bool allow_delete,
 			  struct schema_row *row, struct error_info *error);
@@ -100,9 +113,35 @@ int schema_inference_row_tree(struct schema_inference *inference, const char *li
 			      bool allow_delete, struct schema_row *row, struct error_info *error);
 
 /* The definition of the shortest digits (schema.c, FORMAT.md §7): the search
- * with printf and strtod that the fast path must agree with (for tests). */
+ * with printf and strtod that the library's digits must agree with (for tests). */
 void schema_shortest_by_search(double value, bool as_float, char digits[24], int *count, int *exponent);
 /* The same digits, the fast way (double-conversion, falling back to the search). */
 void schema_shortest_digits(double value, bool as_float, char digits[24], int *count, int *exponent);
+
+/* ---- canonical text (schema.c), for schema_row.c ---------------------------------- */
+
+#define SCHEMA_SNIPPET_MAX 40          /* bytes of user text quoted in a message */
+
+static inline bool schema_kind_is_scalar(enum schema_type_kind kind)
+{
+	return kind <= SCHEMA_DATETIME;
+}
+const char *schema_scalar_name(enum schema_type_kind kind);   /* "string", "i64", … */
+/* "i64", "list<f64>", "vector<3>"; out needs 24 bytes. Returns out. */
+const char *schema_type_format(const struct schema_type *type, char *out, size_t size);
+const struct schema_property *schema_find_property(const struct schema *schema, const char *name);
+/* A JSON string: ", \ and control characters escaped. 0 or -ENOMEM. */
+int schema_render_string(struct buf *out, const char *text, size_t length);
+/* A finite value's canonical text (FORMAT.md §7); out needs 40 bytes; returns the length. */
+size_t schema_format_decimal(char *out, double value, bool as_float);
+/* The same from its shortest digits (value = 0.digits x 10^n). */
+size_t schema_format_digits(char *out, double value, const char *digits, int count, int n);
+int schema_render_decimal(struct buf *out, double value, bool as_float);
+/* Up to SCHEMA_SNIPPET_MAX bytes of text escaped like a JSON string body, "..." if cut. */
+void schema_snippet(const char *text, size_t length, char *out, size_t size);
+bool schema_date_is_valid(const char *text, size_t length);
+bool schema_datetime_is_valid(const char *text, size_t length);
+/* One line as a JSON object (duplicate keys refused): 0, or -EINVAL/-ENOMEM with error. */
+int schema_load_object(const char *line, size_t size, struct json_t **out, struct error_info *error);
 
 #endif

@@ -1,18 +1,19 @@
 /*
- * schema_scan — the row parser's fast path: a one-pass tokenizer for the
- * common input line, one JSON object whose values are scalars or arrays of
- * scalars. See schema_int.h for how it pairs with the jansson path.
+ * schema_scan — where a row line's fields come from (schema_int.h): the
+ * tokenizer, one pass over the common line (one JSON object whose values are
+ * scalars or arrays of scalars), and, for every other line, the fields of the
+ * object jansson parsed (schema_scan_tree, at the end).
  *
- * Why this is hand-written although the project does not hand-write what its
- * libraries do: jansson has no streaming (event) API, and building its tree
- * (an allocation and a hash insertion per value) cost a third of `graphfs
- * import` time; this is the performance exception. jansson stays the judge
- * of JSON: the scanner never refuses a line, it DECLINES every line outside
- * its grammar and every line jansson would refuse, and schema.c then parses
- * that line with jansson, which accepts or refuses it with its own message.
- * So the scanner must only accept a subset of what jansson accepts and read
- * the same values from it (tests/unit/test_schema.c and tests/fuzz/fuzz_row.c
- * check that both paths agree).
+ * Why the tokenizer is hand-written although the project does not hand-write
+ * what its libraries do: jansson has no streaming (event) API, and building
+ * its tree (an allocation and a hash insertion per value) cost a third of
+ * `graphfs import` time; this is the performance exception. jansson stays the
+ * judge of JSON: the tokenizer never refuses a line, it DECLINES every line
+ * outside its grammar and every line jansson would refuse, and jansson then
+ * reads that line, accepting or refusing it with its own message. So the
+ * tokenizer must only accept a subset of what jansson accepts and read the
+ * same values from it (tests/unit/test_schema.c and tests/fuzz/fuzz_row.c
+ * check that both sources give the same rows and messages).
  *
  * Grammar accepted (ws: space, tab, CR, LF):
  *   line   = ws "{" ws [ member *( ws "," ws member ) ] ws "}" ws
@@ -40,6 +41,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 /* ---- byte classes ------------------------------------------------------------ */
 
@@ -564,4 +567,80 @@ int schema_scan_line(struct schema_scan *scan, const char *line, size_t size)
 		}
 	}
 	return skip_space(at, end) == end ? 0 : SCHEMA_SCAN_DECLINED;
+}
+
+/* ---- fields from jansson ------------------------------------------------------------ */
+
+/* One jansson value as a scan value (arrays: their elements appended, not nested further). */
+static int tree_value(struct schema_scan *scan, const json_t *value, bool element, struct scan_value *out)
+{
+	memset(out, 0, sizeof *out);
+	switch (json_typeof(value)) {
+	case JSON_OBJECT:
+		out->kind = SCAN_OBJECT;
+		return 0;
+	case JSON_ARRAY:
+		out->kind = SCAN_ARRAY;
+		out->first = scan->element_count;
+		if (element)
+			return 0;   /* a nested array: refused wherever it stands, described as "an array" */
+		for (size_t i = 0; i < json_array_size(value); i++) {
+			int rc;
+			if (scan->element_count == scan->element_capacity &&
+			    (rc = grow((void **)&scan->elements, &scan->element_capacity, sizeof *scan->elements)))
+				return rc;
+			/* the elements of one array are contiguous: nested ones add none */
+			size_t at = scan->element_count++;
+			if ((rc = tree_value(scan, json_array_get(value, i), true, &scan->elements[at])))
+				return rc;
+			out->count++;
+		}
+		return 0;
+	case JSON_STRING:
+		out->kind = SCAN_STRING;
+		out->escaped = true;
+		out->decoded_at = scan->decoded.size;
+		out->decoded_length = json_string_length(value);
+		return buf_append(&scan->decoded, json_string_value(value), out->decoded_length);
+	case JSON_INTEGER:
+		out->kind = SCAN_INTEGER;
+		out->integer = json_integer_value(value);
+		return 0;
+	case JSON_REAL:
+		out->kind = SCAN_REAL;
+		out->real = json_real_value(value);
+		return 0;
+	case JSON_TRUE:
+		out->kind = SCAN_TRUE;
+		return 0;
+	case JSON_FALSE:
+		out->kind = SCAN_FALSE;
+		return 0;
+	case JSON_NULL:
+	default:
+		out->kind = SCAN_NULL;
+		return 0;
+	}
+}
+
+int schema_scan_tree(struct schema_scan *scan, const json_t *object)
+{
+	scan->field_count = 0;
+	scan->element_count = 0;
+	buf_reset(&scan->decoded);
+	const char *key;
+	json_t *value;
+	/* jansson's iteration takes a non-const object; it changes nothing */
+	json_object_foreach((json_t *)object, key, value) {
+		int rc;
+		if (scan->field_count == scan->field_capacity &&
+		    (rc = grow((void **)&scan->fields, &scan->field_capacity, sizeof *scan->fields)))
+			return rc;
+		struct scan_field *field = &scan->fields[scan->field_count++];
+		field->key = key;
+		field->key_length = strlen(key);
+		if ((rc = tree_value(scan, value, false, &field->value)))
+			return rc;
+	}
+	return 0;
 }

@@ -6,9 +6,9 @@
  * accepted line must be a fixed point: its canonical form parses back to the
  * same bytes (against the fixture, or against the schema inferred from all
  * lines), and an inferred schema must render, parse and render identically.
- * And the two row parsers agree (schema_int.h): the fast path with its
- * jansson fallback accepts and refuses exactly what the jansson path alone
- * does, with the same bytes (ids aside when both assigned a ULID), the same
+ * And the two sources of fields agree (schema_int.h): the tokenizer with
+ * its jansson fallback accepts and refuses exactly what jansson's fields
+ * alone do, with the same bytes (ids aside when both assigned a ULID), the same
  * message, and the same inferred schema.
  */
 #include <stdint.h>
@@ -98,7 +98,7 @@ static void check_agreement(int rc, const struct error_info *error, const struct
 			    const struct error_info *tree_error, const struct schema_row *tree_row)
 {
 	if (rc != tree_rc) {
-		fprintf(stderr, "fast path rc %d, jansson path rc %d (%s)\n", rc, tree_rc,
+		fprintf(stderr, "tokenizer rc %d, jansson rc %d (%s)\n", rc, tree_rc,
 			tree_rc ? tree_error->message : error->message);
 		fail("the parsers disagree on accepting", &row->canonical, &tree_row->canonical);
 	}

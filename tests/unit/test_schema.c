@@ -1340,7 +1340,7 @@ TEST(random_rows_render_to_a_fixed_point_and_keep_their_numbers)
 	schema_free(&schema);
 }
 
-/* ---- the fast path and the jansson path agree (schema_int.h) ----------------------- */
+/* ---- the tokenizer's fields and jansson's agree (schema_int.h) ----------------------- */
 
 static const char *agreement_schema_text =
 	"{\"kind\":\"node\",\"properties\":{\"s\":{\"type\":\"string\"},\"b\":{\"type\":\"bool\"},"
@@ -1348,7 +1348,7 @@ static const char *agreement_schema_text =
 	"\"li\":{\"type\":\"list<i64>\"},\"lf\":{\"type\":\"list<f64>\"},\"ls\":{\"type\":\"list<string>\"},"
 	"\"v\":{\"type\":\"vector<2>\"},\"n\":{\"type\":\"string\",\"nullable\":false}}}";
 
-/* Lines of every kind the fast path must get exactly right, or leave to jansson. */
+/* Lines of every kind the tokenizer must get exactly right, or leave to jansson. */
 static const char *const agreement_lines[] = {
 	/* escapes, surrogate pairs, UTF-8 */
 	"{\"n\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\"}",
@@ -1652,7 +1652,7 @@ TEST(f64_rendering_equals_the_search_over_1_to_17_digits)
 	char input[64], want[64];
 	for (int round = 0; round < 20000; round++) {
 		double value = random_double();
-		/* As the jansson path sees it (17 digits) and as the fast path sees short numerals. */
+		/* As jansson reads it (17 digits) and as the tokenizer reads short numerals. */
 		int precision = round % 2 ? 17 : 1 + (int)(next_random() % 15);
 		snprintf(input, sizeof input, "%.*g", precision, value);
 		double parsed = strtod(input, NULL);
