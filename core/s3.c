@@ -1,0 +1,518 @@
+/*
+ * s3 — see s3.h. One libcurl easy handle per client, kept across requests
+ * so that its connection is reused; libcurl signs each request (SigV4).
+ *
+ * Invariants:
+ *   1. A request that may have changed the store is never repeated: a
+ *      conditional create whose answer was lost returns -EIO ("the outcome
+ *      is unknown"), since repeating it would answer 412 for its own object.
+ *      Reads, deletes and unconditional puts are repeated up to
+ *      S3_ATTEMPTS times on a network error or a 500/503.
+ *   2. Counters count every attempt, under the client's lock.
+ */
+#include "s3.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "io.h"
+
+#define S3_ATTEMPTS 3
+
+struct s3_client {
+	struct s3_location location;
+	CURL *curl;
+	pthread_mutex_t lock;          /* one request at a time; guards counters */
+	struct s3_counters counters;
+	char signature[96];            /* "aws:amz:REGION:s3" */
+	char credentials[400];         /* "ACCESS:SECRET" */
+};
+
+enum request_kind { REQUEST_GET, REQUEST_PUT, REQUEST_HEAD, REQUEST_DELETE, REQUEST_LIST };
+
+/* ---- locations ---------------------------------------------------------------------- */
+
+bool s3_location_is_s3(const char *text)
+{
+	return strncmp(text, "s3://", 5) == 0;
+}
+
+static bool key_is_valid(const char *key)
+{
+	size_t length = strlen(key);
+	if (length == 0 || length > S3_KEY_MAX)
+		return false;
+	for (size_t i = 0; i < length; i++) {
+		unsigned char c = (unsigned char)key[i];
+		if (!isalnum(c) && c != '.' && c != '_' && c != '/' && c != '-')
+			return false;
+	}
+	return true;
+}
+
+static int copy_setting(char *out, size_t size, const char *value, const char *what, struct error_info *error)
+{
+	if (strlen(value) >= size)
+		return error_info_set(error, -EINVAL, "%s is longer than %zu bytes", what, size - 1);
+	memcpy(out, value, strlen(value) + 1);
+	return 0;
+}
+
+int s3_location_parse(const char *text, struct s3_location *out, struct error_info *error)
+{
+	memset(out, 0, sizeof *out);
+	if (!s3_location_is_s3(text))
+		return error_info_set(error, -EINVAL, "%s is not an object-store location (s3://BUCKET/PREFIX)", text);
+	const char *bucket = text + 5, *slash = strchr(bucket, '/');
+	size_t bucket_length = slash ? (size_t)(slash - bucket) : strlen(bucket);
+	if (bucket_length == 0 || bucket_length >= sizeof out->bucket)
+		return error_info_set(error, -EINVAL, "%s: the bucket name must be 1 to %zu bytes", text,
+				      sizeof out->bucket - 1);
+	memcpy(out->bucket, bucket, bucket_length);
+	for (size_t i = 0; i < bucket_length; i++)
+		if (!islower((unsigned char)bucket[i]) && !isdigit((unsigned char)bucket[i]) && bucket[i] != '-' &&
+		    bucket[i] != '.')
+			return error_info_set(error, -EINVAL,
+					      "%s: a bucket name has lowercase letters, digits, '-' and '.' only", text);
+	const char *prefix = slash ? slash + 1 : "";
+	size_t prefix_length = strlen(prefix);
+	while (prefix_length && prefix[prefix_length - 1] == '/')
+		prefix_length--;
+	if (prefix_length + 2 > sizeof out->prefix)
+		return error_info_set(error, -EINVAL, "%s: the prefix is longer than %zu bytes", text,
+				      sizeof out->prefix - 2);
+	if (prefix_length) {
+		memcpy(out->prefix, prefix, prefix_length);
+		out->prefix[prefix_length] = '/';
+		if (!key_is_valid(out->prefix))
+			return error_info_set(error, -EINVAL, "%s: a prefix has letters, digits and ._/- only", text);
+	}
+	const char *region = getenv("AWS_REGION");
+	int rc = copy_setting(out->region, sizeof out->region, region && *region ? region : "us-east-1", "AWS_REGION",
+			      error);
+	if (rc)
+		return rc;
+	const char *endpoint = getenv("AWS_ENDPOINT_URL");
+	if (endpoint && *endpoint) {
+		if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8))
+			return error_info_set(error, -EINVAL, "AWS_ENDPOINT_URL=%s must start with http:// or https://",
+					      endpoint);
+		if ((rc = copy_setting(out->endpoint, sizeof out->endpoint, endpoint, "AWS_ENDPOINT_URL", error)))
+			return rc;
+		size_t length = strlen(out->endpoint);
+		while (length && out->endpoint[length - 1] == '/')
+			out->endpoint[--length] = 0;
+	} else {
+		snprintf(out->endpoint, sizeof out->endpoint, "https://s3.%s.amazonaws.com", out->region);
+	}
+	const char *access = getenv("AWS_ACCESS_KEY_ID"), *secret = getenv("AWS_SECRET_ACCESS_KEY");
+	if (!access || !*access || !secret || !*secret)
+		return error_info_set(error, -EINVAL,
+				      "%s needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", text);
+	if ((rc = copy_setting(out->access_key, sizeof out->access_key, access, "AWS_ACCESS_KEY_ID", error)) ||
+	    (rc = copy_setting(out->secret_key, sizeof out->secret_key, secret, "AWS_SECRET_ACCESS_KEY", error)))
+		return rc;
+	return 0;
+}
+
+/* ---- the client ------------------------------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_global;
+
+static void curl_start(void)
+{
+	curl_global = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int s3_client_open(const struct s3_location *location, struct s3_client **out, struct error_info *error)
+{
+	*out = NULL;
+	pthread_once(&curl_once, curl_start);
+	if (curl_global != CURLE_OK)
+		return error_info_set(error, -EIO, "cannot start libcurl: %s", curl_easy_strerror(curl_global));
+	struct s3_client *client = calloc(1, sizeof *client);
+	if (!client)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	client->location = *location;
+	snprintf(client->signature, sizeof client->signature, "aws:amz:%s:s3", location->region);
+	snprintf(client->credentials, sizeof client->credentials, "%s:%s", location->access_key, location->secret_key);
+	if (!(client->curl = curl_easy_init()) || pthread_mutex_init(&client->lock, NULL) != 0) {
+		if (client->curl)
+			curl_easy_cleanup(client->curl);
+		free(client);
+		return error_info_set(error, -EIO, "cannot start a libcurl handle");
+	}
+	*out = client;
+	return 0;
+}
+
+void s3_client_free(struct s3_client *client)
+{
+	if (!client)
+		return;
+	curl_easy_cleanup(client->curl);
+	pthread_mutex_destroy(&client->lock);
+	memset(client->credentials, 0, sizeof client->credentials);
+	free(client);
+}
+
+void s3_counters_get(const struct s3_client *client, struct s3_counters *out)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&client->lock);
+	*out = client->counters;
+	pthread_mutex_unlock((pthread_mutex_t *)&client->lock);
+}
+
+/* ---- one request ------------------------------------------------------------------------ */
+
+struct upload {
+	const uint8_t *bytes;
+	size_t size, at;
+};
+
+static size_t read_body(char *buffer, size_t size, size_t count, void *context)
+{
+	struct upload *upload = context;
+	size_t room = size * count, left = upload->size - upload->at;
+	size_t taken = left < room ? left : room;
+	memcpy(buffer, upload->bytes + upload->at, taken);
+	upload->at += taken;
+	return taken;
+}
+
+static size_t write_body(char *data, size_t size, size_t count, void *context)
+{
+	return buf_append(context, data, size * count) == 0 ? size * count : 0;
+}
+
+/* The text of <tag>…</tag> in xml from at on (entities decoded) into out; the position after it, or NULL. */
+static const char *xml_text(const char *xml, const char *end, const char *tag, char *out, size_t size)
+{
+	char open[40], close[40];
+	snprintf(open, sizeof open, "<%s>", tag);
+	snprintf(close, sizeof close, "</%s>", tag);
+	const char *start = memmem(xml, (size_t)(end - xml), open, strlen(open));
+	if (!start)
+		return NULL;
+	start += strlen(open);
+	const char *stop = memmem(start, (size_t)(end - start), close, strlen(close));
+	if (!stop)
+		return NULL;
+	static const struct { const char *entity; char c; } entities[] = {
+		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
+	};
+	size_t length = 0;
+	for (const char *at = start; at < stop && length + 1 < size;) {
+		char c = *at++;
+		for (size_t i = 0; c == '&' && i < sizeof entities / sizeof *entities; i++) {
+			size_t entity_length = strlen(entities[i].entity) - 1;
+			if ((size_t)(stop - at) >= entity_length && !memcmp(at, entities[i].entity + 1, entity_length)) {
+				c = entities[i].c;
+				at += entity_length;
+				break;
+			}
+		}
+		out[length++] = c;
+	}
+	out[length] = 0;
+	return stop + strlen(close);
+}
+
+/* What an unsuccessful status means, with the server's error code in the message. */
+static int status_error(long status, const struct buf *body, const char *what, struct error_info *error)
+{
+	char code[64] = "";
+	if (body->size)
+		xml_text((const char *)body->data, (const char *)body->data + body->size, "Code", code, sizeof code);
+	int rc = status == 404 ? -ENOENT
+		 : status == 412 ? -EEXIST
+		 : status == 401 || status == 403 ? -EACCES
+		 : status == 416 ? -ERANGE
+				 : -EIO;
+	return error_info_set(error, rc, "%s: the object store answered %ld%s%s", what, status, code[0] ? " " : "",
+			      code);
+}
+
+/*
+ * Sends one request to url (retrying per invariant 1), the response body
+ * appended to response (may be NULL: discarded). 0 with *status, or -EIO
+ * (no answer) with error.
+ */
+static int send_request(struct s3_client *client, enum request_kind kind, const char *url,
+			const struct curl_slist *extra, const void *bytes, size_t size, bool repeatable,
+			struct buf *response, long *status, uint64_t *length_out, const char *what,
+			struct error_info *error)
+{
+	struct curl_slist *headers = NULL;
+	for (const struct curl_slist *at = extra; at; at = at->next)
+		headers = curl_slist_append(headers, at->data);
+	headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!headers)
+		return error_info_set(error, -ENOMEM, "out of memory");
+	struct buf ignored;
+	buf_init(&ignored);
+	struct buf *body = response ? response : &ignored;
+	size_t body_start = body->size;
+	int rc = -EIO;
+	CURL *curl = client->curl;
+	for (int attempt = 0; attempt < S3_ATTEMPTS; attempt++) {
+		if ((rc = io_failpoint("s3.before_request")) < 0) {
+			error_info_set(error, rc, "%s: failpoint s3.before_request", what);
+			break;
+		}
+		body->size = body_start;
+		struct upload upload = { bytes, size, 0 };
+		curl_easy_reset(curl);
+		curl_easy_setopt(curl, CURLOPT_URL, url);
+		curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, client->signature);
+		curl_easy_setopt(curl, CURLOPT_USERPWD, client->credentials);
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+		curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+		curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
+		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
+		curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+		if (kind == REQUEST_PUT) {
+			curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
+			curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+			/* "Expect: 100-continue" stays (removing a header libcurl signed breaks the
+			 * signature), but the body follows at once: no round trip */
+			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+		} else if (kind == REQUEST_HEAD) {
+			curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+		} else if (kind == REQUEST_DELETE) {
+			curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+		}
+		uint64_t *count = kind == REQUEST_GET ? &client->counters.gets
+				  : kind == REQUEST_PUT ? &client->counters.puts
+				  : kind == REQUEST_HEAD ? &client->counters.heads
+				  : kind == REQUEST_DELETE ? &client->counters.deletes
+							 : &client->counters.lists;
+		(*count)++;
+		CURLcode result = curl_easy_perform(curl);
+		if (result == CURLE_OK) {
+			curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+			client->counters.bytes_sent += upload.at;
+			client->counters.bytes_received += body->size - body_start;
+			if (length_out) {
+				curl_off_t length = -1;
+				curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+				*length_out = length < 0 ? 0 : (uint64_t)length;
+			}
+			if ((*status == 500 || *status == 503) && repeatable && attempt + 1 < S3_ATTEMPTS) {
+				nanosleep(&(struct timespec){ 0, 50000000L << attempt }, NULL);
+				continue;
+			}
+			rc = 0;
+			break;
+		}
+		rc = error_info_set(error, -EIO, "%s: %s (%s)%s", what, curl_easy_strerror(result),
+				    client->location.endpoint,
+				    repeatable ? "" : "; the outcome is unknown: the object may or may not exist");
+		if (!repeatable)
+			break;
+		nanosleep(&(struct timespec){ 0, 50000000L << attempt }, NULL);
+	}
+	curl_slist_free_all(headers);
+	buf_free(&ignored);
+	return rc;
+}
+
+/* ENDPOINT/BUCKET/PREFIXKEY into out. 0 or -EINVAL (a bad key). */
+static int object_url(const struct s3_client *client, const char *key, char *out, size_t size,
+		      struct error_info *error)
+{
+	if (!key_is_valid(key))
+		return error_info_set(error, -EINVAL, "object key \"%.80s\" is not 1..%d of [A-Za-z0-9._/-]", key,
+				      S3_KEY_MAX);
+	const struct s3_location *location = &client->location;
+	int length = snprintf(out, size, "%s/%s/%s%s", location->endpoint, location->bucket, location->prefix, key);
+	if (length < 0 || (size_t)length >= size)
+		return error_info_set(error, -EINVAL, "object key \"%.80s\" makes too long a URL", key);
+	return 0;
+}
+
+#define URL_MAX (256 + 64 + 256 + S3_KEY_MAX + 512)
+
+int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t size,
+	   enum s3_condition condition, struct error_info *error)
+{
+	char url[URL_MAX], what[S3_KEY_MAX + 16];
+	int rc = object_url(client, key, url, sizeof url, error);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof what, "PUT %s", key);
+	struct curl_slist conditional = { (char *)"If-None-Match: *", NULL };
+	struct buf response;
+	buf_init(&response);
+	long status = 0;
+	pthread_mutex_lock(&client->lock);
+	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, bytes, size,
+			  condition == S3_ALWAYS, &response, &status, NULL, what, error);
+	pthread_mutex_unlock(&client->lock);
+	if (rc == 0 && status != 200)
+		rc = status_error(status, &response, what, error);
+	if (rc == 0 && (rc = io_failpoint("s3.after_put")) < 0)
+		error_info_set(error, rc, "%s: failpoint s3.after_put (the object is stored)", what);
+	buf_free(&response);
+	return rc;
+}
+
+int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
+	   struct error_info *error)
+{
+	char url[URL_MAX], what[S3_KEY_MAX + 16], range[80];
+	int rc = object_url(client, key, url, sizeof url, error);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof what, "GET %s", key);
+	if (size)
+		snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-%" PRIu64, offset, offset + size - 1);
+	else
+		snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", offset);
+	struct curl_slist ranged = { range, NULL };
+	size_t start = out->size;
+	long status = 0;
+	pthread_mutex_lock(&client->lock);
+	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, 0, true, out, &status, NULL,
+			  what, error);
+	pthread_mutex_unlock(&client->lock);
+	if (rc == 0 && status != 200 && status != 206) {
+		struct buf body = { out->data + start, out->size - start, out->size - start };
+		rc = status_error(status, &body, what, error);
+	}
+	if (rc)
+		out->size = start;
+	return rc;
+}
+
+int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struct error_info *error)
+{
+	char url[URL_MAX], what[S3_KEY_MAX + 16];
+	int rc = object_url(client, key, url, sizeof url, error);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof what, "HEAD %s", key);
+	long status = 0;
+	uint64_t length = 0;
+	struct buf none;
+	buf_init(&none);
+	pthread_mutex_lock(&client->lock);
+	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, 0, true, NULL, &status, &length, what, error);
+	pthread_mutex_unlock(&client->lock);
+	if (rc == 0 && status != 200)
+		rc = status_error(status, &none, what, error);   /* a HEAD answer has no body */
+	if (rc == 0 && size_out)
+		*size_out = length;
+	return rc;
+}
+
+int s3_delete(struct s3_client *client, const char *key, struct error_info *error)
+{
+	char url[URL_MAX], what[S3_KEY_MAX + 16];
+	int rc = object_url(client, key, url, sizeof url, error);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof what, "DELETE %s", key);
+	struct buf response;
+	buf_init(&response);
+	long status = 0;
+	pthread_mutex_lock(&client->lock);
+	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, 0, true, &response, &status, NULL, what, error);
+	pthread_mutex_unlock(&client->lock);
+	if (rc == 0 && status != 204 && status != 200 && status != 404)
+		rc = status_error(status, &response, what, error);
+	buf_free(&response);
+	return rc;
+}
+
+/* Appends "&name=escaped value" (or "?name=…" first) to the query. */
+static int query_add(CURL *curl, char *query, size_t size, const char *name, const char *value)
+{
+	char *escaped = curl_easy_escape(curl, value, 0);
+	if (!escaped)
+		return -ENOMEM;
+	size_t used = strlen(query);
+	int length = snprintf(query + used, size - used, "%s%s=%s", used ? "&" : "?", name, escaped);
+	curl_free(escaped);
+	return length < 0 || (size_t)length >= size - used ? -EINVAL : 0;
+}
+
+int s3_list(struct s3_client *client, const char *prefix, const char *start_after,
+	    int (*visit)(const char *key, uint64_t size, void *context), void *context,
+	    struct error_info *error)
+{
+	const struct s3_location *location = &client->location;
+	char full_prefix[sizeof location->prefix + S3_KEY_MAX], full_after[sizeof full_prefix];
+	char token[1024] = "", key[S3_KEY_MAX + sizeof location->prefix + 1], number[24];
+	snprintf(full_prefix, sizeof full_prefix, "%s%s", location->prefix, prefix ? prefix : "");
+	if (start_after)
+		snprintf(full_after, sizeof full_after, "%s%s", location->prefix, start_after);
+	size_t strip = strlen(location->prefix);
+	struct buf response;
+	buf_init(&response);
+	int rc = 0;
+	for (bool more = true; more && rc == 0;) {
+		/* query parameters in name order: libcurl signs the query exactly as written */
+		char query[2048] = "", url[URL_MAX + 2048];
+		pthread_mutex_lock(&client->lock);
+		if (token[0])
+			rc = query_add(client->curl, query, sizeof query, "continuation-token", token);
+		if (rc == 0)
+			rc = query_add(client->curl, query, sizeof query, "list-type", "2");
+		if (rc == 0 && location->list_page) {
+			snprintf(number, sizeof number, "%u", location->list_page);
+			rc = query_add(client->curl, query, sizeof query, "max-keys", number);
+		}
+		if (rc == 0)
+			rc = query_add(client->curl, query, sizeof query, "prefix", full_prefix);
+		if (rc == 0 && start_after && !token[0])
+			rc = query_add(client->curl, query, sizeof query, "start-after", full_after);
+		long status = 0;
+		buf_reset(&response);
+		if (rc == 0) {
+			snprintf(url, sizeof url, "%s/%s%s", location->endpoint, location->bucket, query);
+			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, 0, true, &response, &status, NULL,
+					  "LIST", error);
+		} else {
+			rc = error_info_set(error, rc, "LIST: the query is too long");
+		}
+		pthread_mutex_unlock(&client->lock);
+		if (rc == 0 && status != 200)
+			rc = status_error(status, &response, "LIST", error);
+		if (rc)
+			break;
+		const char *at = (const char *)response.data, *end = at + response.size;
+		char truncated[8] = "false";
+		xml_text(at, end, "IsTruncated", truncated, sizeof truncated);
+		more = strcmp(truncated, "true") == 0;
+		if (more && !xml_text(at, end, "NextContinuationToken", token, sizeof token)) {
+			rc = error_info_set(error, -EIO, "LIST: a truncated answer without a continuation token");
+			break;
+		}
+		const char *entry;
+		while (rc == 0 && (entry = memmem(at, (size_t)(end - at), "<Contents>", 10))) {
+			const char *entry_end = memmem(entry, (size_t)(end - entry), "</Contents>", 11);
+			if (!entry_end || !xml_text(entry, entry_end, "Key", key, sizeof key) ||
+			    !xml_text(entry, entry_end, "Size", number, sizeof number) || strncmp(key, location->prefix, strip)) {
+				rc = error_info_set(error, -EIO, "LIST: a malformed answer from the object store");
+				break;
+			}
+			rc = visit(key + strip, strtoull(number, NULL, 10), context);
+			at = entry_end + 11;
+		}
+	}
+	buf_free(&response);
+	return rc < 0 ? rc : 0;
+}
