@@ -301,32 +301,14 @@ int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, u
 
 /* ---- versions by time ---------------------------------------------------------------------- */
 
-/* The time of the last root published at version (at or after its commit's time). */
-static int root_time(struct manifest *manifest, const struct root_record *latest, uint64_t version,
-		     uint64_t *out)
-{
-	struct root_record root;
-	int rc = manifest_root_at(manifest, latest, version, &root);
-	if (rc == 0)
-		*out = root.time_us;
-	return rc;
-}
-
-static int commit_time(struct manifest *manifest, const struct root_record *latest, uint64_t version,
-		       uint64_t *out)
-{
-	struct root_record root;
-	struct commit_record record;
-	commit_record_init(&record);
-	int rc = manifest_root_at(manifest, latest, version, &root);
-	if (rc == 0)
-		rc = manifest_commit_read(manifest, root.commit, &record);
-	if (rc == 0)
-		*out = record.time_us;
-	commit_record_free(&record);
-	return rc;
-}
-
+/*
+ * Commit times never decrease with the version (every publish stamps its root
+ * with max(now, the previous root's time), and a commit's time is its root's),
+ * so the version of an instant is the newest version whose commit time is at
+ * or before it: a binary search over the commit times the version index's
+ * leaves record (FORMAT.md §16.1, §16.3), through one cursor, so that the
+ * nodes near the root are read once; the latest version's time is its record's.
+ */
 int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64_t *version)
 {
 	struct root_record latest;
@@ -335,42 +317,43 @@ int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64
 		rc = manifest_latest(manifest, &latest);
 	if (rc < 0)
 		return rc;
-	uint64_t low = latest.horizon + 1, high = latest.version;
+	uint64_t low = latest.horizon + 1, high = latest.version, best = 0;
 	if (high < low)
 		return -ENOENT;
-	/*
-	 * Version v's state stands from its commit's time until the next commit's.
-	 * The last root of v is at or after v's commit and before v+1's
-	 * (invariant 1), so the first version whose last root is at or after
-	 * time_us is the answer or the version after it: a binary search over the
-	 * version index, then one commit record.
-	 */
-	uint64_t first = high + 1;
-	while (low <= high) {
+	struct manifest_versions_cursor *cursor;
+	if ((rc = manifest_versions_cursor_open(manifest->pager, latest.versions, &cursor)) < 0)
+		return rc;
+	while (rc == 0 && low <= high) {
 		uint64_t middle = low + (high - low) / 2, at = 0;
-		if ((rc = root_time(manifest, &latest, middle, &at)) < 0)
-			return rc;
-		if (at >= time_us) {
-			first = middle;
-			high = middle - 1;
+		if (middle == latest.version) {
+			struct commit_record record;
+			if ((rc = manifest_commit_read(manifest, latest.commit, &record)) == 0)
+				at = record.time_us;
+			commit_record_free(&record);
 		} else {
+			struct manifest_version_entry entry = { 0 };
+			if ((rc = manifest_versions_cursor_get(cursor, middle, &entry)) == -ENOENT) {
+				io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
+				       manifest->path, (unsigned long long)middle);
+				rc = -EIO;
+			}
+			at = entry.commit_time_us;
+		}
+		if (rc < 0)
+			break;
+		if (at <= time_us) {
+			best = middle;
 			low = middle + 1;
+		} else {
+			high = middle - 1;
 		}
 	}
-	if (first > latest.version) {
-		*version = latest.version;
-		return 0;
-	}
-	uint64_t committed = 0;
-	if ((rc = commit_time(manifest, &latest, first, &committed)) < 0)
+	manifest_versions_cursor_free(cursor);
+	if (rc < 0)
 		return rc;
-	if (committed <= time_us) {
-		*version = first;
-		return 0;
-	}
-	if (first - 1 <= latest.horizon)
+	if (best == 0)
 		return -ENOENT;
-	*version = first - 1;
+	*version = best;
 	return 0;
 }
 
