@@ -265,8 +265,8 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 	int rc = -EIO;
 	CURL *curl = client->curl;
 	for (int attempt = 0; attempt < S3_ATTEMPTS; attempt++) {
-		if ((rc = io_failpoint("s3.before_request")) < 0) {
-			error_info_set(error, rc, "%s: failpoint s3.before_request", what);
+		if ((rc = io_failpoint("object_store.before_request")) < 0) {
+			error_info_set(error, rc, "%s: failpoint object_store.before_request", what);
 			break;
 		}
 		body->size = body_start;
@@ -363,8 +363,8 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
 		rc = status_error(status, &response, what, error);
-	if (rc == 0 && (rc = io_failpoint("s3.after_put")) < 0)
-		error_info_set(error, rc, "%s: failpoint s3.after_put (the object is stored)", what);
+	if (rc == 0 && (rc = io_failpoint("object_store.after_put")) < 0)
+		error_info_set(error, rc, "%s: failpoint object_store.after_put (the object is stored)", what);
 	buf_free(&response);
 	return rc;
 }

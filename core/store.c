@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "s3.h"
 
 const char *store_branch_or_main(const char *branch)
 {
@@ -36,9 +37,19 @@ const char *store_branch_or_main(const char *branch)
 
 /* ---- lifetime ------------------------------------------------------------ */
 
+int store_location_check(const char *path, struct error_info *error)
+{
+	if (!s3_location_is_s3(path))
+		return 0;
+	return error_info_set(error, -EPROTONOSUPPORT,
+			      "%s: stores in an object store (s3://) are not supported by this graphfs yet; give a local directory",
+			      path);
+}
+
 int store_init(const char *path, struct error_info *error)
 {
-	return manifest_create(path, error);
+	int rc = store_location_check(path, error);
+	return rc ? rc : manifest_create(path, error);
 }
 
 static void default_actor(char out[STORE_ACTOR_MAX])
@@ -62,7 +73,9 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (!options)
 		options = &defaults;
 	*out = NULL;
-	int rc = 0;
+	int rc = store_location_check(path, error);
+	if (rc)
+		return rc;
 	struct store *store = calloc(1, sizeof *store);
 	if (!store)
 		return error_info_set(error, -ENOMEM, "out of memory");

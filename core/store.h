@@ -63,6 +63,10 @@ struct store_options {
 
 /* ---- lifetime ------------------------------------------------------------- */
 
+/* 0, or -EPROTONOSUPPORT with a message for an object-store location (s3://),
+ * which this graphfs recognises but cannot use yet (core/s3.h is its client).
+ * store_init, store_open and store_snapshot_copy check it themselves. */
+int store_location_check(const char *path, struct error_info *error);
 /* Creates an empty store (branch main, version 0) in path. 0, -EEXIST (not empty), -errno. */
 int store_init(const char *path, struct error_info *error);
 /* Opens (and, unless read_only, recovers) the store at path. options may be NULL

@@ -38,7 +38,9 @@ int store_snapshot_copy(struct store *store, const char *path, store_progress_fn
 {
 	error_info_clear(error);
 	struct manifest_copy_result copied;
-	int rc = manifest_snapshot_copy(store->manifest, path, progress, context, &copied, error);
+	int rc = store_location_check(path, error);
+	if (rc == 0)
+		rc = manifest_snapshot_copy(store->manifest, path, progress, context, &copied, error);
 	if (rc == 0 && out) {
 		out->version = copied.version;
 		out->manifest_bytes = copied.manifest_bytes;

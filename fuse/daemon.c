@@ -319,6 +319,11 @@ int graphfs_mount_main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char store_path[PATH_MAX], mountpoint[PATH_MAX], temporary_directory[PATH_MAX];
 
+	struct error_info location_error;
+	if (store_location_check(options.store, &location_error) < 0) {
+		fprintf(stderr, "graphfs: mount: %s\n", location_error.message);
+		goto out;
+	}
 	if (!realpath(options.store, store_path)) {
 		fprintf(stderr, "graphfs: mount: %s: %s\n", options.store, strerror(errno));
 		goto out;

@@ -1,5 +1,6 @@
 """The command line itself: help, version, usage errors, init."""
 import re
+import subprocess
 
 import pytest
 
@@ -75,6 +76,18 @@ def test_init_creates_an_empty_store(cli, tmp_path):
     branches = cli.ok("branch", path, "list").stdout.decode().splitlines()
     assert [line.split("\t")[0] for line in branches] == ["main"]
     cli.ok("verify", path)
+
+
+def test_an_object_store_location_is_refused_clearly_and_creates_nothing(graphfs, tmp_path):
+    # not yet a backend: s3:// must not silently become a local directory named "s3:"
+    for argv in (["init", "s3://bucket/graph"], ["log", "s3://bucket/graph"],
+                 ["mount", "s3://bucket/graph", str(tmp_path / "mnt"), "-f"]):
+        result = subprocess.run([graphfs, *argv], cwd=tmp_path, capture_output=True, timeout=60)
+        assert result.returncode == 1, argv
+        message = result.stderr.decode()
+        assert "stores in an object store (s3://) are not supported by this graphfs yet" in message, message
+        assert message.count("\n") == 1
+    assert not (tmp_path / "s3:").exists()
 
 
 def test_init_creates_private_files(cli, tmp_path):

@@ -378,9 +378,9 @@ TEST(the_before_request_failpoint_fails_a_request_without_sending_it)
 	struct s3_client *client;
 	struct error_info error;
 	CHECK_EQ(open_client("failpoint", &client), 0);
-	CHECK_EQ(io_failpoint_arm("s3.before_request", IO_FAILPOINT_ERROR), 0);
+	CHECK_EQ(io_failpoint_arm("object_store.before_request", IO_FAILPOINT_ERROR), 0);
 	CHECK(s3_put(client, "never", "x", 1, S3_IF_ABSENT, &error) < 0);
-	CHECK(strstr(error.message, "s3.before_request") != NULL);
+	CHECK(strstr(error.message, "object_store.before_request") != NULL);
 	CHECK_EQ(s3_head(client, "never", NULL, &error), -ENOENT);
 	s3_client_free(client);
 }
