@@ -23,6 +23,22 @@
 
 #include "manifest_int.h"
 
+/* A version every retained state needs is not in the index: the store is damaged. -EIO. */
+static int index_lacks(const struct manifest *manifest, uint64_t version)
+{
+	io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index", manifest->path,
+	       (unsigned long long)version);
+	return -EIO;
+}
+
+/* A retained version's index entry through cursor: 0, or -EIO (missing or damaged), -errno. */
+static int cursor_entry(const struct manifest *manifest, struct manifest_versions_cursor *cursor, uint64_t version,
+			struct manifest_version_entry *out)
+{
+	int rc = manifest_versions_cursor_get(cursor, version, out);
+	return rc == -ENOENT ? index_lacks(manifest, version) : rc;
+}
+
 int manifest_root_at(struct manifest *manifest, const struct root_record *latest, uint64_t version,
 		     struct root_record *out)
 {
@@ -34,11 +50,8 @@ int manifest_root_at(struct manifest *manifest, const struct root_record *latest
 	}
 	struct manifest_version_entry entry;
 	int rc = manifest_versions_get(manifest->pager, NULL, latest->versions, version, &entry);
-	if (rc == -ENOENT) {
-		io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
-			manifest->path, (unsigned long long)version);
-		return -EIO;
-	}
+	if (rc == -ENOENT)
+		return index_lacks(manifest, version);
 	if (rc == 0)
 		rc = manifest_root_read(manifest->pager, entry.root, out);
 	if (rc == 0 && out->version != version) {
@@ -229,11 +242,7 @@ int manifest_log_versions(struct manifest *manifest, const struct manifest_snaps
 			break;
 		}
 		struct manifest_version_entry entry = { 0 };
-		if ((rc = manifest_versions_cursor_get(cursor, parent, &entry)) == -ENOENT) {
-			io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
-				manifest->path, (unsigned long long)parent);
-			rc = -EIO;
-		}
+		rc = cursor_entry(manifest, cursor, parent, &entry);
 		line.time_us = entry.commit_time_us;
 		parent = entry.parent_version;
 	}
@@ -332,11 +341,7 @@ int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64
 			commit_record_free(&record);
 		} else {
 			struct manifest_version_entry entry = { 0 };
-			if ((rc = manifest_versions_cursor_get(cursor, middle, &entry)) == -ENOENT) {
-				io_log(LOG_ERR, "%s/manifest: version %llu is missing from the version index",
-				       manifest->path, (unsigned long long)middle);
-				rc = -EIO;
-			}
+			rc = cursor_entry(manifest, cursor, middle, &entry);
 			at = entry.commit_time_us;
 		}
 		if (rc < 0)
