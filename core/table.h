@@ -264,6 +264,12 @@ uint64_t table_stage_rows(const struct table_stage *stage);     /* rows added (d
 uint64_t table_stage_bytes(const struct table_stage *stage);    /* canonical bytes staged */
 /* The segment the stage spilled to, 0 if none (for the recovery sidecar). */
 uint64_t table_stage_segment(const struct table_stage *stage);
+/*
+ * True once a sealed spilled overwrite has the key tree its writer thread
+ * built while the rows came in increasing id order, so the seal did not
+ * build one (docs/ARCHITECTURE.md "How a large write stays small in memory").
+ */
+bool table_stage_keys_streamed(const struct table_stage *stage);
 /* Waits for the writer thread, flushes and fsyncs any spilled segment. Called before the
  * publish takes the store lock. Returns 0 or -errno (a write error of any fragment). */
 int table_stage_seal(struct table_stage *stage);

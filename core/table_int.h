@@ -200,6 +200,8 @@ struct stage_fragment {
 
 struct stage_job {
 	struct buf payload;             /* the raw fragment payload */
+	struct buf keys;                /* KEYS_STREAMED: the ids of its rows, in row order, each as
+					   u16 size (little-endian) then the id; empty otherwise */
 	uint32_t fragment;              /* stage fragment ordinal */
 	struct block_address address;   /* written: the block's address */
 };
@@ -215,6 +217,24 @@ struct stage_writer {
 	uint64_t harvested;             /* completed jobs whose address was copied to its fragment */
 	bool stopping;
 	_Atomic int failure;            /* first write error, 0 if none; written under lock, read without */
+	/*
+	 * KEYS_STREAMED: the overwrite's key tree, added to job by job after each
+	 * fragment is written. Only the writer thread touches it while it runs;
+	 * the seal finishes it (or, if the stream was given up, frees it) after
+	 * the join. NULL until the first job with keys.
+	 */
+	struct btree_builder *keys;
+};
+
+/*
+ * How a spilled overwrite gets its key tree (invariant 11 of table_stage.c):
+ * streamed by the writer while the rows arrive in strictly increasing id
+ * order, or built by the seal from the entries or runs.
+ */
+enum stage_keys_build {
+	KEYS_BUILT_AT_SEAL = 0,         /* merges, and overwrites whose ids came out of order */
+	KEYS_STREAMED,                  /* every id so far above the one before: each cut fragment's ids go
+					   to the writer with it */
 };
 
 struct table_stage {
@@ -270,7 +290,9 @@ struct table_stage {
 	 */
 	struct stage_runs *runs;        /* NULL until the first run */
 	uint32_t run_entries;           /* entries held in memory before a run is written */
-	/* A sealed spilled overwrite: its key tree, built into the segment by the seal. */
+	/* A sealed spilled overwrite: its key tree, built into the segment by the seal or the writer. */
+	enum stage_keys_build keys_build;
+	struct buf last_run_id;         /* KEYS_STREAMED with runs: the greatest id written to a run */
 	bool keys_prebuilt;
 	struct block_address prebuilt_keys;
 	/* An edge table's stage: what its adjacency indexes need (table_edges.c); NULL for node tables. */

@@ -40,6 +40,15 @@
  *  10. A sealed spilled overwrite has its key tree built into its segment
  *      (keys_prebuilt), with fragment sequences from 0: an overwrite keeps
  *      none of the base's fragments, so its sequences start over.
+ *  11. An overwrite stays KEYS_STREAMED while every id staged is greater
+ *      than every id before it (so no row ever dies and cut order is id
+ *      order); then every fragment cut while it is spilled goes to the
+ *      writer with its rows' ids, and the writer adds their keys to
+ *      writer.keys right after writing the fragment: the seal only finishes
+ *      the tree. The first id out of order moves the stage to
+ *      KEYS_BUILT_AT_SEAL for good; the nodes the writer already wrote stay
+ *      unreferenced in the segment, and the seal builds the tree as for a
+ *      merge.
  *
  * States of a stage:
  *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment,
@@ -179,6 +188,18 @@ static bool id_after_last(const struct table_stage *stage, const void *id, size_
 	return table_id_compare(entry_id(stage, last), last->id_size, id, id_size) < 0;
 }
 
+/*
+ * KEYS_STREAMED (every id so far greater than the one before): true if id
+ * is greater than every id staged, the last entry's or else the last run's.
+ */
+static bool id_above_all(const struct table_stage *stage, const void *id, size_t id_size)
+{
+	if (stage->entry_count > 0)
+		return id_after_last(stage, id, id_size);
+	return stage->last_run_id.size == 0 ||
+	       table_id_compare(stage->last_run_id.data, stage->last_run_id.size, id, id_size) < 0;
+}
+
 /* True if the map must grow before it takes one more id (keeps the load at most 3/4). */
 static bool stage_map_full(const struct table_stage *stage)
 {
@@ -252,6 +273,41 @@ static void writer_harvest(struct table_stage *stage)
 	}
 }
 
+/*
+ * Adds the keys of the job's fragment to the streamed key tree (invariant 11):
+ * row i of stage fragment f is at sequence f (an overwrite's sequences start
+ * at 0), and its size is in the payload's table of line sizes. Writer thread
+ * only. 0 or -errno (the builder then fails every later add).
+ */
+static int writer_add_keys(struct table_stage *stage, const struct stage_job *job)
+{
+	struct stage_writer *writer = &stage->writer;
+	int rc;
+	if (!writer->keys && (rc = btree_builder_open_segment(stage->segment, BTREE_PACKED, &writer->keys)) < 0)
+		return rc;
+	const uint8_t *payload = job->payload.data;
+	uint32_t rows = buf_load_u32(payload);
+	const uint8_t *at = job->keys.data, *end = at + job->keys.size;
+	for (uint32_t i = 0; i < rows; i++) {
+		if (end - at < 2)
+			return -EIO;
+		size_t id_size = (size_t)at[0] | (size_t)at[1] << 8;
+		if ((size_t)(end - at - 2) < id_size)
+			return -EIO;
+		struct key_value location = {
+			.sequence = job->fragment,
+			.row_index = i,
+			.row_size = buf_load_u32(payload + 4 + 4 * (size_t)i),
+		};
+		uint8_t value[KEY_VALUE_SIZE];
+		table_key_value_encode(&location, value);
+		if ((rc = btree_builder_add(writer->keys, at + 2, id_size, value, sizeof value)) < 0)
+			return rc;
+		at += 2 + id_size;
+	}
+	return at == end ? 0 : -EIO;
+}
+
 static void *writer_main(void *argument)
 {
 	struct table_stage *stage = argument;
@@ -269,6 +325,8 @@ static void *writer_main(void *argument)
 		if (rc == 0)
 			rc = pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec,
 						 job->payload.data, job->payload.size, &job->address);
+		if (rc == 0 && job->keys.size > 0)
+			rc = writer_add_keys(stage, job);
 		pthread_mutex_lock(&writer->lock);
 		if (rc < 0 && writer->failure == 0)
 			writer->failure = rc;
@@ -390,11 +448,15 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	stage->allocate_context = allocate_context;
 	stage->run_entries = TABLE_RUN_ENTRIES;
 	stage->ids_ascending = true;
+	stage->keys_build = mode == TABLE_OVERWRITE ? KEYS_STREAMED : KEYS_BUILT_AT_SEAL;
+	buf_init(&stage->last_run_id);
 	buf_init(&stage->ids);
 	buf_init(&stage->pending_lines);
 	buf_init(&stage->scratch);
-	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
 		buf_init(&stage->writer.jobs[i].payload);
+		buf_init(&stage->writer.jobs[i].keys);
+	}
 	*out = stage;
 	return 0;
 }
@@ -404,8 +466,13 @@ void table_stage_free(struct table_stage *stage)
 	if (!stage)
 		return;
 	writer_stop(stage);
-	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+	btree_builder_free(stage->writer.keys);
+	stage->writer.keys = NULL;
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
 		buf_free(&stage->writer.jobs[i].payload);
+		buf_free(&stage->writer.jobs[i].keys);
+	}
+	buf_free(&stage->last_run_id);
 	if (stage->segment) {
 		pager_segment_free(stage->segment);
 		if (!stage->published)
@@ -452,6 +519,11 @@ void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries)
 void table_stage_published(struct table_stage *stage)
 {
 	stage->published = true;
+}
+
+bool table_stage_keys_streamed(const struct table_stage *stage)
+{
+	return stage->sealed && stage->keys_prebuilt && stage->keys_build == KEYS_STREAMED;
 }
 
 enum table_write_mode table_stage_mode(const struct table_stage *stage)
@@ -519,6 +591,21 @@ int table_stage_deletes(const struct table_stage *stage, const void *id, size_t 
  * Advances *cursor past the rows consumed. 0 or -errno; on error no row was
  * assigned to a fragment.
  */
+/* Appends the ids of pending rows [first, end) to keys, as struct stage_job describes. 0 or -ENOMEM. */
+static int stage_cut_keys(struct table_stage *stage, size_t first, size_t end, struct buf *keys)
+{
+	for (size_t i = first; i < end; i++) {
+		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
+		assert(!(entry->flags & ENTRY_DEAD));  /* invariant 11: no row dies while streamed */
+		int rc = buf_reserve(keys, 2 + (size_t)entry->id_size);
+		if (rc < 0)
+			return rc;
+		buf_put_u16(keys, (uint16_t)entry->id_size);
+		buf_append(keys, entry_id(stage, entry), entry->id_size);
+	}
+	return 0;
+}
+
 static int stage_cut(struct table_stage *stage, size_t *cursor)
 {
 	size_t first = *cursor, end = first;
@@ -554,6 +641,15 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
 		if (!(entry->flags & ENTRY_DEAD))
 			buf_put_u32(payload, entry->line_size);
+	}
+	/* Invariant 11: the writer adds these rows' keys once it has written the fragment. */
+	struct buf *keys = stage->segment && stage->writer.running
+				   ? &stage->writer.jobs[stage->writer.submitted % STAGE_QUEUE_DEPTH].keys
+				   : NULL;
+	if (keys) {
+		buf_reset(keys);
+		if (stage->keys_build == KEYS_STREAMED && (rc = stage_cut_keys(stage, first, end, keys)) < 0)
+			return rc;
 	}
 	for (size_t i = first; i < end; i++) {
 		const struct stage_entry *entry = &stage->entries[stage->pending[i]];
@@ -619,6 +715,8 @@ static int stage_spill(struct table_stage *stage)
 		return rc;
 	stage->segment_id = segment_id;
 	writer_start(stage);
+	if (!stage->writer.running)
+		stage->keys_build = KEYS_BUILT_AT_SEAL;  /* fragments are written inline, without keys */
 	return stage_cut_all(stage);
 }
 
@@ -682,6 +780,12 @@ static int stage_flush_run(struct table_stage *stage)
 		struct stage_record record = entry_record(stage, entry);
 		rc = stage_runs_add(stage->runs, &record);
 	}
+	if (rc == 0 && count > 0 && stage->keys_build == KEYS_STREAMED) {
+		/* The entries are about to go: keep the greatest id for the order check (invariant 11). */
+		const struct stage_entry *last = &stage->entries[sorted[count - 1]];
+		buf_reset(&stage->last_run_id);
+		rc = buf_append(&stage->last_run_id, entry_id(stage, last), last->id_size);
+	}
 	free(sorted);
 	if (rc == 0)
 		rc = stage_runs_end(stage->runs);
@@ -724,6 +828,9 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 	/* A fragment the spill writer failed to write fails every later add. */
 	if ((rc = writer_failure(stage)) < 0)
 		return rc;
+	/* Invariant 11: an id not above every id before it ends the streamed key tree. */
+	if (stage->keys_build == KEYS_STREAMED && !id_above_all(stage, id, id_size))
+		stage->keys_build = KEYS_BUILT_AT_SEAL;
 	/* A full run goes to the scratch file before the lookups, which then see it there. */
 	if (stage->segment &&
 	    (stage->entry_count >= stage->run_entries || stage->ids.size + id_size > STAGE_RUN_ID_BYTES) &&
@@ -1125,10 +1232,24 @@ int table_stage_seal(struct table_stage *stage)
 	if ((rc = writer_drain(stage)) < 0)
 		return rc;
 	writer_stop(stage);
-	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++)
+	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
 		buf_free(&stage->writer.jobs[i].payload);
+		buf_free(&stage->writer.jobs[i].keys);
+	}
+	/* The writer is joined: its key tree is the stage's now. */
+	struct btree_builder *streamed = stage->writer.keys;
+	stage->writer.keys = NULL;
+	if (stage->segment && stage->mode == TABLE_OVERWRITE && stage->keys_build == KEYS_STREAMED &&
+	    streamed) {
+		/* Invariant 11: the writer added every row's key; only the upper levels are left. */
+		if ((rc = btree_builder_finish(streamed, &stage->prebuilt_keys)) < 0)
+			return rc;
+		stage->keys_prebuilt = true;
+		streamed = NULL;
+	}
+	btree_builder_free(streamed);   /* a stream given up (invariant 11): its nodes stay unreferenced */
 	/* A spilled overwrite's key tree does not depend on the base: build it now, outside the lock. */
-	if (stage->segment && stage->mode == TABLE_OVERWRITE) {
+	if (stage->segment && stage->mode == TABLE_OVERWRITE && !stage->keys_prebuilt) {
 		struct btree_builder *builder = NULL;
 		if ((rc = btree_builder_open_segment(stage->segment, BTREE_PACKED, &builder)) < 0)
 			return rc;

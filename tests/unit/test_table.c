@@ -1172,6 +1172,81 @@ TEST(a_spilled_stage_in_many_runs_reads_back_every_row_in_staging_order)
 	fixture_close(&fixture);
 }
 
+/* Publishes an overwrite of ids[0..count) (wide rows, value = position) in runs of 1000;
+ * checks it reads back in staging order, finds every id and verifies. */
+static void check_overwrite_in_runs(const long *ids, long count, bool streamed)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct table_stage *stage;
+	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
+	table_stage_set_run_entries(stage, 1000);
+	struct buf expected;
+	buf_init(&expected);
+	for (long i = 0; i < count; i++) {
+		CHECK_EQ(stage_wide_row(stage, ids[i], i), 0);
+		expect_wide_row(&expected, ids[i], i);
+	}
+	struct table_info info;
+	memset(&info, 0, sizeof info);
+	CHECK_EQ(publish(&fixture, NULL, stage, &info, NULL), 0);
+	CHECK_EQ(table_stage_keys_streamed(stage), streamed);
+	table_stage_free(stage);
+	CHECK_EQ(info.row_count, count);
+	CHECK(render_equals(&fixture, &info, &expected));
+	for (long i = 0; i < count; i++) {
+		char id[32];
+		row_id(id, ids[i]);
+		struct buf line;
+		buf_init(&line);
+		CHECK_EQ(table_lookup(fixture.pager, &info, id, strlen(id), &line), 0);
+		CHECK(line.size > 0 && memcmp(line.data + 7, id, 8) == 0);
+		buf_free(&line);
+	}
+	char missing[32];
+	row_id(missing, 9999999);
+	struct buf line;
+	buf_init(&line);
+	CHECK_EQ(table_lookup(fixture.pager, &info, missing, strlen(missing), &line), -ENOENT);
+	buf_free(&line);
+	char message[256];
+	CHECK_EQ(table_verify(fixture.pager, &info, message, sizeof message), 0);
+	buf_free(&expected);
+	fixture_close(&fixture);
+}
+
+TEST(an_overwrite_in_increasing_id_order_gets_the_key_tree_its_writer_built_as_the_rows_came)
+{
+	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long *ids = malloc((size_t)count * sizeof *ids);
+	for (long i = 0; i < count; i++)
+		ids[i] = 3 * i + 1;
+	check_overwrite_in_runs(ids, count, true);
+	free(ids);
+}
+
+/* Increasing ids (3i + 1) except ids[2500], after more than two runs, which is `odd`. */
+static void check_overwrite_out_of_order_at(long odd)
+{
+	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long *ids = malloc((size_t)count * sizeof *ids);
+	for (long i = 0; i < count; i++)
+		ids[i] = 3 * i + 1;
+	ids[2500] = odd;
+	check_overwrite_in_runs(ids, count, false);
+	free(ids);
+}
+
+TEST(an_overwrite_with_an_id_below_all_earlier_ones_after_several_runs_still_gets_every_key)
+{
+	check_overwrite_out_of_order_at(0);
+}
+
+TEST(an_overwrite_with_an_id_between_earlier_ones_after_several_runs_still_gets_every_key)
+{
+	check_overwrite_out_of_order_at(3 * 100 + 2);
+}
+
 TEST(an_id_repeated_from_an_earlier_run_is_eexist_at_its_add_in_an_overwrite)
 {
 	struct fixture fixture;
