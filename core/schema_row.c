@@ -19,6 +19,12 @@
  *      again by jansson, which refuses duplicates with its own message, so an
  *      error always comes from jansson's fields, in jansson's terms.
  *   3. A failed call leaves the row reset and an inference exactly as it was.
+ *   4. A tokenized node line that is already its own canonical form (id
+ *      first, properties in schema order, no whitespace, no nulls, every
+ *      value written canonically for its type: line_is_canonical) is taken
+ *      as it is instead of being rendered; the test for that accepts only
+ *      lines the renderer would reproduce byte for byte, so what a row
+ *      becomes still never depends on the path.
  *
  * An inference moves through: open (no rows) -> fed (each accepted row may
  * append properties, widen types, and counts presence) -> finished (finish
@@ -687,12 +693,133 @@ static int row_identity(const struct schema *schema, const struct schema_scan *s
 	return rc;
 }
 
+/* ---- lines already canonical (invariant 4) ------------------------------------------ */
+
+/* The bytes a value takes when written without whitespace, from the scan; 0 for one this test leaves alone. */
+static size_t compact_length(const struct schema_scan *scan, const struct scan_value *value, bool element)
+{
+	switch (value->kind) {
+	case SCAN_STRING:
+		return value->escaped ? 0 : value->length + 2;
+	case SCAN_INTEGER:
+	case SCAN_REAL:
+		return value->text ? value->length : 0;
+	case SCAN_TRUE:
+		return 4;
+	case SCAN_FALSE:
+		return 5;
+	case SCAN_ARRAY: {
+		if (element)
+			return 0;
+		size_t total = 2 + (value->count ? value->count - 1 : 0);
+		for (size_t i = 0; i < value->count; i++) {
+			size_t length = compact_length(scan, &scan->elements[value->first + i], true);
+			if (length == 0)
+				return 0;
+			total += length;
+		}
+		return total;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* The integer as written is what render_integer_value writes: anything but "-0" (JSON has no leading zeros). */
+static bool integer_written_canonically(const struct scan_value *value)
+{
+	return value->text && (value->integer != 0 || value->length == 1);
+}
+
+/* True if render_scalar would accept value as kind and write exactly its text. */
+static bool scalar_written_canonically(enum schema_type_kind kind, const struct schema_scan *scan,
+				       const struct scan_value *value)
+{
+	int64_t exact = (int64_t)1 << 53;
+	switch (kind) {
+	case SCHEMA_STRING:
+		return value->kind == SCAN_STRING && !value->escaped;
+	case SCHEMA_BOOL:
+		return value->kind == SCAN_TRUE || value->kind == SCAN_FALSE;
+	case SCHEMA_I64:
+		return value->kind == SCAN_INTEGER && integer_written_canonically(value);
+	case SCHEMA_F64:
+		if (value->kind == SCAN_INTEGER)
+			return value->integer >= -exact && value->integer <= exact && integer_written_canonically(value);
+		return value->kind == SCAN_REAL && isfinite(value->real) && value->canonical_text && value->text;
+	case SCHEMA_DATE:
+	case SCHEMA_DATETIME:
+		if (value->kind != SCAN_STRING || value->escaped)
+			return false;
+		(void)scan;
+		return kind == SCHEMA_DATE ? schema_date_is_valid(value->text, value->length)
+					   : schema_datetime_is_valid(value->text, value->length);
+	default:
+		return false;
+	}
+}
+
+/* True if render_typed would accept value as type and write exactly its text. */
+static bool value_written_canonically(const struct schema_type *type, const struct schema_scan *scan,
+				      const struct scan_value *value)
+{
+	if (schema_kind_is_scalar(type->kind))
+		return scalar_written_canonically(type->kind, scan, value);
+	if (type->kind != SCHEMA_LIST || value->kind != SCAN_ARRAY)
+		return false;   /* vectors render their elements as f32: always through the renderer */
+	for (size_t i = 0; i < value->count; i++)
+		if (!scalar_written_canonically(type->element, scan, &scan->elements[value->first + i]))
+			return false;
+	return true;
+}
+
+/*
+ * Invariant 4: true if the node line of `size` bytes the fields in scan came
+ * from is exactly the canonical line row_from_fields would render (without
+ * its "\n"): its given id first, then a field per non-null property in
+ * schema order, each value canonical for its type, and its length the sum of
+ * its tokens' (so no whitespace anywhere).
+ */
+static bool line_is_canonical(const struct schema *schema, const struct schema_scan *scan,
+			      const struct row_slots *slots, size_t size)
+{
+	if (slots->id != 1 || slots->directive || slots->from || slots->to)
+		return false;
+	const struct scan_value *id = &scan->fields[0].value;
+	if (id->kind != SCAN_STRING || id->escaped)
+		return false;
+	size_t next_field = 1;
+	for (size_t i = 0; i < schema->property_count; i++) {
+		const struct schema_property *property = &schema->properties[i];
+		if (!scan->slots[i]) {
+			if (!property->nullable)
+				return false;
+			continue;
+		}
+		if (scan->slots[i] != next_field + 1)
+			return false;
+		if (!value_written_canonically(&property->type, scan, &scan->fields[next_field].value))
+			return false;
+		next_field++;
+	}
+	if (next_field != scan->field_count)
+		return false;
+	size_t total = 2 + (scan->field_count - 1);   /* the braces and the commas */
+	for (size_t i = 0; i < scan->field_count; i++) {
+		size_t length = compact_length(scan, &scan->fields[i].value, false);
+		if (length == 0)
+			return false;
+		total += scan->fields[i].key_length + 3 + length;   /* "key": */
+	}
+	return total == size;
+}
+
 /*
  * A row of a declared schema from the fields in scan. 0 (row filled),
  * SCHEMA_SCAN_DECLINED (a repeated key), -EINVAL with error, or -ENOMEM.
  */
 static int row_from_fields(const struct schema *schema, struct schema_scan *scan, bool allow_delete,
-			   struct schema_row *row, struct error_info *error)
+			   const char *line, size_t line_size, struct schema_row *row, struct error_info *error)
 {
 	struct row_slots slots = { 0 };
 	bool edge = schema->kind == SCHEMA_EDGE;
@@ -703,6 +830,16 @@ static int row_from_fields(const struct schema *schema, struct schema_scan *scan
 		return rc;
 	if (slots.directive)
 		return parse_delete(scan, slots.directive, slots.id, row, error);
+	/* Invariant 4: a line that is its own canonical form needs no rendering, only its id checked. */
+	if (line && !edge && schema->key_count == 0 && line_is_canonical(schema, scan, &slots, line_size)) {
+		if ((rc = take_id_field(scan, &scan->fields[0].value, "id", &row->id, error)) ||
+		    (rc = room(&row->canonical, line_size + 1)))
+			return rc;
+		memcpy(row->canonical.data + row->canonical.size, line, line_size);
+		row->canonical.data[row->canonical.size + line_size] = '\n';
+		row->canonical.size += line_size + 1;
+		return 0;
+	}
 	if (schema->key_count) {
 		/* the id derives from the rendered properties: render them first, assemble after */
 		buf_reset(&scan->properties);
@@ -766,7 +903,7 @@ int schema_row_parse_tree(const struct schema *schema, const char *line, size_t 
 	row_reset(row);
 	int rc = scan_of(row, &scan);
 	if (rc == 0 && (rc = tree_fields(line, size, scan, &object, error)) == 0)
-		rc = row_from_fields(schema, scan, allow_delete, row, error);
+		rc = row_from_fields(schema, scan, allow_delete, NULL, 0, row, error);
 	rc = finish_parse(rc, row, error);
 	json_decref(object);
 	return rc;
@@ -779,7 +916,7 @@ int schema_row_parse(const struct schema *schema, const char *line, size_t size,
 	row_reset(row);
 	int rc = scan_of(row, &scan);
 	if (rc == 0 && (rc = schema_scan_line(scan, line, size)) == 0)
-		rc = row_from_fields(schema, scan, allow_delete, row, NULL);
+		rc = row_from_fields(schema, scan, allow_delete, line, size, row, NULL);
 	if (rc == 0)
 		return 0;
 	if (rc == -ENOMEM)

@@ -849,10 +849,10 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 	}
 	if (held && stage->mode == TABLE_OVERWRITE)
 		return -EEXIST;
-	/* Not in memory: an earlier run may hold it. */
+	/* Not in memory: an earlier run may hold it (not while streamed: it is above every id staged). */
 	struct stage_record earlier;
 	int in_runs = 0;
-	if (!held && stage->runs) {
+	if (!held && stage->runs && stage->keys_build != KEYS_STREAMED) {
 		if ((in_runs = stage_runs_find(stage->runs, id, id_size, &earlier)) < 0)
 			return in_runs;
 		if (in_runs && stage->mode == TABLE_OVERWRITE)

@@ -1439,6 +1439,106 @@ TEST(the_fast_path_accepts_refuses_and_renders_exactly_like_jansson)
 	schema_free(&schema);
 }
 
+/* Value texts per property of agreement_schema_text: canonical ones and near misses. */
+static const char *const *agreement_values(const char *property, size_t *count)
+{
+	static const char *const s[] = { "\"abc\"", "\"a\\nb\"", "\"\xc3\xa9t\xc3\xa9\"", "\"\"", "1", "null" };
+	static const char *const b[] = { "true", "false", "1", "null" };
+	static const char *const i[] = { "0", "-0", "42", "-7", "1.0", "1e3", "9223372036854775807", "null", "\"5\"" };
+	static const char *const f[] = { "0", "-0", "1.5", "1.50", "1e21", "100", "9007199254740993", "-0.0",
+					 "2.5e-7", "0.1", "1E2", "123456789012345680000", "null" };
+	static const char *const d[] = { "\"2024-02-29\"", "\"2023-02-29\"", "\"2024-1-01\"", "null" };
+	static const char *const t[] = { "\"2024-01-31T12:00:00Z\"", "\"2024-01-31t12:00:00Z\"",
+					 "\"2024-01-31T12:00:00.123+01:00\"", "\"2024-01-31\"" };
+	static const char *const li[] = { "[]", "[1,2]", "[1, 2]", "[-0]", "[1,null]", "[1.5]", "[[1]]" };
+	static const char *const lf[] = { "[1.5,2]", "[1e21]", "[0.10]", "[]", "[-0.0,3]" };
+	static const char *const ls[] = { "[\"a\",\"b\"]", "[\"a\\n\"]", "[1]", "[\"\"]" };
+	static const char *const v[] = { "[1,2]", "[0.1,0.2]", "[1]" };
+	static const char *const n[] = { "\"x\"", "\"y z\"", "null" };
+	static const struct { const char *name; const char *const *values; size_t count; } table[] = {
+		{ "s", s, sizeof s / sizeof *s }, { "b", b, sizeof b / sizeof *b }, { "i", i, sizeof i / sizeof *i },
+		{ "f", f, sizeof f / sizeof *f }, { "d", d, sizeof d / sizeof *d }, { "t", t, sizeof t / sizeof *t },
+		{ "li", li, sizeof li / sizeof *li }, { "lf", lf, sizeof lf / sizeof *lf },
+		{ "ls", ls, sizeof ls / sizeof *ls }, { "v", v, sizeof v / sizeof *v }, { "n", n, sizeof n / sizeof *n },
+	};
+	for (size_t k = 0; k < sizeof table / sizeof *table; k++)
+		if (!strcmp(table[k].name, property)) {
+			*count = table[k].count;
+			return table[k].values;
+		}
+	*count = 0;
+	return NULL;
+}
+
+/* Lines with an id that are often their own canonical form (id first, schema order, no
+ * whitespace): taken as they are or rendered, the row is the one jansson's fields give. */
+TEST(lines_already_canonical_become_the_same_rows_as_rendered_ones)
+{
+	struct schema schema = schema_of(agreement_schema_text);
+	struct schema_row row, tree_row;
+	struct error_info error, tree_error;
+	schema_row_init(&row);
+	schema_row_init(&tree_row);
+	uint64_t seed = 88172645463325252ull;
+	size_t verbatim = 0;
+	for (int round = 0; round < 20000; round++) {
+		struct buf line;
+		buf_init(&line);
+		seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+		uint64_t draw = seed;
+		static const char *const ids[] = { "\"r1\"", "\"r\\u0041\"", "7", "\"\"", "\"a b\"" };
+		size_t id_choice = (draw & 7) < 5 ? 0 : (draw >> 3) % 5;
+		bool id_first = (draw >> 8) % 8 != 0;
+		bool spaced = (draw >> 11) % 10 == 0;
+		if (id_first)
+			buf_printf(&line, "{\"id\":%s", ids[id_choice]);
+		else
+			buf_append_string(&line, "{");
+		bool swap = (draw >> 14) % 10 == 0;
+		size_t fields = id_first ? 1 : 0;
+		for (size_t p = 0; p < schema.property_count; p++) {
+			seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+			size_t index = swap && p + 1 < schema.property_count && p % 2 == 0 ? p + 1
+				       : swap && p % 2 == 1 ? p - 1 : p;
+			if (index >= schema.property_count)
+				index = p;
+			const char *name = schema.properties[index].name;
+			bool required = !strcmp(name, "n");
+			if (!required && seed % 3 == 0)
+				continue;
+			size_t count;
+			const char *const *values = agreement_values(name, &count);
+			CHECK(values != NULL);
+			/* mostly the first (canonical) form, now and then any */
+			size_t pick = (seed >> 8) % 12 ? 0 : (seed >> 16) % count;
+			buf_printf(&line, "%s\"%s\":%s%s", fields ? "," : "", name, spaced ? " " : "", values[pick]);
+			fields++;
+		}
+		if (!id_first)
+			buf_printf(&line, "%s\"id\":\"r2\"", fields ? "," : "");
+		buf_append_string(&line, (draw >> 20) % 25 == 0 ? "}\r" : "}");
+		error_info_clear(&error);
+		error_info_clear(&tree_error);
+		int rc = schema_row_parse(&schema, (const char *)line.data, line.size, false, &row, &error);
+		int tree_rc = schema_row_parse_tree(&schema, (const char *)line.data, line.size, false, &tree_row,
+						    &tree_error);
+		bool agree = rows_agree(rc, &row, tree_rc, &tree_row, &error, &tree_error, true);
+		if (!agree)
+			fprintf(stderr, "    line %s\n    parse: %d %s %s    jansson: %d %s %s", buf_cstr(&line), rc,
+				error.message, buf_cstr(&row.canonical), tree_rc, tree_error.message,
+				buf_cstr(&tree_row.canonical));
+		CHECK(agree);
+		if (rc == 0 && row.canonical.size == line.size + 1 && !memcmp(row.canonical.data, line.data, line.size))
+			verbatim++;
+		buf_free(&line);
+	}
+	/* the draw gives plenty of lines that are their own canonical form, and plenty that are not */
+	CHECK(verbatim > 2000 && verbatim < 15000);
+	schema_row_free(&row);
+	schema_row_free(&tree_row);
+	schema_free(&schema);
+}
+
 TEST(the_fast_path_agrees_with_jansson_on_nul_bytes_inside_lines)
 {
 	static const char *const lines[][2] = {{"{\"n\":\"x\"}\0", "11"}, {"{\"n\":\"x\0y\"}", "12"},
