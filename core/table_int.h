@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include <roaring/roaring.h>
 
@@ -299,6 +300,26 @@ struct table_stage {
 	struct stage_edges *edges;
 	int edges_error;                /* the first failure to record a row in edges: sticky */
 };
+
+/* The spill writer (table_writer.c). */
+/* Starts the writer thread; without one (it could not start) fragments are written inline. */
+void stage_writer_start(struct table_stage *stage);
+/* Waits until every submitted job is written, copies their addresses. Returns the writer's first error. */
+int stage_writer_drain(struct table_stage *stage);
+/* Stops and joins the writer after it has written (or, after a failure, skipped) every job. */
+void stage_writer_stop(struct table_stage *stage);
+/* The buffer the next fragment's payload goes into: a free job's (waiting while STAGE_QUEUE_DEPTH
+ * are in flight), or the stage's scratch buffer when no writer runs. */
+struct buf *stage_writer_next_payload(struct table_stage *stage);
+/* Writes that payload as stage fragment `fragment`: hands it to the writer, or writes it now when no
+ * writer runs. 0 or -errno (only when written now: the writer's errors surface later). */
+int stage_writer_submit(struct table_stage *stage, uint32_t fragment);
+/* The writer's first error (0 if none), as the next add or the seal reports it. Every add asks: a
+ * lock here would bounce its cache line to the writer's core each row. */
+static inline int stage_writer_failure(struct table_stage *stage)
+{
+	return atomic_load_explicit(&stage->writer.failure, memory_order_relaxed);
+}
 
 #define STAGE_RUN_ID_BYTES (UINT32_C(24) << 20)
 

@@ -1,8 +1,8 @@
 /*
  * table_stage — staged writes (layer: table): the id map, adding rows and
- * deletes, cutting fragments, the spill writer thread, runs, sorting and
- * sealing. See table.h (table_stage_*) and docs/ARCHITECTURE.md "How a large
- * write stays small in memory".
+ * deletes, cutting fragments (the spill writer thread that writes them is in
+ * table_writer.c), runs, sorting and sealing. See table.h (table_stage_*)
+ * and docs/ARCHITECTURE.md "How a large write stays small in memory".
  *
  * Invariants kept (in addition to table.h's 1–3):
  *   4. In a stage, the id map names, for every id staged, the entry added
@@ -261,179 +261,6 @@ static int stage_build_map(struct table_stage *stage)
 	return 0;
 }
 
-/* ---- the spill writer ---- */
-
-/* Copies the addresses of completed jobs to their fragments. Called with the writer's lock held. */
-static void writer_harvest(struct table_stage *stage)
-{
-	struct stage_writer *writer = &stage->writer;
-	for (; writer->harvested < writer->completed; writer->harvested++) {
-		const struct stage_job *job = &writer->jobs[writer->harvested % STAGE_QUEUE_DEPTH];
-		stage->fragments[job->fragment].address = job->address;
-	}
-}
-
-/*
- * Adds the keys of the job's fragment to the streamed key tree (invariant 11):
- * row i of stage fragment f is at sequence f (an overwrite's sequences start
- * at 0), and its size is in the payload's table of line sizes. Writer thread
- * only. 0 or -errno (the builder then fails every later add).
- */
-static int writer_add_keys(struct table_stage *stage, const struct stage_job *job)
-{
-	struct stage_writer *writer = &stage->writer;
-	int rc;
-	if (!writer->keys && (rc = btree_builder_open_segment(stage->segment, BTREE_PACKED, &writer->keys)) < 0)
-		return rc;
-	const uint8_t *payload = job->payload.data;
-	uint32_t rows = buf_load_u32(payload);
-	const uint8_t *at = job->keys.data, *end = at + job->keys.size;
-	for (uint32_t i = 0; i < rows; i++) {
-		if (end - at < 2)
-			return -EIO;
-		size_t id_size = (size_t)at[0] | (size_t)at[1] << 8;
-		if ((size_t)(end - at - 2) < id_size)
-			return -EIO;
-		struct key_value location = {
-			.sequence = job->fragment,
-			.row_index = i,
-			.row_size = buf_load_u32(payload + 4 + 4 * (size_t)i),
-		};
-		uint8_t value[KEY_VALUE_SIZE];
-		table_key_value_encode(&location, value);
-		if ((rc = btree_builder_add(writer->keys, at + 2, id_size, value, sizeof value)) < 0)
-			return rc;
-		at += 2 + id_size;
-	}
-	return at == end ? 0 : -EIO;
-}
-
-static void *writer_main(void *argument)
-{
-	struct table_stage *stage = argument;
-	struct stage_writer *writer = &stage->writer;
-	pthread_mutex_lock(&writer->lock);
-	for (;;) {
-		while (writer->completed == writer->submitted && !writer->stopping)
-			pthread_cond_wait(&writer->changed, &writer->lock);
-		if (writer->completed == writer->submitted)
-			break;
-		struct stage_job *job = &writer->jobs[writer->completed % STAGE_QUEUE_DEPTH];
-		int failure = writer->failure;
-		pthread_mutex_unlock(&writer->lock);
-		int rc = failure;
-		if (rc == 0)
-			rc = pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec,
-						 job->payload.data, job->payload.size, &job->address);
-		if (rc == 0 && job->keys.size > 0)
-			rc = writer_add_keys(stage, job);
-		pthread_mutex_lock(&writer->lock);
-		if (rc < 0 && writer->failure == 0)
-			writer->failure = rc;
-		writer->completed++;
-		pthread_cond_broadcast(&writer->changed);
-	}
-	pthread_mutex_unlock(&writer->lock);
-	return NULL;
-}
-
-/* Starts the writer thread; without one (it could not start) fragments are written inline. */
-static void writer_start(struct table_stage *stage)
-{
-	struct stage_writer *writer = &stage->writer;
-	if (pthread_mutex_init(&writer->lock, NULL) != 0)
-		return;
-	if (pthread_cond_init(&writer->changed, NULL) != 0) {
-		pthread_mutex_destroy(&writer->lock);
-		return;
-	}
-	if (pthread_create(&writer->thread, NULL, writer_main, stage) != 0) {
-		pthread_cond_destroy(&writer->changed);
-		pthread_mutex_destroy(&writer->lock);
-		return;
-	}
-	writer->running = true;
-}
-
-/* Waits until every submitted job is written, copies their addresses. Returns the writer's first error. */
-static int writer_drain(struct table_stage *stage)
-{
-	struct stage_writer *writer = &stage->writer;
-	if (!writer->running)
-		return writer->failure;
-	pthread_mutex_lock(&writer->lock);
-	while (writer->completed < writer->submitted)
-		pthread_cond_wait(&writer->changed, &writer->lock);
-	writer_harvest(stage);
-	int failure = writer->failure;
-	pthread_mutex_unlock(&writer->lock);
-	return failure;
-}
-
-/* Stops and joins the writer after it has written (or, after a failure, skipped) every job. */
-static void writer_stop(struct table_stage *stage)
-{
-	struct stage_writer *writer = &stage->writer;
-	if (!writer->running)
-		return;
-	pthread_mutex_lock(&writer->lock);
-	writer->stopping = true;
-	pthread_cond_broadcast(&writer->changed);
-	pthread_mutex_unlock(&writer->lock);
-	pthread_join(writer->thread, NULL);
-	writer_harvest(stage);
-	writer->running = false;
-	pthread_cond_destroy(&writer->changed);
-	pthread_mutex_destroy(&writer->lock);
-}
-
-/* The writer's first error (0 if none), as the next add or the seal reports it. */
-static int writer_failure(struct table_stage *stage)
-{
-	/* Every add asks: a lock here would bounce its cache line to the writer's core each row. */
-	return atomic_load_explicit(&stage->writer.failure, memory_order_relaxed);
-}
-
-/*
- * The buffer the next fragment's payload goes into: a free job's (waiting
- * for one if STAGE_QUEUE_DEPTH are in flight), or the scratch buffer when
- * no writer runs.
- */
-static struct buf *writer_next_payload(struct table_stage *stage)
-{
-	struct stage_writer *writer = &stage->writer;
-	if (!writer->running)
-		return &stage->scratch;
-	pthread_mutex_lock(&writer->lock);
-	while (writer->submitted - writer->completed >= STAGE_QUEUE_DEPTH)
-		pthread_cond_wait(&writer->changed, &writer->lock);
-	writer_harvest(stage);
-	pthread_mutex_unlock(&writer->lock);
-	return &writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].payload;
-}
-
-/*
- * Writes the payload (from writer_next_payload) as stage fragment `fragment`:
- * hands it to the writer, or writes it now when no writer runs. 0 or -errno
- * (only when written now: the writer's errors surface later).
- */
-static int writer_submit(struct table_stage *stage, uint32_t fragment)
-{
-	struct stage_writer *writer = &stage->writer;
-	if (!writer->running) {
-		if (writer->failure)
-			return writer->failure;
-		return pager_segment_block(stage->segment, BLOCK_FRAGMENT, stage->codec, stage->scratch.data,
-					   stage->scratch.size, &stage->fragments[fragment].address);
-	}
-	pthread_mutex_lock(&writer->lock);
-	writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].fragment = fragment;
-	writer->submitted++;
-	pthread_cond_broadcast(&writer->changed);
-	pthread_mutex_unlock(&writer->lock);
-	return 0;
-}
-
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out)
@@ -465,7 +292,7 @@ void table_stage_free(struct table_stage *stage)
 {
 	if (!stage)
 		return;
-	writer_stop(stage);
+	stage_writer_stop(stage);
 	btree_builder_free(stage->writer.keys);
 	stage->writer.keys = NULL;
 	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
@@ -632,7 +459,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 			    stage->fragment_count + 1, sizeof *stage->fragments);
 	if (rc < 0)
 		return rc;
-	struct buf *payload = stage->segment ? writer_next_payload(stage) : &stage->scratch;
+	struct buf *payload = stage->segment ? stage_writer_next_payload(stage) : &stage->scratch;
 	buf_reset(payload);
 	if ((rc = buf_reserve(payload, 4 + 4 * (size_t)rows + bytes)) < 0)
 		return rc;
@@ -660,7 +487,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 	memset(fragment, 0, sizeof *fragment);
 	buf_init(&fragment->payload);
 	if (stage->segment) {
-		if ((rc = writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
+		if ((rc = stage_writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
 			return rc;
 	} else {
 		/* Hand the scratch buffer over as the payload; the scratch starts afresh. */
@@ -714,7 +541,7 @@ static int stage_spill(struct table_stage *stage)
 	if (rc < 0)
 		return rc;
 	stage->segment_id = segment_id;
-	writer_start(stage);
+	stage_writer_start(stage);
 	if (!stage->writer.running)
 		stage->keys_build = KEYS_BUILT_AT_SEAL;  /* fragments are written inline, without keys */
 	return stage_cut_all(stage);
@@ -826,7 +653,7 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 	    stage->ids.size + id_size > STAGE_IDS_LIMIT)
 		return -EFBIG;
 	/* A fragment the spill writer failed to write fails every later add. */
-	if ((rc = writer_failure(stage)) < 0)
+	if ((rc = stage_writer_failure(stage)) < 0)
 		return rc;
 	/* Invariant 11: an id not above every id before it ends the streamed key tree. */
 	if (stage->keys_build == KEYS_STREAMED && !id_above_all(stage, id, id_size))
@@ -1229,9 +1056,9 @@ int table_stage_seal(struct table_stage *stage)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);
 	/* The spill writer wrote the last fragments while the ids were sorted. */
-	if ((rc = writer_drain(stage)) < 0)
+	if ((rc = stage_writer_drain(stage)) < 0)
 		return rc;
-	writer_stop(stage);
+	stage_writer_stop(stage);
 	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
 		buf_free(&stage->writer.jobs[i].payload);
 		buf_free(&stage->writer.jobs[i].keys);
