@@ -411,13 +411,6 @@ int table_stage_deletes(const struct table_stage *stage, const void *id, size_t 
 	return found == 1 ? record.is_delete : found;
 }
 
-/*
- * Cuts one fragment from the pending rows starting at *cursor: the live
- * rows that fit TABLE_FRAGMENT_ROWS / TABLE_FRAGMENT_BYTES. A spilled stage
- * writes it to the segment; an inline one keeps the payload for apply.
- * Advances *cursor past the rows consumed. 0 or -errno; on error no row was
- * assigned to a fragment.
- */
 /* Appends the ids of pending rows [first, end) to keys, as struct stage_job describes. 0 or -ENOMEM. */
 static int stage_cut_keys(struct table_stage *stage, size_t first, size_t end, struct buf *keys)
 {
@@ -433,6 +426,13 @@ static int stage_cut_keys(struct table_stage *stage, size_t first, size_t end, s
 	return 0;
 }
 
+/*
+ * Cuts one fragment from the pending rows starting at *cursor: the live
+ * rows that fit TABLE_FRAGMENT_ROWS / TABLE_FRAGMENT_BYTES. A spilled stage
+ * writes it to the segment; an inline one keeps the payload for apply.
+ * Advances *cursor past the rows consumed. 0 or -errno; on error no row was
+ * assigned to a fragment.
+ */
 static int stage_cut(struct table_stage *stage, size_t *cursor)
 {
 	size_t first = *cursor, end = first;
