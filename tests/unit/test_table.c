@@ -1194,7 +1194,9 @@ static void check_overwrite_in_runs(const long *ids, long count, bool streamed)
 	table_stage_free(stage);
 	CHECK_EQ(info.row_count, count);
 	CHECK(render_equals(&fixture, &info, &expected));
-	for (long i = 0; i < count; i++) {
+	/* verify checks the key tree against every row; lookups of every 53rd id and of the last */
+	for (long n = 0; n <= count / 53; n++) {
+		long i = n < count / 53 ? n * 53 : count - 1;
 		char id[32];
 		row_id(id, ids[i]);
 		struct buf line;
