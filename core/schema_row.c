@@ -732,8 +732,7 @@ static bool integer_written_canonically(const struct scan_value *value)
 }
 
 /* True if render_scalar would accept value as kind and write exactly its text. */
-static bool scalar_written_canonically(enum schema_type_kind kind, const struct schema_scan *scan,
-				       const struct scan_value *value)
+static bool scalar_written_canonically(enum schema_type_kind kind, const struct scan_value *value)
 {
 	int64_t exact = (int64_t)1 << 53;
 	switch (kind) {
@@ -751,7 +750,6 @@ static bool scalar_written_canonically(enum schema_type_kind kind, const struct 
 	case SCHEMA_DATETIME:
 		if (value->kind != SCAN_STRING || value->escaped)
 			return false;
-		(void)scan;
 		return kind == SCHEMA_DATE ? schema_date_is_valid(value->text, value->length)
 					   : schema_datetime_is_valid(value->text, value->length);
 	default:
@@ -764,11 +762,11 @@ static bool value_written_canonically(const struct schema_type *type, const stru
 				      const struct scan_value *value)
 {
 	if (schema_kind_is_scalar(type->kind))
-		return scalar_written_canonically(type->kind, scan, value);
+		return scalar_written_canonically(type->kind, value);
 	if (type->kind != SCHEMA_LIST || value->kind != SCAN_ARRAY)
 		return false;   /* vectors render their elements as f32: always through the renderer */
 	for (size_t i = 0; i < value->count; i++)
-		if (!scalar_written_canonically(type->element, scan, &scan->elements[value->first + i]))
+		if (!scalar_written_canonically(type->element, &scan->elements[value->first + i]))
 			return false;
 	return true;
 }
