@@ -602,6 +602,16 @@ int io_fsync(struct io_file *file)
 	return rc < 0 ? -errno : 0;
 }
 
+int io_datasync(struct io_file *file)
+{
+	int rc;
+	do
+		rc = fdatasync(file->descriptor);
+	while (rc < 0 && errno == EINTR);
+	count(&counters_of(file->class)->fsyncs, 1);
+	return rc < 0 ? -errno : 0;
+}
+
 int io_truncate(struct io_file *file, uint64_t size)
 {
 	if (size > (uint64_t)INT64_MAX)
@@ -677,6 +687,11 @@ int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool ex
 int io_range_lock_shared_wait(struct io_file *file, uint64_t start, uint64_t length)
 {
 	return range_lock_call(file, F_OFD_SETLKW, F_RDLCK, start, length, NULL);
+}
+
+int io_range_lock_exclusive_wait(struct io_file *file, uint64_t start, uint64_t length)
+{
+	return range_lock_call(file, F_OFD_SETLKW, F_WRLCK, start, length, NULL);
 }
 
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length)

@@ -138,7 +138,10 @@ int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
 ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t offset);
 /* Writes exactly size bytes at offset; returns 0 or -errno. */
 int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset);
-int io_fsync(struct io_file *file);                /* fdatasync is not enough for appends: fsync */
+int io_fsync(struct io_file *file);
+/* fdatasync(2): the data and what reading it back needs (the file size after an
+ * append), not times. Counted as an fsync. 0 or -errno. */
+int io_datasync(struct io_file *file);
 int io_truncate(struct io_file *file, uint64_t size);
 int io_size(struct io_file *file, uint64_t *size_out);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
@@ -162,8 +165,9 @@ int io_unlock(struct io_file *file);
  * the end), -ENOENT when none does, -errno.
  */
 int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool exclusive);
-/* The same, waiting for a conflicting lock to go (shared only). 0 or -errno. */
+/* The same, waiting for a conflicting lock to go. 0 or -errno. */
 int io_range_lock_shared_wait(struct io_file *file, uint64_t start, uint64_t length);
+int io_range_lock_exclusive_wait(struct io_file *file, uint64_t start, uint64_t length);
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length);
 int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
 		  uint64_t *found_length);

@@ -87,19 +87,17 @@ void manifest_meta_encode(const struct meta_slot *slot, uint8_t out[MANIFEST_MET
 void manifest_meta_decode(const uint8_t bytes[MANIFEST_META_SLOT_SIZE], struct meta_slot *out)
 {
 	memset(out, 0, sizeof *out);
-	bool zero = true;
-	for (size_t i = 0; i < MANIFEST_META_SLOT_SIZE && zero; i++)
-		zero = bytes[i] == 0;
-	if (zero) {
+	/* every refresh decodes both slots: compare memory, not bytes one by one */
+	bool padding_zero = bytes[MANIFEST_META_ENCODED_SIZE] == 0 &&
+			    memcmp(bytes + MANIFEST_META_ENCODED_SIZE, bytes + MANIFEST_META_ENCODED_SIZE + 1,
+				   MANIFEST_META_SLOT_SIZE - MANIFEST_META_ENCODED_SIZE - 1) == 0;
+	if (padding_zero && bytes[0] == 0 && memcmp(bytes, bytes + 1, MANIFEST_META_ENCODED_SIZE) == 0) {
 		out->empty = true;
 		return;
 	}
-	if (memcmp(bytes, meta_magic, sizeof meta_magic) != 0 ||
+	if (!padding_zero || memcmp(bytes, meta_magic, sizeof meta_magic) != 0 ||
 	    buf_load_u64(bytes + 40) != codec_hash(bytes, 40))
 		return;
-	for (size_t i = MANIFEST_META_ENCODED_SIZE; i < MANIFEST_META_SLOT_SIZE; i++)
-		if (bytes[i] != 0)
-			return;
 	out->sequence = buf_load_u64(bytes + 8);
 	out->root_offset = buf_load_u64(bytes + 16);
 	out->size = buf_load_u64(bytes + 24);
@@ -321,8 +319,8 @@ static bool all_zero(const uint8_t *bytes, size_t size)
  * including complete blocks that no root follows). Returns 0 or -errno for a
  * failed read (not damage).
  */
-static int scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
-		     struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
+int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
+		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
 {
 	uint64_t offset = start;
 	struct buf block, raw;
@@ -400,19 +398,40 @@ static int meta_root(struct manifest *manifest, const struct meta_slot *slot, st
 	return rc;
 }
 
-/* manifest_state_refresh; scan_always: scan after the latest root even when
- * neither the meta slots nor the file size changed (under the store lock). */
-static int state_refresh(struct manifest *manifest, bool *changed, bool scan_always)
+int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out)
+{
+	struct meta_slot slots[2];
+	int rc = meta_read(manifest, slots);
+	if (rc < 0)
+		return rc;
+	*out = (struct meta_slot){ 0 };
+	for (int i = 0; i < 2; i++)
+		if (slots[i].valid && (!out->valid || slots[i].sequence > out->sequence))
+			*out = slots[i];
+	return 0;
+}
+
+/*
+ * manifest_state_refresh (scan false) and the store lock's refresh (scan
+ * true). The visible root (latest) only ever comes from a meta slot (written
+ * once the root is durable, manifest_sync.c) or from this handle's own sync;
+ * scan also reads every complete root after the newest root known and
+ * records the last as written (not yet shown: it may not be durable).
+ */
+static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 {
 	if (changed)
 		*changed = false;
-	uint64_t file_size;
-	int rc = io_size(&manifest->file, &file_size);
-	if (rc < 0)
-		return rc;
-	if (file_size < MANIFEST_FIRST_BLOCK) {
-		damage_record(manifest, "the manifest is shorter than its header and meta slots (%llu)", file_size);
-		return -EIO;
+	uint64_t file_size = manifest->observed_size;
+	int rc;
+	if (scan || !manifest->have_latest) {
+		if ((rc = io_size(&manifest->file, &file_size)) < 0)
+			return rc;
+		if (file_size < MANIFEST_FIRST_BLOCK) {
+			damage_record(manifest, "the manifest is shorter than its header and meta slots (%llu)",
+				      file_size);
+			return -EIO;
+		}
 	}
 	struct meta_slot slots[2];
 	rc = meta_read(manifest, slots);
@@ -426,56 +445,69 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan_alw
 		if (slots[i].valid && &slots[i] != newest)
 			other = &slots[i];
 	manifest->meta_sequence = newest ? newest->sequence : 0;
-	if (!scan_always && manifest->have_latest &&
-	    (!newest || newest->sequence <= manifest->latest.sequence) &&
-	    file_size == manifest->observed_size)
+	if (!scan && manifest->have_latest && (!newest || newest->sequence <= manifest->latest.sequence))
 		return 0;
 
-	struct root_record candidate;
-	bool have = false;
-	uint64_t start, end;
+	bool moved = false;
 	if (newest && (!manifest->have_latest || newest->sequence > manifest->latest.sequence)) {
-		if (meta_root(manifest, newest, &candidate) == 0) {
-			have = true;
-			if (newest->size > manifest->durable_size)
-				manifest->durable_size = newest->size;
-		} else {
+		struct root_record announced;
+		const struct meta_slot *used = newest;
+		rc = meta_root(manifest, newest, &announced);
+		if (rc < 0) {
 			damage_record(manifest, "the root record at offset %llu, named by a meta slot, is damaged",
 				      newest->root_offset);
-			if (other && (!manifest->have_latest || other->sequence > manifest->latest.sequence) &&
-			    meta_root(manifest, other, &candidate) == 0)
-				have = true;
-			else if (manifest->have_latest)
-				candidate = manifest->latest, have = true;
+			used = other;
+			rc = other && (!manifest->have_latest || other->sequence > manifest->latest.sequence)
+				     ? meta_root(manifest, other, &announced) : -EIO;
 		}
-	} else if (manifest->have_latest) {
-		candidate = manifest->latest;
-		have = true;
+		if (rc == 0) {
+			manifest->latest = announced;
+			manifest->committed_size = used->size;
+			manifest->have_latest = true;
+			moved = true;
+		}
+		if (newest->size > manifest->durable_size)
+			manifest->durable_size = newest->size;
 	}
-	if (!newest && !manifest->have_latest)
-		damage_record(manifest, "neither meta slot is valid (scanned from offset %llu)",
-			      MANIFEST_FIRST_BLOCK);
-	start = have ? candidate.self.offset + MANIFEST_ROOT_BLOCK_SIZE : MANIFEST_FIRST_BLOCK;
-	end = start;
-	bool torn;
-	rc = scan_tail(manifest, start, file_size, &candidate, &have, &end, &torn);
-	if (rc < 0)
-		return rc;
-	if (!have) {
-		damage_record(manifest, "no readable root record after offset %llu", MANIFEST_FIRST_BLOCK);
-		return -EIO;
-	}
-	if (!manifest->have_latest || candidate.sequence != manifest->latest.sequence) {
-		if (changed)
-			*changed = true;
-	}
-	if (!manifest->have_latest || candidate.sequence >= manifest->latest.sequence) {
+	if (!manifest->have_latest) {
+		/* no readable meta slot: the last complete root of the file (a damaged store) */
+		if (!newest)
+			damage_record(manifest, "neither meta slot is valid (scanned from offset %llu)",
+				      MANIFEST_FIRST_BLOCK);
+		struct root_record candidate;
+		bool have = false, torn;
+		uint64_t end = MANIFEST_FIRST_BLOCK;
+		if ((rc = manifest_scan_tail(manifest, MANIFEST_FIRST_BLOCK, file_size, &candidate, &have, &end,
+					     &torn)) < 0)
+			return rc;
+		if (!have) {
+			damage_record(manifest, "no readable root record after offset %llu", MANIFEST_FIRST_BLOCK);
+			return -EIO;
+		}
 		manifest->latest = candidate;
 		manifest->committed_size = end;
 		manifest->have_latest = true;
-		manifest->tail_torn = torn;
+		moved = true;
 	}
-	manifest->observed_size = file_size;
+	if (!manifest->have_written || manifest->written.sequence < manifest->latest.sequence) {
+		manifest->written = manifest->latest;
+		manifest->written_size = manifest->committed_size;
+		manifest->have_written = true;
+	}
+	if (scan) {
+		/* every complete root written after the newest one known, durable or not */
+		struct root_record candidate = manifest->written;
+		bool have = true, torn;
+		uint64_t end = manifest->written_size;
+		if ((rc = manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn)) < 0)
+			return rc;
+		manifest->written = candidate;
+		manifest->written_size = end;
+		manifest->tail_torn = torn;
+		manifest->observed_size = file_size;
+	}
+	if (changed)
+		*changed = moved;
 	return 0;
 }
 
@@ -484,17 +516,33 @@ int manifest_state_refresh(struct manifest *manifest, bool *changed)
 	return state_refresh(manifest, changed, false);
 }
 
-void manifest_state_publish(struct manifest *manifest, const struct root_record *root, uint64_t size,
+void manifest_state_written(struct manifest *manifest, const struct root_record *root, uint64_t size,
 			    uint64_t file_size)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
-	manifest->latest = *root;
-	manifest->have_latest = true;
-	manifest->committed_size = size;
-	manifest->observed_size = file_size;
-	manifest->durable_size = size;
+	if (!manifest->have_written || root->sequence > manifest->written.sequence) {
+		manifest->written = *root;
+		manifest->written_size = size;
+		manifest->have_written = true;
+	}
+	if (file_size > manifest->observed_size)
+		manifest->observed_size = file_size;
 	manifest->tail_torn = false;
 	pthread_mutex_unlock(&manifest->state_mutex);
+}
+
+void manifest_state_durable(struct manifest *manifest, const struct root_record *root, uint64_t size)
+{
+	pthread_mutex_lock(&manifest->state_mutex);
+	if (!manifest->have_latest || root->sequence > manifest->latest.sequence) {
+		manifest->latest = *root;
+		manifest->committed_size = size;
+		manifest->have_latest = true;
+	}
+	if (size > manifest->durable_size)
+		manifest->durable_size = size;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	manifest_state_written(manifest, root, size, 0);
 }
 
 int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size)
@@ -521,7 +569,7 @@ int manifest_meta_write(struct manifest *manifest, const struct root_record *roo
 	return manifest_meta_write_file(&manifest->file, root, size);
 }
 
-int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
+int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *error)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
 	int rc = state_refresh(manifest, NULL, true);
@@ -534,17 +582,11 @@ int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
 	}
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		goto out;
-	/* A durable root no meta slot names (its writer died before writing the slot):
-	 * announce it, since the file size need not change when a publish lands in
-	 * preallocated zeros (other handles' cheap refresh looks at the slots). */
-	if (manifest->latest.sequence > manifest->meta_sequence &&
-	    manifest_meta_write(manifest, &manifest->latest, manifest->committed_size) == 0)
-		manifest->meta_sequence = manifest->latest.sequence;
 	if (manifest->tail_torn) {
-		assert(manifest->committed_size >= manifest->durable_size);
+		assert(manifest->written_size >= manifest->durable_size);
 		rc = io_failpoint("recovery.before_truncate");
 		if (rc == 0)
-			rc = io_truncate(&manifest->file, manifest->committed_size);
+			rc = io_truncate(&manifest->file, manifest->written_size);
 		if (rc == 0)
 			rc = io_fsync(&manifest->file);
 		if (rc < 0) {
@@ -552,10 +594,30 @@ int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
 				       manifest->path, strerror(-rc));
 			goto out;
 		}
-		manifest->observed_size = manifest->committed_size;
+		manifest->observed_size = manifest->written_size;
+		manifest->tail_torn = false;
 	}
 out:
 	pthread_mutex_unlock(&manifest->state_mutex);
+	return rc;
+}
+
+int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
+{
+	int rc = manifest_refresh_for_publish(manifest, error);
+	if (rc < 0 || (manifest->flags & MANIFEST_READ_ONLY))
+		return rc;
+	/* Settle: roots written by publishes still waiting for their sync, or by a
+	 * writer that died before its meta slot, become durable and announced now,
+	 * so that what follows (recovery, gc, a snapshot copy) sees one durable state. */
+	pthread_mutex_lock(&manifest->state_mutex);
+	struct root_record written = manifest->written;
+	uint64_t written_size = manifest->written_size;
+	bool behind = manifest->latest.sequence < written.sequence ||
+		      manifest->meta_sequence < written.sequence;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	if (behind)
+		rc = manifest_sync_through(manifest, &written, written_size, NULL, error);
 	return rc;
 }
 
@@ -566,6 +628,8 @@ int manifest_lock(struct manifest *manifest, struct error_info *error)
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		return error_info_set(error, -EROFS, "%s is open read-only", manifest->path);
 	pthread_mutex_lock(&manifest->publish_mutex);
+	/* a publish holds the lock for a fraction of a millisecond: poll every 100 µs for
+	 * the first 20 ms (a waiter takes it soon after it is released), then back off */
 	uint64_t waited = 0, pause = 100;
 	int rc;
 	for (;;) {
@@ -580,7 +644,7 @@ int manifest_lock(struct manifest *manifest, struct error_info *error)
 		}
 		usleep((useconds_t)pause);
 		waited += pause;
-		if (pause < 5000)
+		if (waited >= 20000 && pause < 5000)
 			pause *= 2;
 	}
 	pthread_mutex_unlock(&manifest->publish_mutex);
@@ -736,6 +800,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 	manifest->pins.file.descriptor = -1;
 	manifest->flags = flags;
 	pthread_mutex_init(&manifest->publish_mutex, NULL);
+	pthread_mutex_init(&manifest->sync_mutex, NULL);
 	pthread_mutex_init(&manifest->state_mutex, NULL);
 	pthread_mutex_init(&manifest->pins.mutex, NULL);
 	snprintf(manifest->path, sizeof manifest->path, "%s", path);
@@ -830,6 +895,7 @@ void manifest_close(struct manifest *manifest)
 	if (manifest->directory >= 0)
 		close(manifest->directory);
 	pthread_mutex_destroy(&manifest->publish_mutex);
+	pthread_mutex_destroy(&manifest->sync_mutex);
 	pthread_mutex_destroy(&manifest->state_mutex);
 	free(manifest);
 }

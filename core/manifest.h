@@ -302,6 +302,8 @@ struct manifest_commit_result {
 	uint64_t version;
 	struct ulid commit;
 	uint64_t time_us;
+	bool intent_released;   /* failed with the outcome unknown: the request's intent was
+				   released (sidecar kept for recovery); the caller must not abandon it */
 };
 
 /*
@@ -356,11 +358,16 @@ int manifest_intent_new_segment(void *intent, uint64_t *segment_id_out);
 const struct ulid *manifest_intent_commit(const struct manifest_intent *intent);
 /* Attach to a commit request so the publish completes and clears it: on a
  * successful manifest_commit the intent is consumed (sidecar removed, struct
- * freed); on error it stays with the caller (retry, or abandon). */
+ * freed); on error it stays with the caller (retry, or abandon) — except when
+ * the result says intent_released (the outcome is unknown: see below). */
 void manifest_request_attach_intent(struct manifest_commit_request *request,
 				    struct manifest_intent *intent);
 /* Abandons: deletes the segments and the sidecar (a refused or abandoned write). */
 void manifest_intent_abandon(struct manifest_intent *intent);
+/* Lets go without deciding: the sidecar and segments stay, its lock is dropped,
+ * and the next read-write open's recovery rolls it forward or back (a commit
+ * whose fsync failed after other publishes may have built on it). Frees it. */
+void manifest_intent_release(struct manifest_intent *intent);
 
 /* ---- snapshots (manifest_copy.c) --------------------------------------------------- */
 

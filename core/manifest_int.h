@@ -79,10 +79,16 @@ struct manifest {
 	/* branch delete asks this under the store lock before it publishes (NULL: nothing) */
 	int (*delete_check)(const char *name, void *context, struct error_info *error);
 	void *delete_check_context;
+	pthread_mutex_t sync_mutex;     /* one sync at a time in this process (manifest_sync.c) */
 	pthread_mutex_t state_mutex;    /* guards the fields below */
 	bool have_latest;
-	struct root_record latest;      /* newest root known to this handle */
-	uint64_t committed_size;        /* where latest ends: the blocks end there */
+	struct root_record latest;      /* newest root this handle shows: durable (a meta slot
+					   names it, or this process made it durable) */
+	uint64_t committed_size;        /* where latest ends */
+	bool have_written;
+	struct root_record written;     /* newest complete root seen in the file (>= latest): a
+					   publish builds on it; it may still wait for its sync */
+	uint64_t written_size;          /* where written ends: the blocks end there */
 	uint64_t observed_size;         /* file size when the tail was last scanned */
 	uint64_t durable_size;          /* newest valid meta slot's size: never truncated below */
 	uint64_t meta_sequence;         /* newest valid meta slot's sequence (0: none) */
@@ -110,18 +116,42 @@ int manifest_name_check(const char *what, const char *name, struct error_info *e
 /* ---- latest root -------------------------------------------------------- */
 
 /*
- * Reads the meta slots and any complete roots after them; updates the
- * handle's latest root. Caller holds state_mutex. Returns 0 or -errno.
+ * Reads the meta slots; moves the handle's latest root to the one the newest
+ * names (durable: manifest_sync.c writes a slot only after the fsync). No
+ * scan of the tail: a root no slot names yet is not shown. Caller holds
+ * state_mutex. Returns 0 or -errno.
  */
 int manifest_state_refresh(struct manifest *manifest, bool *changed);
 /*
- * Under the store lock: refresh, always scanning after the latest root (a
- * durable root whose meta slot was never written is found even when the file
- * size did not change, and its meta slot is written); then, on read-write
- * handles, truncates a torn tail (bytes after the latest root that are
- * neither zeros nor the end of the file).
+ * Under the store lock, before a publish: refresh, then scan every complete
+ * root after the newest one known (written, possibly not durable yet: the
+ * publish builds on it, and its own sync covers it); on read-write handles,
+ * truncate a torn tail (bytes after the last complete root that are neither
+ * zeros nor the end of the file). 0 or -errno with error set.
+ */
+int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *error);
+/*
+ * The same, then (read-write) settle: every written root is made durable and
+ * announced (manifest_sync_through), so that what the caller does under the
+ * lock next (recovery, gc, a snapshot copy) sees one durable latest root.
  */
 int manifest_refresh_locked(struct manifest *manifest, struct error_info *error);
+/* Reads blocks forward from start while they are complete and verified; the
+ * last root continuing candidate's sequence wins (manifest.c). */
+int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
+		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn);
+/* The newest valid meta slot (out->valid false: none). 0 or -errno (read). */
+int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out);
+/*
+ * Group commit (manifest_sync.c): returns once root (ending at end) is
+ * durable — at once if a meta slot already names it or a later root; else
+ * one fdatasync that also covers every root other publishes wrote before it,
+ * then the meta slot of the newest of them. after_fsync: a failpoint to hit
+ * between the fsync and the slot (NULL: none). Called without the store lock.
+ * 0, or -errno with error set (durability unknown: see manifest_publish.c).
+ */
+int manifest_sync_through(struct manifest *manifest, const struct root_record *root, uint64_t end,
+			  const char *after_fsync, struct error_info *error);
 /* Store lock: process mutex + flock with a bounded wait (-EAGAIN). */
 int manifest_lock(struct manifest *manifest, struct error_info *error);
 void manifest_unlock(struct manifest *manifest);
@@ -132,10 +162,13 @@ int manifest_directory_prepare(const char *path, bool *created, struct error_inf
 int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size);
 /* Writes the meta slot of root (sequence % 2), not fsynced. */
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size);
-/* Installs a root this process just made durable as the latest; size is where it
- * ends, file_size the manifest's size after the write (larger when preallocated). */
-void manifest_state_publish(struct manifest *manifest, const struct root_record *root,
+/* A root this process just wrote (under the store lock): the base of the next
+ * publish; size is where it ends, file_size the manifest's size after the
+ * write (larger when preallocated; 0: unchanged). Never moves backwards. */
+void manifest_state_written(struct manifest *manifest, const struct root_record *root,
 			    uint64_t size, uint64_t file_size);
+/* A root known durable: shown as latest (and written) unless a newer one is. */
+void manifest_state_durable(struct manifest *manifest, const struct root_record *root, uint64_t size);
 
 /* Looks branch up in a branches tree. 0, -ENOENT, -EIO. */
 int manifest_branch_find(struct pager *pager, struct block_address branches, const char *name,
@@ -220,6 +253,7 @@ enum publish_state {
 	PUBLISH_IDLE,       /* not started, or ended */
 	PUBLISH_LOCKED,     /* store lock held, base re-read; blocks being appended in memory */
 	PUBLISH_APPENDED,   /* the blocks are in the file (one pwrite), not yet durable */
+	PUBLISH_QUEUED,     /* store lock released; waiting for the fsync that covers it */
 	PUBLISH_DURABLE,    /* fsynced: the root record is the commit point */
 	PUBLISH_PUBLISHED,  /* the handle's state and the meta slot show the new root */
 };
@@ -232,7 +266,9 @@ struct manifest_publish {
 	struct pager_append *append;
 	struct btree *branches;
 	struct btree *tags;             /* NULL, or the tags tree this publish changed (flushed at finish) */
-	bool locked;                    /* store lock held (LOCKED .. PUBLISHED) */
+	bool locked;                    /* store lock held (LOCKED, APPENDED) */
+	bool outcome_unknown;           /* QUEUED and the sync failed: a later fsync may still
+					   make the root durable (the caller keeps its sidecar) */
 	struct {                        /* a gc's root (manifest_gc.c); active false otherwise */
 		bool active;
 		uint64_t horizon;           /* the root's horizon (never below the base's) */
@@ -244,6 +280,9 @@ struct manifest_publish {
 
 int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *publish,
 			   struct error_info *error);
+/* Unit tests only: called by every publish on entering QUEUED (store lock released,
+ * its sync not begun), so that a test can hold one there. NULL (the default): none. */
+extern void (*manifest_publish_queued_hook)(struct manifest *manifest);
 /*
  * Appends the indexes (when commit is non-NULL: a new version) and the root
  * record, makes them durable and updates the meta slot. On error the tail is

@@ -3,34 +3,43 @@
  * tail used by repair, tags and branches (manifest_branches.c).
  *
  * States of one publish (enum publish_state, checked by publish_state_check):
- *   LOCKED     process mutex + flock(lock); "publish.after_lock"; latest root
- *              re-read (the bytes after it always scanned) and any torn tail
- *              truncated; the branch resolved; every operation's
- *              compare-and-swap checked against the CURRENT heads; table
- *              versions, commit record, heads/names nodes, branch record
- *              (branches tree), version index and, last, the root record
- *              appended in memory (one pager_append buffer)
+ *   LOCKED     process mutex + flock(lock); "publish.after_lock"; the
+ *              store lock's refresh (every complete root after the newest
+ *              known is scanned: the base is the last root WRITTEN, durable
+ *              or still waiting for its sync) and any torn tail truncated;
+ *              the branch resolved; every operation's compare-and-swap
+ *              checked against the CURRENT heads; table versions, commit
+ *              record, heads/names nodes, branch record (branches tree),
+ *              version index and, last, the root record appended in memory
+ *              (one pager_append buffer)
  *   APPENDED   the buffer written with one pwrite ("publish.before_write",
  *              "publish.torn_write") over the zeros preallocated after the
- *              latest root; when it reaches past the file's end the same
+ *              written root; when it reaches past the file's end the same
  *              pwrite pads it with zeros to the next manifest_preallocation
- *              (file size) boundary
- *   DURABLE    one fsync ("publish.before_fsync"): the root record is the
- *              commit point; "publish.after_fsync"
- *   PUBLISHED  the handle's state shows the new root; meta slot written (no
- *              fsync) — "publish.after_meta"; the request's sidecar removed —
- *              "publish.after_sidecar_remove"; stages marked published; lock
- *              released
- * The commit point is publish_durably(): everything before it can be undone
- * (the tail is cut), nothing after it is (a DURABLE root is never cut, and
- * the publish is reported as done even if a later step fails).
+ *              (file size) boundary; "publish.before_fsync"
+ *   QUEUED     the root recorded as written; store lock and process mutex
+ *              released: the next publish may build on it now
+ *   DURABLE    manifest_sync_through (manifest_sync.c): one fdatasync for
+ *              every root written before it, or none when another publish's
+ *              already covered this one — the commit point;
+ *              "publish.after_fsync"; the meta slot of the newest covered
+ *              root written
+ *   PUBLISHED  the handle shows the root — "publish.after_meta"; the
+ *              request's sidecar removed — "publish.after_sidecar_remove";
+ *              stages marked published
+ * The commit point is the sync: everything before QUEUED can be undone (the
+ * tail is cut under the lock), nothing after it is (a released root is never
+ * cut: other publishes may build on it; if its sync fails the outcome is
+ * unknown until a later fsync, and the caller is told so).
  *
  * Invariants kept:
  *   1. Nothing is written before every check passed; on any error before
- *      DURABLE the file is truncated back to the end of the latest root
+ *      QUEUED the file is truncated back to the end of the written root
  *      (preallocated zeros included), so nothing is published and the
  *      caller's stages and intent are untouched (it may retry). From DURABLE
- *      on, the publish succeeds.
+ *      on, the publish succeeds; a failed sync in QUEUED reports -EIO with
+ *      the outcome unknown, and the caller's intent is released, not undone
+ *      (recovery decides it once a read-write open settles the manifest).
  *   2. A commit's version is the latest root's version + 1 on any branch;
  *      branch create/delete publish a root of the same version.
  *   3. Every change carries head_after, and the heads tree gets exactly those
@@ -49,6 +58,8 @@
 
 /* ---- the shared publish tail ------------------------------------------------ */
 
+void (*manifest_publish_queued_hook)(struct manifest *manifest);
+
 /* Debug check of a state change: each state follows the one before it. */
 static void publish_state_check(const struct manifest_publish *publish, enum publish_state next)
 {
@@ -56,6 +67,7 @@ static void publish_state_check(const struct manifest_publish *publish, enum pub
 	(void)next;
 	assert(next == PUBLISH_IDLE || (publish->state == PUBLISH_IDLE && next == PUBLISH_LOCKED) ||
 	       (int)next == (int)publish->state + 1);
+	assert(publish->locked == (next == PUBLISH_LOCKED || next == PUBLISH_APPENDED) || next == PUBLISH_IDLE);
 }
 
 static void publish_enter(struct manifest_publish *publish, enum publish_state next)
@@ -79,12 +91,12 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 		error_info_set(error, rc, "the store lock failed");
 		goto failed;
 	}
-	rc = manifest_refresh_locked(manifest, error);
+	rc = manifest_refresh_for_publish(manifest, error);
 	if (rc < 0)
 		goto failed;
 	pthread_mutex_lock(&manifest->state_mutex);
-	publish->base = manifest->latest;
-	publish->base_size = manifest->committed_size;
+	publish->base = manifest->written;
+	publish->base_size = manifest->written_size;
 	uint64_t file_size = manifest->observed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
 	/* the chunk follows the space the file takes, not its size: after gc returned most
@@ -125,14 +137,13 @@ void manifest_publish_end(struct manifest_publish *publish)
 }
 
 /*
- * LOCKED -> APPENDED -> DURABLE: the commit point. Writes the appended
- * blocks (root record last) with one pwrite and makes them durable with one
- * fsync. Before the fsync succeeds, any failure cuts what reached the file
- * back to the latest root's end (unless the file is not as the publish found
+ * LOCKED -> APPENDED: writes the appended blocks (root record last) with one
+ * pwrite, still under the store lock. Any failure here cuts what reached the
+ * file back to the base's end (unless the file is not as the publish found
  * it: -ESTALE, nothing was written) and returns the error: nothing is
- * published. Once it succeeds, nothing is cut and this returns 0.
+ * published, and no other publish has seen these bytes (the lock is held).
  */
-static int publish_durably(struct manifest_publish *publish, struct error_info *error)
+static int publish_write(struct manifest_publish *publish, struct error_info *error)
 {
 	struct manifest *manifest = publish->manifest;
 	struct pager_append *append = publish->append;
@@ -148,8 +159,6 @@ static int publish_durably(struct manifest_publish *publish, struct error_info *
 		publish_enter(publish, PUBLISH_APPENDED);
 		rc = io_failpoint("publish.before_fsync");
 	}
-	if (rc == 0)
-		rc = pager_append_sync(append);
 	if (rc < 0) {
 		/* Not durable, not published: cut whatever reached the file (invariant 1). */
 		pager_append_abandon(append);
@@ -159,11 +168,38 @@ static int publish_durably(struct manifest_publish *publish, struct error_info *
 			io_fsync(&manifest->file);
 		return error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));
 	}
+	return 0;
+}
+
+/*
+ * APPENDED -> QUEUED -> DURABLE: the commit point. Records the written root
+ * as the base of the next publish, releases the store lock, and waits for the
+ * fsync that covers it (manifest_sync.c: its own, or one another publish made
+ * after this one's pwrite). Returns 0 once durable. A failed sync cannot cut
+ * the root any more (a later publish may build on it): the result is -EIO
+ * with publish->outcome_unknown set.
+ */
+static int publish_durably(struct manifest_publish *publish, const struct root_record *root, uint64_t size,
+			   struct error_info *error)
+{
+	struct manifest *manifest = publish->manifest;
+	manifest_state_written(manifest, root, size, pager_append_file_size(publish->append));
+	manifest_unlock(manifest);
+	publish->locked = false;
+	publish_enter(publish, PUBLISH_QUEUED);
+	if (manifest_publish_queued_hook)
+		manifest_publish_queued_hook(manifest);
+	struct error_info sync_error;
+	error_info_clear(&sync_error);
+	int rc = manifest_sync_through(manifest, root, size, "publish.after_fsync", &sync_error);
+	if (rc < 0) {
+		publish->outcome_unknown = true;
+		return error_info_set(error, -EIO,
+				      "version %llu was written but could not be made durable (%s); it stands "
+				      "if a later commit's fsync succeeds: check with `graphfs log` before retrying",
+				      (unsigned long long)root->version, sync_error.message);
+	}
 	publish_enter(publish, PUBLISH_DURABLE);
-	/* The commit stands from here on: an error now is reported, never undone. */
-	if (io_failpoint("publish.after_fsync") < 0)
-		io_log(LOG_WARNING, "%s/manifest: failpoint publish.after_fsync: an error after the commit point does not undo the commit",
-		       manifest->path);
 	return 0;
 }
 
@@ -235,15 +271,10 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 		goto failed;
 	uint64_t size = publish->base_size + pager_append_size(publish->append);
 	assert(root.self.offset + MANIFEST_ROOT_BLOCK_SIZE == size);
-	rc = publish_durably(publish, error);
-	if (rc < 0)
+	if ((rc = publish_write(publish, error)) < 0 || (rc = publish_durably(publish, &root, size, error)) < 0)
 		goto out;
-	/* PUBLISHED. The meta slot is a hint: a failure to write it is not an error. */
-	manifest_state_publish(manifest, &root, size, pager_append_file_size(publish->append));
+	/* PUBLISHED: the handle shows the root and a meta slot names it (or a later one). */
 	publish_enter(publish, PUBLISH_PUBLISHED);
-	if (manifest_meta_write(manifest, &root, size) < 0)
-		io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)",
-			manifest->path);
 	io_failpoint("publish.after_meta");
 	if (root_out)
 		*root_out = root;
@@ -1212,8 +1243,15 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 	}
 	struct root_record root;
 	rc = manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, &root, error);
-	if (rc < 0)
+	if (rc < 0) {
+		if (publish.outcome_unknown && request->intent) {
+			/* the root may still become durable: its segments must stay for recovery */
+			manifest_intent_release(request->intent);
+			if (result)
+				result->intent_released = true;
+		}
 		goto out;
+	}
 	/* PUBLISHED */
 	if (request->intent)
 		manifest_intent_complete(request->intent);

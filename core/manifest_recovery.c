@@ -261,6 +261,12 @@ int manifest_intent_complete(struct manifest_intent *intent)
 	return 0;
 }
 
+void manifest_intent_release(struct manifest_intent *intent)
+{
+	if (intent)
+		intent_free(intent);   /* closing the sidecar drops its flock: recovery may judge it */
+}
+
 void manifest_intent_abandon(struct manifest_intent *intent)
 {
 	if (!intent)

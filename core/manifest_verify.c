@@ -1091,6 +1091,18 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 	bool have_latest = manifest->have_latest;
 	latest = manifest->latest;
 	committed_size = manifest->committed_size;
+	uint64_t file_size;
+	if (rc == 0 && have_latest && io_size(&manifest->file, &file_size) == 0) {
+		/* complete roots written after the announced one (a publish waiting for its
+		 * sync, or a writer that died before its meta slot) are blocks, not a torn tail */
+		bool have = true, torn;
+		struct root_record written = latest;
+		uint64_t end = committed_size;
+		if (manifest_scan_tail(manifest, end, file_size, &written, &have, &end, &torn) == 0) {
+			latest = written;
+			committed_size = end;
+		}
+	}
 	if (manifest->damage)
 		finding(&verify, "manifest: %s", manifest->damage_message);
 	pthread_mutex_unlock(&manifest->state_mutex);

@@ -1020,8 +1020,10 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	};
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
-	struct manifest_commit_result published;
+	struct manifest_commit_result published = { 0 };
 	rc = manifest_commit(store->manifest, &request, &published, error);
+	if (published.intent_released)
+		txn->intent = NULL;   /* its sidecar stays for recovery */
 	if (rc < 0) {
 		if (error && !error->message[0])
 			error_info_set(error, rc, "the commit was refused: %s", strerror(-rc));

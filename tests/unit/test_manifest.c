@@ -1839,6 +1839,115 @@ TEST(an_error_after_the_fsync_never_cuts_the_durable_root)
 	CHECK_EQ(reopened, before + 1);
 }
 
+/* ---- group commit --------------------------------------------------------------------------- */
+
+#include <pthread.h>
+
+static pthread_mutex_t queued_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queued_moved = PTHREAD_COND_INITIALIZER;
+static int queued_stage;                 /* 1: the held commit is queued; 2: let it go on */
+static _Thread_local bool hold_when_queued;
+
+static void hold_queued_publish(struct manifest *manifest)
+{
+	(void)manifest;
+	if (!hold_when_queued)
+		return;
+	pthread_mutex_lock(&queued_mutex);
+	queued_stage = 1;
+	pthread_cond_broadcast(&queued_moved);
+	while (queued_stage != 2)
+		pthread_cond_wait(&queued_moved, &queued_mutex);
+	pthread_mutex_unlock(&queued_mutex);
+}
+
+struct held_commit {
+	struct manifest *manifest;
+	int rc;
+};
+
+static void *commit_held_in_the_queue(void *context)
+{
+	struct held_commit *held = context;
+	hold_when_queued = true;
+	held->rc = fixture_merge_one(held->manifest, "main", "A", "a2", 2);
+	return NULL;
+}
+
+TEST(a_commit_queued_behind_another_is_made_durable_by_that_commits_fsync)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "A", "a1", 1), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "B", "b1", 1), 0);
+	uint64_t before = fixture_version(manifest);
+	struct io_counters start, between, end;
+	io_counters_get(IO_MANIFEST, &start);
+	queued_stage = 0;
+	manifest_publish_queued_hook = hold_queued_publish;
+	struct held_commit held = { manifest, -1 };
+	pthread_t thread;
+	CHECK_EQ(pthread_create(&thread, NULL, commit_held_in_the_queue, &held), 0);
+	pthread_mutex_lock(&queued_mutex);
+	while (queued_stage != 1)
+		pthread_cond_wait(&queued_moved, &queued_mutex);
+	pthread_mutex_unlock(&queued_mutex);
+	/* the held commit is written, the store lock free: this one builds on it and syncs both */
+	CHECK_EQ(fixture_merge_one(manifest, "main", "B", "b2", 2), 0);
+	io_counters_get(IO_MANIFEST, &between);
+	CHECK_EQ(between.fsyncs - start.fsyncs, 1);
+	CHECK_EQ(fixture_version(manifest), before + 2);
+	pthread_mutex_lock(&queued_mutex);
+	queued_stage = 2;
+	pthread_cond_broadcast(&queued_moved);
+	pthread_mutex_unlock(&queued_mutex);
+	CHECK_EQ(pthread_join(thread, NULL), 0);
+	manifest_publish_queued_hook = NULL;
+	CHECK_EQ(held.rc, 0);
+	io_counters_get(IO_MANIFEST, &end);
+	CHECK_EQ(end.fsyncs - start.fsyncs, 1);   /* the held commit found itself covered */
+	CHECK_EQ(manifest_verify(manifest, fixture_print_finding, NULL), 0);
+	manifest_close(manifest);
+	CHECK_EQ(fixture_open(&manifest), 0);
+	CHECK_EQ(fixture_version(manifest), before + 2);
+	struct fixture_heads heads;
+	CHECK_EQ(fixture_heads(manifest, "main", UINT64_MAX, false, &heads), 0);
+	CHECK_EQ(heads.count, 2);
+	manifest_close(manifest);
+}
+
+TEST(a_reader_sees_a_written_commit_only_once_it_is_durable)
+{
+	struct manifest *manifest, *reader;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	CHECK_EQ(fixture_merge_one(manifest, "main", "A", "a1", 1), 0);
+	struct error_info error;
+	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &error), 0);
+	uint64_t before = fixture_version(reader);
+	queued_stage = 0;
+	manifest_publish_queued_hook = hold_queued_publish;
+	struct held_commit held = { manifest, -1 };
+	pthread_t thread;
+	CHECK_EQ(pthread_create(&thread, NULL, commit_held_in_the_queue, &held), 0);
+	pthread_mutex_lock(&queued_mutex);
+	while (queued_stage != 1)
+		pthread_cond_wait(&queued_moved, &queued_mutex);
+	pthread_mutex_unlock(&queued_mutex);
+	/* written, not yet durable: neither the other handle nor the writer's own shows it */
+	CHECK_EQ(fixture_version(reader), before);
+	CHECK_EQ(fixture_version(manifest), before);
+	pthread_mutex_lock(&queued_mutex);
+	queued_stage = 2;
+	pthread_cond_broadcast(&queued_moved);
+	pthread_mutex_unlock(&queued_mutex);
+	CHECK_EQ(pthread_join(thread, NULL), 0);
+	manifest_publish_queued_hook = NULL;
+	CHECK_EQ(held.rc, 0);
+	CHECK_EQ(fixture_version(reader), before + 1);
+	manifest_close(reader);
+	manifest_close(manifest);
+}
+
 int main(void)
 {
 	return harness_run();

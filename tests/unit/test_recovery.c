@@ -1254,6 +1254,104 @@ CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_br
 	manifest_close(manifest);
 }
 
+/* ---- writers killed with SIGKILL -------------------------------------------------------------- */
+
+#define KILLED_WRITERS 4
+#define KILL_ROUNDS 6
+
+/* Merges rows k<first>, k<first+1>, ... into Own<writer> until killed; after each
+ * commit returns, reports its row number on report (4 bytes). */
+static int acknowledging_writer(int writer, uint32_t first, int report)
+{
+	struct manifest *manifest;
+	if (fixture_open(&manifest) < 0)
+		return 1;
+	char table[16];
+	snprintf(table, sizeof table, "Own%d", writer);
+	for (uint32_t i = first;; i++) {
+		char id[32];
+		snprintf(id, sizeof id, "k%u", i);
+		if (fixture_merge_one(manifest, "main", table, id, (int)i) < 0)
+			return 2;
+		if (write(report, &i, sizeof i) != (ssize_t)sizeof i)
+			return 3;
+	}
+}
+
+static int count_log(const struct commit_record *record, void *context)
+{
+	uint64_t *state = context; /* [0] count, [1] previous version */
+	if (state[0] && record->version >= state[1])
+		return -EIO;
+	state[0]++;
+	state[1] = record->version;
+	return 0;
+}
+
+TEST(writers_killed_at_random_instants_lose_no_acknowledged_commit)
+{
+	struct manifest *manifest;
+	CHECK_EQ(fixture_create_open(&manifest), 0);
+	manifest_close(manifest);
+	uint32_t next[KILLED_WRITERS] = { 0 };       /* the first row each writer has not had acknowledged */
+	unsigned seed = 12345;
+	for (int round = 0; round < KILL_ROUNDS; round++) {
+		pid_t pids[KILLED_WRITERS];
+		int reports[KILLED_WRITERS];
+		for (int w = 0; w < KILLED_WRITERS; w++) {
+			int pipe_ends[2];
+			CHECK_EQ(pipe(pipe_ends), 0);
+			fflush(NULL);
+			pids[w] = fork();
+			if (pids[w] == 0) {
+				close(pipe_ends[0]);
+				_exit(acknowledging_writer(w, next[w], pipe_ends[1]));
+			}
+			CHECK(pids[w] > 0);
+			close(pipe_ends[1]);
+			reports[w] = pipe_ends[0];
+		}
+		seed = seed * 1103515245u + 12345u;
+		usleep(60000 + (seed >> 16) % 90000);   /* 60..150 ms of commits, then SIGKILL mid-flight */
+		for (int w = 0; w < KILLED_WRITERS; w++)
+			kill(pids[w], SIGKILL);
+		for (int w = 0; w < KILLED_WRITERS; w++) {
+			int status;
+			CHECK_EQ(waitpid(pids[w], &status, 0), pids[w]);
+			CHECK(WIFSIGNALED(status));   /* still committing when killed: no writer failed */
+			uint32_t acknowledged;
+			while (read(reports[w], &acknowledged, sizeof acknowledged) == (ssize_t)sizeof acknowledged) {
+				CHECK_EQ(acknowledged, next[w]);
+				next[w] = acknowledged + 1;
+			}
+			close(reports[w]);
+		}
+	}
+	/* recovery runs at this open; every acknowledged row is there, in one linear history */
+	CHECK_EQ(fixture_open(&manifest), 0);
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+	uint64_t acknowledged_total = 0;
+	for (int w = 0; w < KILLED_WRITERS; w++) {
+		char table[16];
+		snprintf(table, sizeof table, "Own%d", w);
+		acknowledged_total += next[w];
+		if (next[w] == 0)
+			continue;
+		struct head_row head;
+		CHECK_EQ(manifest_head_find(manifest, &snapshot, table, &head), 0);
+		CHECK(head.row_count >= next[w]);            /* rows k0 .. k<next-1> at least */
+		CHECK(head.row_count <= next[w] + KILL_ROUNDS); /* at most one unacknowledged row per round */
+	}
+	CHECK(acknowledged_total > 0);
+	uint64_t state[2] = { 0, 0 };
+	CHECK_EQ(manifest_log_each(manifest, &snapshot, count_log, state), 0);
+	CHECK_EQ(state[0], fixture_version(manifest));
+	CHECK(state[0] >= acknowledged_total);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	manifest_close(manifest);
+}
+
 /* ---- threads sharing one handle ------------------------------------------------------------ */
 
 #include <pthread.h>

@@ -1,0 +1,92 @@
+/*
+ * manifest_sync — group commit: making written roots durable, one fsync for
+ * every publish queued behind it (docs/FORMAT.md §18 "Group commit").
+ *
+ * A publish writes its tail under the store lock and releases the lock
+ * before its fsync (manifest_publish.c); the next publish, in this process
+ * or another, builds on the written root at once. Each publish then calls
+ * manifest_sync_through for its own root. Under the sync lock (this
+ * process's sync_mutex, then an exclusive byte-range lock on byte 0 of the
+ * store's `lock` file, held by one process at a time) it either finds its
+ * root already covered — a meta slot names it or a later root — or it notes
+ * the newest complete root in the file, fdatasyncs, and writes that root's
+ * meta slot: every publish whose pwrite finished before the fsync began is
+ * durable with it, and their syncs return without one.
+ *
+ * States of one sync: WAITING (sync lock being taken) -> COVERED (a slot
+ * names this root or a later one: done) or FLUSHING (the newest written
+ * root noted; fdatasync) -> ANNOUNCED (its meta slot written) -> done.
+ *
+ * Invariants kept:
+ *   1. A meta slot is written only under the sync lock and only after an
+ *      fsync that began after its root was completely written: a slot never
+ *      names a root that is not durable, and slots are written in sequence
+ *      order (so the alternating slots never go backwards).
+ *   2. A handle shows (latest) only roots a meta slot names or that its own
+ *      sync made durable; publishes build on written roots, which the store
+ *      lock orders, so the fsync that covers a root covers everything it
+ *      builds on.
+ *   3. Nothing here truncates: a root written and released is never cut
+ *      (other publishes may already build on it). A failed fsync leaves the
+ *      outcome open: a later sync's fsync may still make the root durable.
+ */
+#include <errno.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "manifest_int.h"
+
+#define SYNC_LOCK_BYTE 0   /* of the `lock` file (its flock is the store lock) */
+
+enum sync_state { SYNC_WAITING, SYNC_COVERED, SYNC_FLUSHING, SYNC_ANNOUNCED };
+
+int manifest_sync_through(struct manifest *manifest, const struct root_record *root, uint64_t end,
+			  const char *after_fsync, struct error_info *error)
+{
+	enum sync_state state = SYNC_WAITING;
+	pthread_mutex_lock(&manifest->sync_mutex);
+	int rc = io_range_lock_exclusive_wait(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
+	if (rc < 0) {
+		pthread_mutex_unlock(&manifest->sync_mutex);
+		return error_info_set(error, rc, "cannot lock %s/lock for the sync: %s", manifest->path,
+				      strerror(-rc));
+	}
+	struct meta_slot announced;
+	if ((rc = manifest_meta_newest(manifest, &announced)) < 0) {
+		error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s", manifest->path,
+			       strerror(-rc));
+		goto out;
+	}
+	if (announced.valid && announced.sequence >= root->sequence) {
+		state = SYNC_COVERED;
+		manifest_state_durable(manifest, root, end);
+		goto out;
+	}
+	/* the newest root written so far: the fsync below covers it too */
+	struct root_record newest = *root;
+	uint64_t newest_end = end, file_size;
+	bool have = true, torn;
+	if ((rc = io_size(&manifest->file, &file_size)) < 0 ||
+	    (rc = manifest_scan_tail(manifest, end, file_size, &newest, &have, &newest_end, &torn)) < 0) {
+		error_info_set(error, rc, "cannot read %s/manifest: %s", manifest->path, strerror(-rc));
+		goto out;
+	}
+	state = SYNC_FLUSHING;
+	if ((rc = io_datasync(&manifest->file)) < 0) {
+		error_info_set(error, rc, "cannot make %s/manifest durable: %s", manifest->path, strerror(-rc));
+		goto out;
+	}
+	manifest_state_durable(manifest, &newest, newest_end);
+	if (after_fsync && io_failpoint(after_fsync) < 0)
+		io_log(LOG_WARNING, "%s/manifest: failpoint %s: an error after the commit point does not undo the commit",
+		       manifest->path, after_fsync);
+	/* A hint for other handles' refresh: a failure to write it is not an error. */
+	if (manifest_meta_write(manifest, &newest, newest_end) < 0)
+		io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)", manifest->path);
+	state = SYNC_ANNOUNCED;
+out:
+	(void)state;
+	io_range_unlock(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
+	pthread_mutex_unlock(&manifest->sync_mutex);
+	return rc;
+}
