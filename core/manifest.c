@@ -17,22 +17,26 @@
  *             current-state read and verify reports the damage.
  *
  * Invariants kept here:
- *   1. The cached latest root is the last complete, checksummed root of the
- *      manifest as of the last refresh; it only moves forward (sequence).
- *   2. The common refresh (meta slots unchanged, file size unchanged) reads
- *      the two meta slots and nothing else; under the store lock it also
- *      reads the block header after the latest root (a publish into the
- *      preallocated zeros leaves the file size unchanged); a fresh open
- *      reads the header, the meta slots, the root and the block header after
- *      it: the same I/O at any history depth.
+ *   1. The cached latest root is the root the newest valid meta slot names
+ *      (durable: manifest_sync.c writes a slot only after the fsync that
+ *      covered it) or one this handle's own sync made durable; it only moves
+ *      forward (sequence). The written root (>= latest) is the last complete
+ *      root the store lock's refresh found; only publishes build on it.
+ *   2. The common refresh reads the two meta slots and nothing else (a root
+ *      no slot names is not shown); under the store lock it also reads the
+ *      blocks after the written root (a publish into the preallocated zeros
+ *      leaves the file size unchanged); a fresh open reads the header, the
+ *      meta slots, the root and the block header after it: the same I/O at
+ *      any history depth.
  *   3. Bytes are only ever truncated under the store lock, only after the
- *      latest complete root, and never below the newest valid meta slot's
+ *      last complete root, and never below the newest valid meta slot's
  *      size (what a meta slot names was durable before the slot was written).
  *   4. Current-state reads touch the branches tree, the names tree and the
  *      heads tree only — never commit records or history.
- *   5. A read-write handle that finds, under the lock, a durable root no meta
- *      slot names writes that root's slot, so that other handles' common
- *      refresh (invariant 2) sees it.
+ *   5. A read-write handle that refreshes under the store lock for anything
+ *      but a publish settles first: every written root is made durable and
+ *      the newest is named by a meta slot (manifest_refresh_locked), so that
+ *      recovery, gc and snapshot copies see one durable state.
  */
 #include <assert.h>
 #include <errno.h>
@@ -422,6 +426,7 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 {
 	if (changed)
 		*changed = false;
+	bool opening = !manifest->have_latest;
 	uint64_t file_size = manifest->observed_size;
 	int rc;
 	if (scan || !manifest->have_latest) {
@@ -493,6 +498,19 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 		manifest->written = manifest->latest;
 		manifest->written_size = manifest->committed_size;
 		manifest->have_written = true;
+	}
+	if (opening && !scan) {
+		/* A fresh handle also shows roots written after the newest slot (a writer that
+		 * died before its sync or its slot, or one waiting for its sync now) once its
+		 * own fsync has made them durable: what the next read-write open would settle. */
+		struct root_record candidate = manifest->latest;
+		bool have = true, torn;
+		uint64_t end = manifest->committed_size;
+		if (manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn) == 0 &&
+		    candidate.sequence > manifest->latest.sequence && io_datasync(&manifest->file) == 0) {
+			manifest->latest = manifest->written = candidate;
+			manifest->committed_size = manifest->written_size = end;
+		}
 	}
 	if (scan) {
 		/* every complete root written after the newest one known, durable or not */
