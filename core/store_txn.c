@@ -201,6 +201,7 @@ static void writer_free(struct store_writer *writer)
 	schema_free(&writer->inferred);
 	schema_inference_free(writer->inference);
 	schema_row_free(&writer->row);
+	parse_helper_free(writer->parse_helper);
 	buf_free(&writer->partial);
 	buf_free(&writer->pending);
 	if (writer->pending_file_open)
@@ -439,6 +440,73 @@ static void name_the_table(char *message, size_t size, const char *table)
 	snprintf(placeholder, size - (size_t)(placeholder - message), "%s%s", table, rest);
 }
 
+static int writer_too_long(struct store_writer *writer, struct error_info *error);
+
+/* Stages row, the parse of line number (size bytes without its "\n"): checks, then the stage. */
+static int writer_stage_row(struct store_writer *writer, uint64_t number, struct schema_row *row, size_t size,
+			    struct error_info *error)
+{
+	struct store_txn *txn = writer->txn;
+	struct store *store = txn->store;
+	uint64_t cost = size + 1;
+	int rc = 0;
+	if (store->staged_max && txn->staged_bytes + cost > store->staged_max) {
+		rc = writer_fail(writer, error, -ENOSPC, number,
+				 "the transaction would stage more than %llu bytes",
+				 (unsigned long long)store->staged_max);
+		goto out;
+	}
+	/* A node's delete: the edges that name it go with it (detach), or must be gone (docs/ARCHITECTURE.md invariant 13). */
+	if (!writer->is_edge && row->is_delete) {
+		assert(row == &writer->row);   /* the checks read writer->row */
+		if (row->is_detach)
+			rc = detach_collect(writer, number, error);
+		else if (!txn->defer_endpoints && !txn->trust_endpoints)
+			rc = references_check(writer, number, error);
+		if (rc < 0)
+			goto out;
+	}
+	if (writer->is_edge && !row->is_delete && !txn->trust_endpoints) {
+		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
+			const struct buf *id = end == ENDPOINT_FROM ? &row->from : &row->to;
+			if (txn->defer_endpoints) {
+				rc = pending_add(writer, end, number, id);
+				if (rc < 0)
+					rc = writer_fail(writer, error, rc, number, "out of memory");
+			} else {
+				rc = endpoint_check(writer, end, id->data, id->size, number, error);
+			}
+			if (rc < 0)
+				goto out;
+		}
+	}
+	rc = table_stage_add(writer->stage, row);
+	if (rc == -EEXIST) {
+		rc = writer_fail(writer, error, -EINVAL, number, "duplicate id \"%.200s\"",
+				 buf_cstr(&row->id));
+		goto out;
+	}
+	if (rc < 0) {
+		rc = writer_fail(writer, error, rc, number, "cannot stage the row: %s",
+				 strerror(-rc));
+		goto out;
+	}
+	txn->staged_bytes += cost;
+	writer->staged_bytes += cost;
+	assert(!store->staged_max || txn->staged_bytes <= store->staged_max); /* invariant 3 */
+out:
+	return rc;
+}
+
+/* The failure of a parse of line number: its message, named for the table. */
+static int writer_parse_failed(struct store_writer *writer, uint64_t number, int rc, struct error_info *parse_error,
+			       struct error_info *error)
+{
+	name_the_table(parse_error->message, sizeof parse_error->message, writer->table);
+	return writer_fail(writer, error, rc, number, "%s",
+			   parse_error->message[0] ? parse_error->message : strerror(-rc));
+}
+
 static int writer_line(struct store_writer *writer, const char *line, size_t size,
 		       struct error_info *error)
 {
@@ -455,60 +523,65 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 						&writer->row, &parse_error)
 			 : schema_row_parse(&writer->schema, line, size, allow_delete, &writer->row,
 					    &parse_error);
-	if (rc < 0) {
-		name_the_table(parse_error.message, sizeof parse_error.message, writer->table);
-		return writer_fail(writer, error, rc, number, "%s",
-				   parse_error.message[0] ? parse_error.message : strerror(-rc));
-	}
+	if (rc < 0)
+		return writer_parse_failed(writer, number, rc, &parse_error, error);
+	return writer_stage_row(writer, number, &writer->row, size, error);
+}
 
-	struct store_txn *txn = writer->txn;
-	struct store *store = txn->store;
-	uint64_t cost = size + 1;
-	if (store->staged_max && txn->staged_bytes + cost > store->staged_max) {
-		rc = writer_fail(writer, error, -ENOSPC, number,
-				 "the transaction would stage more than %llu bytes",
-				 (unsigned long long)store->staged_max);
-		goto out;
-	}
-	/* A node's delete: the edges that name it go with it (detach), or must be gone (docs/ARCHITECTURE.md invariant 13). */
-	if (!writer->is_edge && writer->row.is_delete) {
-		if (writer->row.is_detach)
-			rc = detach_collect(writer, number, error);
-		else if (!txn->defer_endpoints && !txn->trust_endpoints)
-			rc = references_check(writer, number, error);
+/* Complete lines [position, end) one after another on this thread. */
+static int writer_lines(struct store_writer *writer, const char *position, const char *end, struct error_info *error)
+{
+	size_t row_max = writer->txn->store->row_max;
+	while (position < end) {
+		const char *newline = memchr(position, '\n', (size_t)(end - position));
+		size_t piece = (size_t)(newline - position);
+		if (piece > row_max)
+			return writer_too_long(writer, error);
+		int rc = writer_line(writer, position, piece, error);
 		if (rc < 0)
-			goto out;
+			return rc;
+		position = newline + 1;
 	}
-	if (writer->is_edge && !writer->row.is_delete && !txn->trust_endpoints) {
-		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
-			const struct buf *id = end == ENDPOINT_FROM ? &writer->row.from : &writer->row.to;
-			if (txn->defer_endpoints) {
-				rc = pending_add(writer, end, number, id);
-				if (rc < 0)
-					rc = writer_fail(writer, error, rc, number, "out of memory");
-			} else {
-				rc = endpoint_check(writer, end, id->data, id->size, number, error);
-			}
-			if (rc < 0)
-				goto out;
-		}
+	return 0;
+}
+
+/*
+ * Complete lines [position, end) of an overwrite with a declared schema, the
+ * second half parsed by the writer's parse helper meanwhile (store_parse.c),
+ * then staged in order: the same rows, line numbers and first error as
+ * writer_lines.
+ */
+static int writer_lines_in_parallel(struct store_writer *writer, const char *position, const char *end,
+				    struct error_info *error)
+{
+	const char *middle = memchr(position + (end - position) / 2, '\n', (size_t)(end - position) / 2);
+	if (!middle || middle + 1 >= end)
+		return writer_lines(writer, position, end, error);
+	middle++;
+	parse_helper_start(writer->parse_helper, &writer->schema, middle, (size_t)(end - middle),
+			   writer->txn->store->row_max);
+	int rc = writer_lines(writer, position, middle, error);
+	size_t count;
+	const struct parse_result *results = parse_helper_finish(writer->parse_helper, &count);
+	if (rc < 0)
+		return rc;
+	const char *next = middle;
+	for (size_t i = 0; i < count; i++) {
+		struct parse_result *result = (struct parse_result *)&results[i];
+		if (result->rc == -EFBIG)
+			return writer_too_long(writer, error);
+		uint64_t number = atomic_load_explicit(&writer->lines, memory_order_relaxed) + 1;
+		atomic_store_explicit(&writer->lines, number, memory_order_relaxed);
+		if (result->rc == -ENODATA)
+			return writer_fail(writer, error, -EINVAL, number, "empty line");
+		if (result->rc < 0)
+			return writer_parse_failed(writer, number, result->rc, &result->error, error);
+		if ((rc = writer_stage_row(writer, number, &result->row, result->size, error)) < 0)
+			return rc;
+		next = result->line + result->size + 1;
 	}
-	rc = table_stage_add(writer->stage, &writer->row);
-	if (rc == -EEXIST) {
-		rc = writer_fail(writer, error, -EINVAL, number, "duplicate id \"%.200s\"",
-				 buf_cstr(&writer->row.id));
-		goto out;
-	}
-	if (rc < 0) {
-		rc = writer_fail(writer, error, rc, number, "cannot stage the row: %s",
-				 strerror(-rc));
-		goto out;
-	}
-	txn->staged_bytes += cost;
-	writer->staged_bytes += cost;
-	assert(!store->staged_max || txn->staged_bytes <= store->staged_max); /* invariant 3 */
-out:
-	return rc;
+	/* the helper ran out of memory before the end: the rest here */
+	return writer_lines(writer, next, end, error);
 }
 
 static bool only_blanks(const char *bytes, size_t size)
@@ -590,6 +663,19 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 	const char *position = bytes;
 	const char *end = position + size;
 	while (position < end) {
+		/* Many complete lines of an overwrite with a declared schema: two threads parse them. */
+		if (!writer->partial.size && !writer->partial_staged && !writer->creates &&
+		    writer->mode == STORE_OVERWRITE && (size_t)(end - position) >= STORE_PARSE_PARALLEL_MIN) {
+			const char *last = memrchr(position, '\n', (size_t)(end - position));
+			if (last && (size_t)(last + 1 - position) >= STORE_PARSE_PARALLEL_MIN &&
+			    (writer->parse_helper || parse_helper_open(&writer->parse_helper) == 0)) {
+				rc = writer_lines_in_parallel(writer, position, last + 1, error);
+				if (rc < 0)
+					goto out;
+				position = last + 1;
+				continue;
+			}
+		}
 		const char *newline = memchr(position, '\n', (size_t)(end - position));
 		size_t piece = (size_t)((newline ? newline : end) - position);
 		if (writer->partial_staged) {

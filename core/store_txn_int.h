@@ -68,6 +68,7 @@ struct store_writer {
 	 * its list along): u16 size + edge table name, u16 size + edge id, each.
 	 */
 	struct buf detached;
+	struct parse_helper *parse_helper;  /* NULL until a large overwrite write (store_parse.c) */
 };
 
 struct txn_op {
@@ -108,6 +109,28 @@ struct store_writer *txn_find_writer(struct store_txn *txn, const char *table);
 /* Records the first error of a writer (sticky), copies it to error (may be NULL), returns code. */
 int writer_fail(struct store_writer *writer, struct error_info *error, int code, uint64_t line,
 		const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+/* store_parse.c — a second thread parsing the lines of a large write */
+struct parse_result {
+	struct schema_row row;      /* rc 0: the parsed row */
+	const char *line;           /* the line in the job's bytes (without its "\n") */
+	size_t size;
+	int rc;                     /* 0, -EFBIG (longer than row_max), -ENODATA (empty), or the parse's error */
+	struct error_info error;    /* the parse's message */
+};
+/* A write with at least this many bytes of complete lines is parsed by two threads. */
+#define STORE_PARSE_PARALLEL_MIN (64u << 10)
+struct parse_helper;
+int parse_helper_open(struct parse_helper **out);
+/* Parses the complete lines bytes[0..size) (each ending with "\n") against schema,
+ * as an overwrite does (no deletes), on the helper's thread. */
+void parse_helper_start(struct parse_helper *helper, const struct schema *schema, const char *bytes,
+			size_t size, size_t row_max);
+/* Waits for the job: its results in line order, *count of them; the last may have
+ * failed (rc < 0: nothing after it was parsed). Fewer than the job's lines (out of
+ * memory) leaves the rest to the caller. Valid until the next start. */
+const struct parse_result *parse_helper_finish(struct parse_helper *helper, size_t *count);
+void parse_helper_free(struct parse_helper *helper);
 
 /* store_edges.c — each called with txn.lock held */
 int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,

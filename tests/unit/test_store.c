@@ -474,6 +474,130 @@ TEST(lines_split_across_writes_are_joined)
 	store_close(store);
 }
 
+/* ---- a large write parsed on two threads (core/store_parse.c) --------------------------------- */
+
+/* count Person lines (several KiB more than STORE_PARSE_PARALLEL_MIN together), line
+ * bad_at (1-based; 0: none) replaced by bad. */
+static char *people_text(size_t count, size_t bad_at, const char *bad)
+{
+	struct buf text;
+	buf_init(&text);
+	char line[256];
+	for (size_t i = 1; i <= count; i++) {
+		if (i == bad_at) {
+			buf_append(&text, bad, strlen(bad));
+			continue;
+		}
+		int length = i % 7 == 0 ? snprintf(line, sizeof line, "{\"age\": %zu, \"id\":\"p%06zu\"}\n", i % 90, i)
+			   : snprintf(line, sizeof line, "{\"id\":\"p%06zu\",\"name\":\"Ada \\u00e9 \\\"%zu\\\"\",\"age\":%zu}\n",
+				      i, i * 7, i % 90);
+		buf_append(&text, line, (size_t)length);
+	}
+	buf_append(&text, "", 1);
+	return (char *)text.data;
+}
+
+/* Writes text into a Person overwrite in one write(2) (pieces 0) or in pieces of that
+ * many bytes; commits if that succeeded. The first failure's rc, error and lines read. */
+static int write_people(struct store *store, const char *text, size_t pieces, struct error_info *error,
+			uint64_t *lines)
+{
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	int rc = store_txn_begin(store, "main", &txn, error);
+	if (rc == 0)
+		rc = store_txn_writer(txn, "Person", STORE_OVERWRITE, 0, "people.jsonl", &writer, error);
+	size_t size = strlen(text);
+	for (size_t at = 0; rc == 0 && at < size; at += pieces ? pieces : size)
+		rc = store_writer_write(writer, text + at, pieces && size - at > pieces ? pieces : size - at, error);
+	*lines = writer ? store_writer_lines(writer) : 0;
+	if (rc == 0)
+		rc = store_writer_finish(writer, error);
+	if (rc == 0)
+		rc = store_txn_commit(txn, NULL, NULL, error);
+	store_txn_free(txn);
+	return rc;
+}
+
+/* The same text written at once (two threads parse it) and in 1,000-byte pieces (one
+ * line at a time): the same outcome, error, line count and table. */
+static void check_parallel_parse_in(struct store *store, size_t count, size_t bad_at, const char *bad,
+				    int expected_rc);
+
+static void check_parallel_parse(size_t count, size_t bad_at, const char *bad, int expected_rc)
+{
+	struct store *store = store_with_people();
+	CHECK(store);
+	check_parallel_parse_in(store, count, bad_at, bad, expected_rc);
+	store_close(store);
+}
+
+static void check_parallel_parse_in(struct store *store, size_t count, size_t bad_at, const char *bad,
+				    int expected_rc)
+{
+	char *text = people_text(count, bad_at, bad);
+	CHECK(strlen(text) >= (128u << 10));   /* twice what makes core/store_parse.c help */
+	struct error_info at_once, in_pieces;
+	uint64_t lines_at_once, lines_in_pieces;
+	struct buf table_at_once, table_in_pieces;
+	buf_init(&table_at_once);
+	buf_init(&table_in_pieces);
+	error_info_clear(&at_once);
+	error_info_clear(&in_pieces);
+	CHECK_EQ(write_people(store, text, 0, &at_once, &lines_at_once), expected_rc);
+	CHECK_EQ(read_table(store, "Person", STORE_LATEST, &table_at_once), 0);
+	CHECK_EQ(write_people(store, text, 1000, &in_pieces, &lines_in_pieces), expected_rc);
+	CHECK_EQ(read_table(store, "Person", STORE_LATEST, &table_in_pieces), 0);
+	CHECK_EQ(at_once.line, in_pieces.line);
+	CHECK_EQ(at_once.line, bad_at);
+	CHECK(strcmp(at_once.message, in_pieces.message) == 0);
+	CHECK_EQ(lines_at_once, bad_at ? bad_at - 1 + (expected_rc == -EFBIG ? 0 : 1) : count);
+	CHECK_EQ(table_at_once.size, table_in_pieces.size);
+	CHECK(memcmp(table_at_once.data, table_in_pieces.data, table_at_once.size) == 0);
+	if (!bad_at)
+		CHECK(table_at_once.size > strlen(text) / 2);
+	buf_free(&table_at_once);
+	buf_free(&table_in_pieces);
+	free(text);
+}
+
+TEST(a_large_write_parsed_on_two_threads_stages_the_rows_one_line_at_a_time_would)
+{
+	check_parallel_parse(6000, 0, NULL, 0);
+}
+
+TEST(a_bad_line_in_the_second_half_of_a_large_write_is_the_error_one_line_at_a_time_gives)
+{
+	check_parallel_parse(6000, 4500, "{\"id\":\"p004500\",\"age\":\"old\"}\n", -EINVAL);
+}
+
+TEST(a_bad_line_in_the_first_half_of_a_large_write_stops_it_there)
+{
+	check_parallel_parse(6000, 700, "{\"id\":\"p000700\",\"name\":1}\n", -EINVAL);
+}
+
+TEST(an_empty_line_in_the_second_half_of_a_large_write_is_refused_at_its_number)
+{
+	check_parallel_parse(6000, 5000, "\n", -EINVAL);
+}
+
+TEST(a_duplicate_id_in_the_second_half_of_a_large_write_is_refused_at_its_number)
+{
+	check_parallel_parse(6000, 5999, "{\"id\":\"p000010\"}\n", -EINVAL);
+}
+
+TEST(a_line_over_the_limit_in_the_second_half_of_a_large_write_is_refused_at_its_number)
+{
+	struct store_options options = { .actor = "tester@test", .row_max = 120 };
+	struct store *store = open_store_with(&options);
+	CHECK(store);
+	CHECK_EQ(apply_schema(store, "Person", person_schema), 0);
+	char long_line[200];
+	snprintf(long_line, sizeof long_line, "{\"id\":\"p004000\",\"name\":\"%0150d\"}\n", 0);
+	check_parallel_parse_in(store, 6000, 4000, long_line, -EFBIG);
+	store_close(store);
+}
+
 TEST(an_overwrite_of_zero_lines_empties_the_table)
 {
 	struct store *store = open_store();
