@@ -191,7 +191,11 @@ static int publish_durably(struct manifest_publish *publish, const struct root_r
 		manifest_publish_queued_hook(manifest);
 	struct error_info sync_error;
 	error_info_clear(&sync_error);
-	int rc = manifest_sync_through(manifest, root, size, "publish.after_fsync", &sync_error);
+	int rc = io_failpoint("publish.queued");
+	if (rc < 0)
+		error_info_set(&sync_error, rc, "failpoint publish.queued");
+	else
+		rc = manifest_sync_through(manifest, root, size, "publish.after_fsync", &sync_error);
 	if (rc < 0) {
 		publish->outcome_unknown = true;
 		return error_info_set(error, -EIO,
