@@ -27,6 +27,7 @@
 #include <zstd.h>
 
 #define CODEC_ZSTD_LEVEL 3
+#define CODEC_COMPRESS_MIN 64   /* payloads below this many bytes are stored as they are */
 #define HASHED_HEADER_SIZE 16
 
 /* ---- per-thread contexts ------------------------------------------------ */
@@ -148,7 +149,8 @@ int codec_encode(enum block_type type, enum codec_kind codec, const void *raw, s
 		return -EINVAL;
 	if (codec != CODEC_NONE && codec != CODEC_ZSTD && codec != CODEC_LZ4)
 		return -EINVAL;
-	if (raw_size == 0)
+	/* too small to shrink by much: spare the compressor (docs/FORMAT.md §4) */
+	if (raw_size < CODEC_COMPRESS_MIN)
 		codec = CODEC_NONE;
 
 	size_t bound = compress_bound(codec, raw_size);

@@ -624,7 +624,13 @@ struct pager_append {
 	uint64_t file_size;     /* the manifest size the write expects (base unless preallocated) */
 	uint64_t chunk;         /* preallocation granule, 0: none */
 	bool written;
+	/* Raw payloads of the cacheable blocks appended, to enter the block cache once
+	 * written (each: u64 offset, u64 block size, u32 type, u32 size, payload); at
+	 * most APPEND_CACHE_MAX bytes are kept, later blocks are read back as usual. */
+	struct buf to_cache;
 };
+
+#define APPEND_CACHE_MAX (1u << 20)
 
 int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append **out)
 {
@@ -661,6 +667,15 @@ int pager_append_block(struct pager_append *append, enum block_type type, enum c
 	int rc = codec_encode(type, codec, raw, raw_size, &append->buffer);
 	if (rc < 0)
 		return rc;
+	if (append->pager->cache.bucket_count && cacheable_type(type) &&
+	    append->to_cache.size + 24 + raw_size <= APPEND_CACHE_MAX &&
+	    buf_reserve(&append->to_cache, 24 + raw_size) == 0) {
+		buf_put_u64(&append->to_cache, offset);
+		buf_put_u64(&append->to_cache, append->buffer.size - (offset - append->base));
+		buf_put_u32(&append->to_cache, (uint32_t)type);
+		buf_put_u32(&append->to_cache, (uint32_t)raw_size);
+		buf_append(&append->to_cache, raw, raw_size);
+	}
 	append->blocks_size = append->buffer.size;
 	address_out->segment = 0;
 	address_out->offset = offset;
@@ -745,6 +760,16 @@ int pager_append_write(struct pager_append *append)
 		return rc;
 	}
 	append->written = true;
+	/* Written blocks are immutable from now on (a published root is never cut, and an
+	 * abandoned append forgets them again): the next publish reads them from memory. */
+	for (size_t at = 0; at + 24 <= append->to_cache.size;) {
+		const uint8_t *record = append->to_cache.data + at;
+		uint32_t size = buf_load_u32(record + 20);
+		cache_put(&append->pager->cache, buf_load_u64(record), buf_load_u64(record + 8),
+			  (enum block_type)buf_load_u32(record + 16), record + 24, size);
+		at += 24 + size;
+	}
+	buf_free(&append->to_cache);
 	return 0;
 }
 
@@ -769,6 +794,7 @@ void pager_append_free(struct pager_append *append)
 	if (!append)
 		return;
 	buf_free(&append->buffer);
+	buf_free(&append->to_cache);
 	free(append);
 }
 

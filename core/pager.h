@@ -28,9 +28,11 @@
  * and index nodes, commit, table-version and schema records; never root
  * records, fragments, bitmaps or anything in a segment file), keyed by
  * offset, shared by the pager's threads. Blocks are immutable once
- * published; an append's own blocks are served from its buffer and never
- * cached, and pager_append_begin / a failed pager_append_write drop any entry
- * at or beyond the append's base (bytes since cut). It is disabled until
+ * published; an append's own blocks are served from its buffer until it is
+ * written, then enter the cache (up to 1 MiB of them per append: the next
+ * publish reads what this one wrote from memory), and pager_append_begin /
+ * pager_append_abandon / a failed pager_append_write drop any entry at or
+ * beyond the append's base (bytes since cut). It is disabled until
  * pager_cache_limit sets a budget (payloads + entry headers), so the engine
  * alone keeps counting every read; the mount daemon enables it (store_options
  * .block_cache). A new pager starts empty, so a fresh process's counters for

@@ -80,6 +80,9 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (!store)
 		return error_info_set(error, -ENOMEM, "out of memory");
 	store->serving.descriptor = -1;
+	pthread_mutex_init(&store->schemas_lock, NULL);
+	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++)
+		schema_init(&store->schemas[i].schema);
 	store->path = strdup(path);
 	if (!store->path) {
 		rc = error_info_set(error, -ENOMEM, "out of memory");
@@ -114,6 +117,7 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	*out = store;
 	return 0;
 cleanup:
+	pthread_mutex_destroy(&store->schemas_lock);
 	free(store->path);
 	free(store);
 	return rc;
@@ -126,6 +130,9 @@ void store_close(struct store *store)
 	assert(atomic_load(&store->open_snapshots) == 0);
 	store_unserve(store);
 	manifest_close(store->manifest);
+	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++)
+		schema_free(&store->schemas[i].schema);
+	pthread_mutex_destroy(&store->schemas_lock);
 	free(store->path);
 	free(store);
 }
@@ -341,11 +348,37 @@ int store_head_schema(struct store *store, const struct head_row *head, struct t
 		      struct schema *schema_out)
 {
 	int rc = table_info_read(store->pager, head->table, info_out);
-	if (rc < 0)
+	if (rc < 0 || !schema_out)
 		return rc;
-	if (schema_out)
-		rc = table_schema_read(store->pager, info_out->schema, schema_out);
-	return rc;
+	struct block_address block = info_out->schema;
+	pthread_mutex_lock(&store->schemas_lock);
+	struct cached_schema *oldest = &store->schemas[0];
+	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++) {
+		struct cached_schema *cached = &store->schemas[i];
+		if (!block_address_is_null(cached->block) && cached->block.segment == block.segment &&
+		    cached->block.offset == block.offset) {
+			cached->used = ++store->schemas_clock;
+			rc = schema_copy(schema_out, &cached->schema);
+			pthread_mutex_unlock(&store->schemas_lock);
+			return rc;
+		}
+		if (cached->used < oldest->used)
+			oldest = cached;
+	}
+	pthread_mutex_unlock(&store->schemas_lock);
+	if ((rc = table_schema_read(store->pager, block, schema_out)) < 0)
+		return rc;
+	pthread_mutex_lock(&store->schemas_lock);
+	schema_free(&oldest->schema);
+	schema_init(&oldest->schema);
+	if (schema_copy(&oldest->schema, schema_out) == 0) {
+		oldest->block = block;
+		oldest->used = ++store->schemas_clock;
+	} else {
+		oldest->block = (struct block_address){ 0, 0 };
+	}
+	pthread_mutex_unlock(&store->schemas_lock);
+	return 0;
 }
 
 int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, struct buf *out)

@@ -25,6 +25,8 @@
 
 #define STORE_ACTOR_MAX 320  /* user@host: 64 + 1 + 255 */
 
+#define STORE_SCHEMA_CACHE 16   /* parsed schemas kept per store handle */
+
 struct store {
 	struct manifest *manifest;
 	struct pager *pager;              /* owned by the manifest */
@@ -37,6 +39,15 @@ struct store {
 	atomic_long open_snapshots;       /* snapshots not yet released (checked at close) */
 	struct io_file serving;           /* store_serving.c: the locked serving/ file, or closed */
 	char serving_name[JOURNAL_NAME_MAX + 32];
+	/* Parsed schemas by schema block (immutable at its address), so that a writer
+	 * does not parse its table's schema JSON again for every transaction. */
+	pthread_mutex_t schemas_lock;
+	struct cached_schema {
+		struct block_address block;   /* null: empty slot */
+		struct schema schema;
+		uint64_t used;                /* schemas_clock when last handed out */
+	} schemas[STORE_SCHEMA_CACHE];
+	uint64_t schemas_clock;
 };
 
 /* Releases the branch this handle serves (store_serving.c). */
