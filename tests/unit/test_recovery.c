@@ -1182,7 +1182,7 @@ TEST(a_large_commit_removes_its_sidecar_and_keeps_its_segments)
 /* ---- concurrent writer processes ------------------------------------------------------------ */
 
 #define WRITERS 4
-#define COMMITS_PER_WRITER 50
+#define COMMITS_PER_WRITER 200   /* 4 processes × 200 commits, as group commit is gated */
 
 static int writer_process(int writer)
 {
@@ -1241,7 +1241,7 @@ CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_br
 		CHECK_EQ(state[0], 2 * COMMITS_PER_WRITER);
 		struct head_row head;
 		CHECK_EQ(manifest_head_find(manifest, &snapshot, "Shared", &head), 0);
-		CHECK_EQ(head.row_count, COMMITS_PER_WRITER); /* 2 writers × 25 rows */
+		CHECK_EQ(head.row_count, COMMITS_PER_WRITER); /* 2 writers × half their commits each */
 		for (int w = 2 * b; w < 2 * b + 2; w++) {
 			char table[16];
 			snprintf(table, sizeof table, "Own%d", w);
