@@ -40,6 +40,7 @@ struct parse_helper {
 	enum parse_state state;
 	/* the job (invariant 1) */
 	const struct schema *schema;
+	bool allow_delete;          /* a merge: delete lines parse */
 	const char *bytes;          /* complete lines, each ending with "\n" */
 	size_t size;
 	size_t row_max;
@@ -103,7 +104,7 @@ static void parse_job(struct parse_helper *helper)
 		else if (result->size == 0)
 			result->rc = -ENODATA;
 		else
-			result->rc = schema_row_parse(helper->schema, position, result->size, false, &result->row,
+			result->rc = schema_row_parse(helper->schema, position, result->size, helper->allow_delete, &result->row,
 						      &result->error);
 		if (result->rc < 0)
 			break;
@@ -148,11 +149,12 @@ int parse_helper_open(struct parse_helper **out)
 	return 0;
 }
 
-void parse_helper_start(struct parse_helper *helper, const struct schema *schema, const char *bytes,
-			size_t size, size_t row_max)
+void parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
+			const char *bytes, size_t size, size_t row_max)
 {
 	pthread_mutex_lock(&helper->mutex);
 	helper->schema = schema;
+	helper->allow_delete = allow_delete;
 	helper->bytes = bytes;
 	helper->size = size;
 	helper->row_max = row_max;

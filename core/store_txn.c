@@ -546,7 +546,7 @@ static int writer_lines(struct store_writer *writer, const char *position, const
 }
 
 /*
- * Complete lines [position, end) of an overwrite with a declared schema, the
+ * Complete lines [position, end) of a table with a declared schema, the
  * second half parsed by the writer's parse helper meanwhile (store_parse.c),
  * then staged in order: the same rows, line numbers and first error as
  * writer_lines.
@@ -558,8 +558,8 @@ static int writer_lines_in_parallel(struct store_writer *writer, const char *pos
 	if (!middle || middle + 1 >= end)
 		return writer_lines(writer, position, end, error);
 	middle++;
-	parse_helper_start(writer->parse_helper, &writer->schema, middle, (size_t)(end - middle),
-			   writer->txn->store->row_max);
+	parse_helper_start(writer->parse_helper, &writer->schema, writer->mode == STORE_MERGE, middle,
+			   (size_t)(end - middle), writer->txn->store->row_max);
 	int rc = writer_lines(writer, position, middle, error);
 	size_t count;
 	const struct parse_result *results = parse_helper_finish(writer->parse_helper, &count);
@@ -576,7 +576,15 @@ static int writer_lines_in_parallel(struct store_writer *writer, const char *pos
 			return writer_fail(writer, error, -EINVAL, number, "empty line");
 		if (result->rc < 0)
 			return writer_parse_failed(writer, number, result->rc, &result->error, error);
-		if ((rc = writer_stage_row(writer, number, &result->row, result->size, error)) < 0)
+		struct schema_row *row = &result->row;
+		if (row->is_delete && !writer->is_edge) {
+			/* a node's delete is checked against writer->row (references, detach) */
+			struct schema_row swapped = writer->row;
+			writer->row = result->row;
+			result->row = swapped;
+			row = &writer->row;
+		}
+		if ((rc = writer_stage_row(writer, number, row, result->size, error)) < 0)
 			return rc;
 		next = result->line + result->size + 1;
 	}
@@ -663,9 +671,9 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 	const char *position = bytes;
 	const char *end = position + size;
 	while (position < end) {
-		/* Many complete lines of an overwrite with a declared schema: two threads parse them. */
+		/* Many complete lines into a table with a declared schema: two threads parse them. */
 		if (!writer->partial.size && !writer->partial_staged && !writer->creates &&
-		    writer->mode == STORE_OVERWRITE && (size_t)(end - position) >= STORE_PARSE_PARALLEL_MIN) {
+		    (size_t)(end - position) >= STORE_PARSE_PARALLEL_MIN) {
 			const char *last = memrchr(position, '\n', (size_t)(end - position));
 			if (last && (size_t)(last + 1 - position) >= STORE_PARSE_PARALLEL_MIN &&
 			    (writer->parse_helper || parse_helper_open(&writer->parse_helper) == 0)) {

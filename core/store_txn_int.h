@@ -122,10 +122,10 @@ struct parse_result {
 #define STORE_PARSE_PARALLEL_MIN (64u << 10)
 struct parse_helper;
 int parse_helper_open(struct parse_helper **out);
-/* Parses the complete lines bytes[0..size) (each ending with "\n") against schema,
- * as an overwrite does (no deletes), on the helper's thread. */
-void parse_helper_start(struct parse_helper *helper, const struct schema *schema, const char *bytes,
-			size_t size, size_t row_max);
+/* Parses the complete lines bytes[0..size) (each ending with "\n") against schema
+ * (allow_delete: a merge's delete lines too), on the helper's thread. */
+void parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
+			const char *bytes, size_t size, size_t row_max);
 /* Waits for the job: its results in line order, *count of them; the last may have
  * failed (rc < 0: nothing after it was parsed). Fewer than the job's lines (out of
  * memory) leaves the rest to the caller. Valid until the next start. */

@@ -499,6 +499,8 @@ static char *people_text(size_t count, size_t bad_at, const char *bad)
 
 /* Writes text into a Person overwrite in one write(2) (pieces 0) or in pieces of that
  * many bytes; commits if that succeeded. The first failure's rc, error and lines read. */
+static enum store_write_mode people_mode = STORE_OVERWRITE;
+
 static int write_people(struct store *store, const char *text, size_t pieces, struct error_info *error,
 			uint64_t *lines)
 {
@@ -506,7 +508,7 @@ static int write_people(struct store *store, const char *text, size_t pieces, st
 	struct store_writer *writer = NULL;
 	int rc = store_txn_begin(store, "main", &txn, error);
 	if (rc == 0)
-		rc = store_txn_writer(txn, "Person", STORE_OVERWRITE, 0, "people.jsonl", &writer, error);
+		rc = store_txn_writer(txn, "Person", people_mode, 0, "people.jsonl", &writer, error);
 	size_t size = strlen(text);
 	for (size_t at = 0; rc == 0 && at < size; at += pieces ? pieces : size)
 		rc = store_writer_write(writer, text + at, pieces && size - at > pieces ? pieces : size - at, error);
@@ -584,6 +586,30 @@ TEST(an_empty_line_in_the_second_half_of_a_large_write_is_refused_at_its_number)
 TEST(a_duplicate_id_in_the_second_half_of_a_large_write_is_refused_at_its_number)
 {
 	check_parallel_parse(6000, 5999, "{\"id\":\"p000010\"}\n", -EINVAL);
+}
+
+TEST(a_large_merge_parsed_on_two_threads_applies_its_deletes_as_one_line_at_a_time_would)
+{
+	people_mode = STORE_MERGE;
+	check_parallel_parse(6000, 0, NULL, 0);
+	struct store *store = store_with_people();
+	CHECK(store);
+	/* a delete of a row the same write staged earlier, in the helper's half */
+	char *text = people_text(6000, 5000, "{\"id\":\"p000010\",\"@delete\":true}\n");
+	struct error_info error;
+	uint64_t lines;
+	CHECK_EQ(write_people(store, text, 0, &error, &lines), 0);
+	CHECK_EQ(lines, 6000);
+	struct buf table;
+	buf_init(&table);
+	CHECK_EQ(read_table(store, "Person", STORE_LATEST, &table), 0);
+	buf_append(&table, "", 1);
+	CHECK(strstr((const char *)table.data, "\"p000011\"") != NULL);
+	CHECK(strstr((const char *)table.data, "\"p000010\"") == NULL);
+	buf_free(&table);
+	free(text);
+	store_close(store);
+	people_mode = STORE_OVERWRITE;
 }
 
 TEST(a_line_over_the_limit_in_the_second_half_of_a_large_write_is_refused_at_its_number)
