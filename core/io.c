@@ -440,10 +440,22 @@ int io_file_open(int directory, const char *name, int flags, enum io_class class
 	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
 	if (rc < 0)
 		return rc;
-	int descriptor;
-	do
-		descriptor = openat(parent, leaf, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
-	while (descriptor < 0 && errno == EINTR);
+	/* The store's reads are its own business: they need not update access times (a check
+	 * on every read). O_NOATIME is refused (EPERM) to a process that does not own the
+	 * file: then it opens without. */
+	int descriptor, extra = O_NOATIME;
+	for (;;) {
+		descriptor = openat(parent, leaf, flags | extra | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (descriptor >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == EPERM && extra) {
+			extra = 0;
+			continue;
+		}
+		break;
+	}
 	rc = descriptor < 0 ? -errno : 0;
 	if (opened >= 0)
 		close(opened);
