@@ -1874,6 +1874,34 @@ static void *commit_held_in_the_queue(void *context)
 	return NULL;
 }
 
+/* Starts a commit of row a2 into A on a thread and returns once it is QUEUED (written,
+ * store lock released, its sync not begun). 0 or the pthread error. */
+static int commit_and_hold_it_queued(struct held_commit *held, pthread_t *thread)
+{
+	queued_stage = 0;
+	manifest_publish_queued_hook = hold_queued_publish;
+	int rc = pthread_create(thread, NULL, commit_held_in_the_queue, held);
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&queued_mutex);
+	while (queued_stage != 1)
+		pthread_cond_wait(&queued_moved, &queued_mutex);
+	pthread_mutex_unlock(&queued_mutex);
+	return 0;
+}
+
+/* Lets the held commit sync and finish; joins its thread. */
+static int let_the_held_commit_go(pthread_t thread)
+{
+	pthread_mutex_lock(&queued_mutex);
+	queued_stage = 2;
+	pthread_cond_broadcast(&queued_moved);
+	pthread_mutex_unlock(&queued_mutex);
+	int rc = pthread_join(thread, NULL);
+	manifest_publish_queued_hook = NULL;
+	return rc;
+}
+
 TEST(a_commit_queued_behind_another_is_made_durable_by_that_commits_fsync)
 {
 	struct manifest *manifest;
@@ -1883,26 +1911,15 @@ TEST(a_commit_queued_behind_another_is_made_durable_by_that_commits_fsync)
 	uint64_t before = fixture_version(manifest);
 	struct io_counters start, between, end;
 	io_counters_get(IO_MANIFEST, &start);
-	queued_stage = 0;
-	manifest_publish_queued_hook = hold_queued_publish;
 	struct held_commit held = { manifest, -1 };
 	pthread_t thread;
-	CHECK_EQ(pthread_create(&thread, NULL, commit_held_in_the_queue, &held), 0);
-	pthread_mutex_lock(&queued_mutex);
-	while (queued_stage != 1)
-		pthread_cond_wait(&queued_moved, &queued_mutex);
-	pthread_mutex_unlock(&queued_mutex);
+	CHECK_EQ(commit_and_hold_it_queued(&held, &thread), 0);
 	/* the held commit is written, the store lock free: this one builds on it and syncs both */
 	CHECK_EQ(fixture_merge_one(manifest, "main", "B", "b2", 2), 0);
 	io_counters_get(IO_MANIFEST, &between);
 	CHECK_EQ(between.fsyncs - start.fsyncs, 1);
 	CHECK_EQ(fixture_version(manifest), before + 2);
-	pthread_mutex_lock(&queued_mutex);
-	queued_stage = 2;
-	pthread_cond_broadcast(&queued_moved);
-	pthread_mutex_unlock(&queued_mutex);
-	CHECK_EQ(pthread_join(thread, NULL), 0);
-	manifest_publish_queued_hook = NULL;
+	CHECK_EQ(let_the_held_commit_go(thread), 0);
 	CHECK_EQ(held.rc, 0);
 	io_counters_get(IO_MANIFEST, &end);
 	CHECK_EQ(end.fsyncs - start.fsyncs, 1);   /* the held commit found itself covered */
@@ -1924,24 +1941,13 @@ TEST(a_reader_sees_a_written_commit_only_once_it_is_durable)
 	struct error_info error;
 	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &error), 0);
 	uint64_t before = fixture_version(reader);
-	queued_stage = 0;
-	manifest_publish_queued_hook = hold_queued_publish;
 	struct held_commit held = { manifest, -1 };
 	pthread_t thread;
-	CHECK_EQ(pthread_create(&thread, NULL, commit_held_in_the_queue, &held), 0);
-	pthread_mutex_lock(&queued_mutex);
-	while (queued_stage != 1)
-		pthread_cond_wait(&queued_moved, &queued_mutex);
-	pthread_mutex_unlock(&queued_mutex);
+	CHECK_EQ(commit_and_hold_it_queued(&held, &thread), 0);
 	/* written, not yet durable: neither the other handle nor the writer's own shows it */
 	CHECK_EQ(fixture_version(reader), before);
 	CHECK_EQ(fixture_version(manifest), before);
-	pthread_mutex_lock(&queued_mutex);
-	queued_stage = 2;
-	pthread_cond_broadcast(&queued_moved);
-	pthread_mutex_unlock(&queued_mutex);
-	CHECK_EQ(pthread_join(thread, NULL), 0);
-	manifest_publish_queued_hook = NULL;
+	CHECK_EQ(let_the_held_commit_go(thread), 0);
 	CHECK_EQ(held.rc, 0);
 	CHECK_EQ(fixture_version(reader), before + 1);
 	manifest_close(reader);

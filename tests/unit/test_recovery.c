@@ -1278,16 +1278,6 @@ static int acknowledging_writer(int writer, uint32_t first, int report)
 	}
 }
 
-static int count_log(const struct commit_record *record, void *context)
-{
-	uint64_t *state = context; /* [0] count, [1] previous version */
-	if (state[0] && record->version >= state[1])
-		return -EIO;
-	state[0]++;
-	state[1] = record->version;
-	return 0;
-}
-
 TEST(writers_killed_at_random_instants_lose_no_acknowledged_commit)
 {
 	struct manifest *manifest;
@@ -1345,7 +1335,7 @@ TEST(writers_killed_at_random_instants_lose_no_acknowledged_commit)
 	}
 	CHECK(acknowledged_total > 0);
 	uint64_t state[2] = { 0, 0 };
-	CHECK_EQ(manifest_log_each(manifest, &snapshot, count_log, state), 0);
+	CHECK_EQ(manifest_log_each(manifest, &snapshot, collect_log, state), 0);
 	CHECK_EQ(state[0], fixture_version(manifest));
 	CHECK(state[0] >= acknowledged_total);
 	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
