@@ -50,6 +50,8 @@
 
 #include "manifest_int.h"
 
+#define SCAN_WINDOW (256u << 10)   /* manifest_scan_tail reads blocks after the first this much at a time */
+
 static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
 static const uint8_t meta_magic[8] = { 'G', 'F', 'S', 'M', 'E', 'T', 'A', 0 };
 
@@ -323,24 +325,55 @@ static bool all_zero(const uint8_t *bytes, size_t size)
  * including complete blocks that no root follows). Returns 0 or -errno for a
  * failed read (not damage).
  */
+/* Bytes [offset, offset + size) of the manifest (within file_size) from window, read
+ * again from offset (SCAN_WINDOW at least) when they are not all in it. 0 or -errno. */
+static int scan_bytes(struct manifest *manifest, struct buf *window, uint64_t *window_start, uint64_t offset,
+		      size_t size, uint64_t file_size, const uint8_t **out)
+{
+	if (window->size && offset >= *window_start && offset + size <= *window_start + window->size) {
+		*out = window->data + (offset - *window_start);
+		return 0;
+	}
+	uint64_t want = size > SCAN_WINDOW ? size : SCAN_WINDOW;
+	if (want > file_size - offset)
+		want = file_size - offset;
+	buf_reset(window);
+	int rc = buf_reserve(window, (size_t)want);
+	if (rc == 0)
+		rc = io_pread(&manifest->file, window->data, (size_t)want, offset);
+	if (rc < 0) {
+		buf_reset(window);
+		return rc;
+	}
+	window->size = (size_t)want;
+	*window_start = offset;
+	*out = window->data;
+	return 0;
+}
+
 int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
 		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
 {
-	uint64_t offset = start;
-	struct buf block, raw;
-	buf_init(&block);
+	uint64_t offset = start, window_start = 0;
+	struct buf window, raw;
+	buf_init(&window);
 	buf_init(&raw);
 	int rc = 0;
 	*torn = false;
 	while (offset < file_size) {
-		uint8_t header_bytes[BLOCK_HEADER_SIZE];
-		size_t length = file_size - offset < sizeof header_bytes ? (size_t)(file_size - offset)
-									 : sizeof header_bytes;
-		rc = io_pread(&manifest->file, header_bytes, length, offset);
+		/* The first header is read alone (usually zeros follow the latest root: the common
+		 * refresh reads 24 bytes); once blocks follow, they are read a window at a time. */
+		uint8_t first_header[BLOCK_HEADER_SIZE];
+		const uint8_t *header_bytes = first_header;
+		size_t length = file_size - offset < BLOCK_HEADER_SIZE ? (size_t)(file_size - offset) : BLOCK_HEADER_SIZE;
+		if (offset == start)
+			rc = io_pread(&manifest->file, first_header, length, offset);
+		else
+			rc = scan_bytes(manifest, &window, &window_start, offset, length, file_size, &header_bytes);
 		if (rc < 0)
 			break;
 		struct block_header header;
-		if (length < sizeof header_bytes || codec_decode_header(header_bytes, &header) < 0) {
+		if (length < BLOCK_HEADER_SIZE || codec_decode_header(header_bytes, &header) < 0) {
 			*torn = offset != *end || !all_zero(header_bytes, length);
 			break;
 		}
@@ -348,15 +381,11 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 		uint64_t block_size = BLOCK_HEADER_SIZE + (uint64_t)header.stored_size;
 		if (offset + block_size > file_size)
 			break;
-		buf_reset(&block);
+		const uint8_t *block;
+		if ((rc = scan_bytes(manifest, &window, &window_start, offset, (size_t)block_size, file_size, &block)) < 0)
+			break;
 		buf_reset(&raw);
-		if ((rc = buf_reserve(&block, (size_t)block_size)) < 0)
-			break;
-		rc = io_pread(&manifest->file, block.data, (size_t)block_size, offset);
-		if (rc < 0)
-			break;
-		block.size = (size_t)block_size;
-		if (codec_decode(block.data, block.size, 0, &raw) < 0)
+		if (codec_decode(block, (size_t)block_size, 0, &raw) < 0)
 			break;
 		io_count_block(IO_MANIFEST, block_size);
 		if (header.type == BLOCK_ROOT) {
@@ -374,7 +403,7 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 		offset += block_size;
 		*torn = offset != *end;
 	}
-	buf_free(&block);
+	buf_free(&window);
 	buf_free(&raw);
 	return rc;
 }
