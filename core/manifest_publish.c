@@ -1248,11 +1248,17 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
 	struct root_record root;
 	rc = manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, &root, error);
 	if (rc < 0) {
-		if (publish.outcome_unknown && request->intent) {
-			/* the root may still become durable: its segments must stay for recovery */
-			manifest_intent_release(request->intent);
-			if (result)
-				result->intent_released = true;
+		if (publish.outcome_unknown) {
+			/* The root may still become durable: its segments must stay (the stages keep
+			 * them, as published ones do) and its sidecar too, for recovery to decide. */
+			for (size_t i = 0; i < request->op_count; i++)
+				if (request->ops[i].kind == MANIFEST_WRITE && request->ops[i].stage)
+					table_stage_published(request->ops[i].stage);
+			if (request->intent) {
+				manifest_intent_release(request->intent);
+				if (result)
+					result->intent_released = true;
+			}
 		}
 		goto out;
 	}

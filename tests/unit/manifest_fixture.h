@@ -285,10 +285,12 @@ static inline int fixture_write_big_schema(struct manifest *manifest, const char
 		.branch = "main", .actor = "test", .message = "big", .op_count = 1, .ops = &op,
 	};
 	manifest_request_attach_intent(&request, intent);
-	struct manifest_commit_result ignored;
+	struct manifest_commit_result ignored = { 0 };
+	if (result)
+		*result = ignored;
 	rc = manifest_commit(manifest, &request, result ? result : &ignored, error);
-	if (rc == 0)
-		intent = NULL; /* consumed by the publish */
+	if (rc == 0 || (result ? result : &ignored)->intent_released)
+		intent = NULL; /* consumed by the publish (or kept for recovery) */
 out:
 	table_stage_free(stage);
 	if (intent)

@@ -1254,6 +1254,50 @@ CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_br
 	manifest_close(manifest);
 }
 
+/* ---- a sync that fails ---------------------------------------------------------------------- */
+
+/* A commit whose sync fails (failpoint publish.queued, error) with the store lock already
+ * released: the caller is told the outcome is unknown, the commit's segments and sidecar
+ * stay, and the next read-write open settles the written root and rolls the sidecar forward. */
+static void check_failed_sync(int (*work)(struct manifest *manifest), bool has_segments)
+{
+	CHECK_EQ(base_store(), 0);
+	struct manifest *manifest;
+	CHECK_EQ(fixture_open(&manifest), 0);
+	uint64_t before = fixture_version(manifest);
+	io_failpoint_arm("publish.queued", IO_FAILPOINT_ERROR);
+	int rc = work(manifest);
+	io_failpoint_arm("publish.queued", IO_FAILPOINT_OFF);
+	CHECK_EQ(rc, -EIO);
+	CHECK_EQ(fixture_version(manifest), before);   /* not shown: not known durable */
+	struct buf listing;
+	buf_init(&listing);
+	fixture_list("recovery", &listing);
+	CHECK_EQ(listing.size > 0, has_segments);      /* the sidecar stays for recovery */
+	buf_reset(&listing);
+	fixture_list("segments", &listing);
+	CHECK_EQ(listing.size > 0, has_segments);      /* and so do the segments it names */
+	manifest_close(manifest);
+	struct observed after;
+	CHECK_EQ(observe(&after), 0);
+	CHECK_EQ(after.version, before + 1);           /* the written root stood */
+	CHECK_EQ(after.findings, 0);
+	CHECK_EQ(after.sidecars.size, 0);
+	CHECK_EQ(after.segments.size > 0, has_segments);
+	observed_free(&after);
+	buf_free(&listing);
+}
+
+TEST(a_large_commit_whose_sync_fails_keeps_its_segments_and_the_next_open_settles_it)
+{
+	check_failed_sync(big_commit, true);
+}
+
+TEST(a_small_commit_whose_sync_fails_stands_once_the_next_open_settles_it)
+{
+	check_failed_sync(small_commit, false);
+}
+
 /* ---- writers killed with SIGKILL -------------------------------------------------------------- */
 
 #define KILLED_WRITERS 4
