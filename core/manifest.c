@@ -50,7 +50,7 @@
 
 #include "manifest_int.h"
 
-#define SCAN_WINDOW (256u << 10)   /* manifest_scan_tail reads blocks after the first this much at a time */
+#define SCAN_WINDOW (32u << 10)   /* manifest_scan_tail reads blocks after the first this much at a time */
 
 static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
 static const uint8_t meta_magic[8] = { 'G', 'F', 'S', 'M', 'E', 'T', 'A', 0 };
@@ -317,14 +317,6 @@ static bool all_zero(const uint8_t *bytes, size_t size)
 	return size == 0 || (bytes[0] == 0 && memcmp(bytes, bytes + 1, size - 1) == 0);
 }
 
-/*
- * Reads blocks forward from start while they are complete and verified; the
- * last root continuing the sequence wins. Stops at the first block that is
- * not: preallocated zeros or the end of the file right after the last root
- * (*torn false), or a torn tail (*torn true: anything else after it,
- * including complete blocks that no root follows). Returns 0 or -errno for a
- * failed read (not damage).
- */
 /* Bytes [offset, offset + size) of the manifest (within file_size) from window, read
  * again from offset (SCAN_WINDOW at least) when they are not all in it. 0 or -errno. */
 static int scan_bytes(struct manifest *manifest, struct buf *window, uint64_t *window_start, uint64_t offset,
@@ -351,6 +343,14 @@ static int scan_bytes(struct manifest *manifest, struct buf *window, uint64_t *w
 	return 0;
 }
 
+/*
+ * Reads blocks forward from start while they are complete and verified; the
+ * last root continuing the sequence wins. Stops at the first block that is
+ * not: preallocated zeros or the end of the file right after the last root
+ * (*torn false), or a torn tail (*torn true: anything else after it,
+ * including complete blocks that no root follows). Returns 0 or -errno for a
+ * failed read (not damage).
+ */
 int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
 		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
 {
