@@ -112,7 +112,7 @@ static int block_checksum(const uint8_t *header, const uint8_t *payload, size_t 
 /* ---- encoding ----------------------------------------------------------- */
 
 /* Compresses raw into destination (capacity bytes); returns the size, or 0 if it failed. */
-static size_t compress_payload(enum codec_kind codec, const void *raw, size_t raw_size,
+static size_t compress_payload(enum codec_kind codec, int level, const void *raw, size_t raw_size,
 			       uint8_t *destination, size_t capacity)
 {
 	if (codec == CODEC_ZSTD) {
@@ -124,7 +124,7 @@ static size_t compress_payload(enum codec_kind codec, const void *raw, size_t ra
 		if (!context->compress)
 			return 0;
 		size_t size = ZSTD_compressCCtx(context->compress, destination, capacity, raw, raw_size,
-						CODEC_ZSTD_LEVEL);
+						level ? level : CODEC_ZSTD_LEVEL);
 		return ZSTD_isError(size) ? 0 : size;
 	}
 	int size = LZ4_compress_default(raw, (char *)destination, (int)raw_size, (int)capacity);
@@ -142,6 +142,12 @@ static size_t compress_bound(enum codec_kind codec, size_t raw_size)
 
 int codec_encode(enum block_type type, enum codec_kind codec, const void *raw, size_t raw_size,
 		 struct buf *out)
+{
+	return codec_encode_level(type, codec, 0, raw, raw_size, out);
+}
+
+int codec_encode_level(enum block_type type, enum codec_kind codec, int level, const void *raw, size_t raw_size,
+		       struct buf *out)
 {
 	if (raw_size > BLOCK_MAX_RAW_SIZE)
 		return -E2BIG;
@@ -164,7 +170,7 @@ int codec_encode(enum block_type type, enum codec_kind codec, const void *raw, s
 
 	size_t stored_size = raw_size;
 	if (codec != CODEC_NONE) {
-		stored_size = compress_payload(codec, raw, raw_size, payload, bound);
+		stored_size = compress_payload(codec, level, raw, raw_size, payload, bound);
 		if (stored_size == 0)
 			return -EIO;
 		if (stored_size >= raw_size) {

@@ -41,7 +41,9 @@ enum block_type {
 	BLOCK_SIDECAR = 8,    /* recovery sidecar body */
 	BLOCK_SEGMENT = 9,    /* first block of a segment file (identifies it) */
 	BLOCK_INDEX = 10,     /* manifest version index node (fixed depth, FORMAT.md §16.1) */
-	BLOCK_TYPE_MAX = 10
+	BLOCK_PACK_FRAME = 11, /* a pack's frame: runs of manifest bytes (FORMAT.md §22) */
+	BLOCK_PACK_INDEX = 12, /* a pack's frame index (FORMAT.md §22) */
+	BLOCK_TYPE_MAX = 12
 };
 
 enum codec_kind {
@@ -90,6 +92,9 @@ uint64_t codec_hash(const void *bytes, size_t size);
  */
 int codec_encode(enum block_type type, enum codec_kind codec, const void *raw, size_t raw_size,
 		 struct buf *out);
+/* The same with a zstd compression level (0: the default, 3); other codecs ignore it. */
+int codec_encode_level(enum block_type type, enum codec_kind codec, int level, const void *raw, size_t raw_size,
+		       struct buf *out);
 
 /*
  * Parses and sanity-checks the 24-byte header (magic, type in range, codec

@@ -505,17 +505,19 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 	}
 	if (!manifest->have_latest) {
 		/* no readable meta slot: the last complete root of the file (a damaged store) */
+		/* below the newest pack's offset the pages are holes; a gc root starts there (FORMAT.md §22) */
+		uint64_t start = pager_pack_covered_below(manifest->pager, NULL);
+		if (start < MANIFEST_FIRST_BLOCK)
+			start = MANIFEST_FIRST_BLOCK;
 		if (!newest)
-			damage_record(manifest, "neither meta slot is valid (scanned from offset %llu)",
-				      MANIFEST_FIRST_BLOCK);
+			damage_record(manifest, "neither meta slot is valid (scanned from offset %llu)", start);
 		struct root_record candidate;
 		bool have = false, torn;
-		uint64_t end = MANIFEST_FIRST_BLOCK;
-		if ((rc = manifest_scan_tail(manifest, MANIFEST_FIRST_BLOCK, file_size, &candidate, &have, &end,
-					     &torn)) < 0)
+		uint64_t end = start;
+		if ((rc = manifest_scan_tail(manifest, start, file_size, &candidate, &have, &end, &torn)) < 0)
 			return rc;
 		if (!have) {
-			damage_record(manifest, "no readable root record after offset %llu", MANIFEST_FIRST_BLOCK);
+			damage_record(manifest, "no readable root record after offset %llu", start);
 			return -EIO;
 		}
 		manifest->latest = candidate;

@@ -50,7 +50,7 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 5   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION 6   /* the store format this binary reads and writes */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;
@@ -444,9 +444,10 @@ struct manifest_gc_result {
 	uint64_t versions_reclaimed;      /* newly at or below the horizon, not pinned */
 	uint64_t versions_pinned;         /* newly below the horizon, kept for a reader until the next gc */
 	uint64_t live_blocks;             /* blocks a retained state reaches */
-	uint64_t manifest_bytes_before;   /* manifest space on disk before and after */
+	uint64_t manifest_bytes_before;   /* manifest (and pack) space on disk before and after */
 	uint64_t manifest_bytes_after;
 	uint64_t manifest_bytes_reclaimed;
+	uint64_t pack_bytes;              /* the size of the pack of retained history it wrote (0: dry run) */
 	uint64_t segments_removed, segment_bytes_reclaimed;
 	char held_by[JOURNAL_NAME_MAX + 1];  /* "" or the branch whose merge base kept the horizon lower */
 	uint64_t held_at;                 /* that merge base's version */

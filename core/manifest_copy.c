@@ -15,6 +15,8 @@
  *      that root retains reaches (gc's mark) is hard-linked (same file system) or
  *      byte-copied (elsewhere, or where links are refused). Segments of
  *      writers still in flight are not referenced, so they are not copied.
+ *      The newest pack (docs/FORMAT.md §22) is immutable too and is brought
+ *      the same way: the copied manifest's pages below its offset are holes.
  *   4. The destination is a store only once its manifest is complete and
  *      durable: it is written as manifest.tmp and renamed last (failpoints
  *      snapshot.after_segments, snapshot.before_rename); a crash before leaves
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "manifest_int.h"
+#include "pack.h"
 
 #define COPY_CHUNK (1u << 20)
 #define COPY_PAGE 4096u
@@ -191,6 +194,29 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 		close(rc);
 		rc = 0;
 	}
+	/* the newest pack (no gc runs meanwhile: invariant 1), which holds the blocks below its offset */
+	uint64_t pack = 0;
+	if ((rc = pack_newest(manifest->directory, &pack)) == 0) {
+		char name[64];
+		snprintf(name, sizeof name, "packs/%016" PRIx64, pack);
+		if ((rc = io_directory_make(destination, "packs")) == 0)
+			rc = bring_segment(manifest, destination, name, result, &done, total, progress, context);
+		int packs = rc == 0 ? io_directory_open_at(destination, "packs") : rc;
+		if (packs >= 0) {
+			rc = io_directory_sync(packs);
+			close(packs);
+		} else {
+			rc = packs;
+		}
+		if (rc < 0) {
+			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, strerror(-rc));
+			goto out;
+		}
+	} else if (rc != -ENOENT) {
+		error_info_set(error, rc, "cannot list %s/packs: %s", manifest->path, strerror(-rc));
+		goto out;
+	}
+	rc = 0;
 	if ((rc = io_failpoint("snapshot.after_segments")) < 0) {
 		error_info_set(error, rc, "the snapshot stopped after its segments: %s", strerror(-rc));
 		goto out;

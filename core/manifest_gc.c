@@ -19,20 +19,31 @@
  *             root, every branch's and tag's state, every version above the
  *             horizon and every pinned one, the chain of roots back to the
  *             first at or below the horizon
- *   SWEPT     every whole page below swept_below that no marked block
- *             touches is a hole (failpoint gc.after_punch, after the first),
- *             and every segment nothing marked names and no sidecar names
- *             is removed (failpoint gc.before_segment_remove)
+ *   PACKED    every marked block below swept_below is in the durable pack
+ *             packs/<swept_below> (docs/FORMAT.md §22), and this handle
+ *             reads that range from it (failpoint gc.after_pack)
+ *   SWEPT     every page below swept_below is a hole (failpoint
+ *             gc.after_punch), every segment nothing marked names and no
+ *             sidecar names is removed (failpoint gc.before_segment_remove),
+ *             the preallocated zeros are returned, and older packs are removed
+ *             (failpoint gc.before_pack_remove)
  *
  * Invariants kept:
- *   1. Nothing a retained state reaches is ever punched or removed: the mark
- *      is taken from a root read after the segment list and the sidecars
- *      (a segment published meanwhile is named by that root or by a sidecar).
+ *   1. Nothing a retained state reaches is ever lost: the mark is taken from
+ *      a root read after the segment list and the sidecars (a segment
+ *      published meanwhile is named by that root or by a sidecar), and every
+ *      marked manifest block below swept_below is in the pack before any
+ *      page there is punched.
  *   2. Only bytes below the gc's own root are punched; publishes after it
  *      append above it and reach below it only through retained states.
  *   3. A pin taken before the pins are listed keeps its version, below the
  *      horizon too; new readers of versions at or below the horizon are
  *      refused (manifest_snapshot_at), so no pin appears there afterwards.
+ *   4. A pack's blocks keep their manifest addresses: nothing that points at
+ *      them is rewritten. A reader in another process that still reads the
+ *      manifest below the new pack's offset finds holes, and its pager moves
+ *      to the newest pack and retries (pager.h "packs"); an older pack is
+ *      removed only once the new one is durable and the manifest punched.
  */
 #include <assert.h>
 #include <errno.h>
@@ -44,10 +55,11 @@
 #include <unistd.h>
 
 #include "manifest_int.h"
+#include "pack.h"
 
 #define GC_PAGE 4096u
 
-enum gc_state { GC_IDLE, GC_LOCKED, GC_HORIZON, GC_PRUNED, GC_MARKED, GC_SWEPT };
+enum gc_state { GC_IDLE, GC_LOCKED, GC_HORIZON, GC_PRUNED, GC_MARKED, GC_PACKED, GC_SWEPT };
 
 /* An open-addressing set of block addresses (never removed from). */
 struct address_set {
@@ -357,21 +369,21 @@ static int sweep_run(uint64_t start, uint64_t end, void *context)
 
 /*
  * The zeros preallocated after the latest root were sized for the store
- * before gc: beyond the chunk the store's new size calls for, they become a
- * hole again (under the store lock: publishes write there). They read as
- * zeros either way, so a crash midway changes nothing. 0 or -errno.
+ * before gc: the manifest is cut to the end of the page holding its last
+ * block (under the store lock: publishes write there), and the next publish
+ * that reaches past the end pads one chunk again, sized for what the store
+ * occupies now (docs/FORMAT.md §4). Zeros either way, so a crash midway
+ * changes nothing. 0 or -errno.
  */
 static int trim_preallocation(struct manifest *manifest, struct error_info *error)
 {
 	int rc = manifest_lock(manifest, error);
 	if (rc < 0)
 		return rc;
-	uint64_t size, allocated;
-	if ((rc = manifest_refresh_locked(manifest, error)) == 0 && (rc = io_size(&manifest->file, &size)) == 0 &&
-	    (rc = io_allocated_bytes(&manifest->file, &allocated)) == 0) {
-		uint64_t end = (manifest_end(manifest) + GC_PAGE - 1) / GC_PAGE * GC_PAGE;
-		uint64_t keep = end + manifest_preallocation(allocated);
-		if (size > keep && (rc = io_punch_hole(&manifest->file, keep, size)) < 0)
+	uint64_t size;
+	if ((rc = manifest_refresh_locked(manifest, error)) == 0 && (rc = io_size(&manifest->file, &size)) == 0) {
+		uint64_t keep = (manifest_end(manifest) + GC_PAGE - 1) / GC_PAGE * GC_PAGE;
+		if (size > keep && (rc = io_truncate(&manifest->file, keep)) < 0)
 			error_info_set(error, rc, "cannot return the preallocated space of %s/manifest: %s", manifest->path,
 				       strerror(-rc));
 	}
@@ -491,6 +503,59 @@ static int sweep_segments(struct gc *gc, const struct gc_mark *mark, const struc
 	return 0;
 }
 
+/* ---- the pack ------------------------------------------------------------------------ */
+
+/*
+ * Copies every marked manifest block below `below` (the pruned root's
+ * offset) into packs/<below>, makes it durable, and moves this handle's
+ * pager onto it (PACKED; failpoint gc.after_pack). 0 or -errno with error set.
+ */
+static int pack_retained(struct gc *gc, struct gc_mark *mark, uint64_t below)
+{
+	struct manifest *manifest = gc->manifest;
+	if (mark->interval_count > 1)
+		qsort(mark->intervals, mark->interval_count, sizeof *mark->intervals, compare_intervals);
+	struct pack_writer *writer = NULL;
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = pack_writer_begin(manifest->directory, pager_store_id(manifest->pager), below, &writer);
+	for (size_t i = 0; rc == 0 && i < mark->interval_count && mark->intervals[i].start < below; i++) {
+		const struct interval *block = &mark->intervals[i];
+		buf_reset(&bytes);
+		if ((rc = pager_copy_bytes(manifest->pager, block->start, (size_t)(block->end - block->start), &bytes)) == 0)
+			rc = pack_writer_add(writer, block->start, bytes.data, bytes.size);
+	}
+	if (rc == 0)
+		rc = pack_writer_finish(writer);
+	if (rc == 0)
+		gc->result->pack_bytes = pack_writer_size(writer);
+	pack_writer_free(writer);
+	buf_free(&bytes);
+	if (rc < 0)
+		return error_info_set(gc->error, rc, "cannot write the pack of retained history %s/packs/%016llx: %s",
+				      manifest->path, (unsigned long long)below, strerror(-rc));
+	if ((rc = io_failpoint("gc.after_pack")) < 0)
+		return rc;
+	if ((rc = pager_pack_refresh(manifest->pager)) < 0 || pager_pack_covered_below(manifest->pager, NULL) != below)
+		return error_info_set(gc->error, rc < 0 ? rc : -EIO,
+				      "cannot read back the pack gc wrote, %s/packs/%016llx; nothing was returned (run graphfs verify)",
+				      manifest->path, (unsigned long long)below);
+	return 0;
+}
+
+/* Removes the packs the new one replaces and temporary files of crashed gcs. */
+static int remove_older_packs(struct gc *gc, uint64_t keep)
+{
+	int rc = io_failpoint("gc.before_pack_remove");
+	uint64_t bytes = 0;
+	if (rc == 0)
+		rc = pack_remove_others(gc->manifest->directory, keep, &bytes);
+	if (rc < 0)
+		return error_info_set(gc->error, rc, "cannot remove the older packs of %s/packs: %s", gc->manifest->path,
+				      strerror(-rc));
+	return 0;
+}
+
 /* ---- the publishes ------------------------------------------------------------------------ */
 
 /* One root without a new version: the horizon raised to horizon, and (prune)
@@ -597,9 +662,23 @@ static int choose_horizon(struct gc *gc, const struct root_record *latest, uint6
 	return 0;
 }
 
+/* The space the manifest and its pack take on disk. */
 static int manifest_size_on_disk(struct manifest *manifest, uint64_t *bytes)
 {
-	return io_allocated_bytes(&manifest->file, bytes);
+	int rc = io_allocated_bytes(&manifest->file, bytes);
+	uint64_t below = pager_pack_covered_below(manifest->pager, NULL);
+	if (rc == 0 && below) {
+		char name[40];
+		snprintf(name, sizeof name, "packs/%016llx", (unsigned long long)below);
+		struct io_file file;
+		uint64_t pack_bytes = 0;
+		if (io_file_open(manifest->directory, name, O_RDONLY, IO_MANIFEST, &file) == 0) {
+			io_allocated_bytes(&file, &pack_bytes);
+			io_file_close(&file);
+		}
+		*bytes += pack_bytes;
+	}
+	return rc;
 }
 
 int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *request,
@@ -691,7 +770,16 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	/* dry: what a gc now would sweep below the latest root */
 	uint64_t below = request->dry_run ? latest.self.offset : swept.swept_below;
 	struct sweep sweep = { manifest, !request->dry_run, 0, 0 };
-	if ((rc = dead_runs_each(&mark, below, sweep_run, &sweep)) < 0) {
+	if (request->dry_run) {
+		rc = dead_runs_each(&mark, below, sweep_run, &sweep);
+	} else {
+		if ((rc = pack_retained(&gc, &mark, below)) < 0)
+			goto out;
+		gc_enter(&gc, GC_PACKED);
+		/* every block below the pack's N is read from it now: every page there goes (invariant 4) */
+		rc = sweep_run(MANIFEST_FIRST_BLOCK, below / GC_PAGE * GC_PAGE, &sweep);
+	}
+	if (rc < 0) {
 		error_info_set(error, rc, rc == -EOPNOTSUPP ? "the file system of %s cannot punch holes: gc cannot return the manifest's space"
 							    : "cannot return the space of %s/manifest: %s",
 			       manifest->path, strerror(-rc));
@@ -702,9 +790,14 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 		goto out;
 	if (!request->dry_run && (rc = trim_preallocation(manifest, error)) < 0)
 		goto out;
+	if (!request->dry_run && (rc = remove_older_packs(&gc, below)) < 0)
+		goto out;
 	if (!request->dry_run)
 		gc_enter(&gc, GC_SWEPT);
 	manifest_size_on_disk(manifest, &result->manifest_bytes_after);
+	if (!request->dry_run)
+		result->manifest_bytes_reclaimed = result->manifest_bytes_before > result->manifest_bytes_after
+							   ? result->manifest_bytes_before - result->manifest_bytes_after : 0;
 	if (request->progress)
 		request->progress(mark.versions_marked, mark.versions_marked, request->progress_context);
 out:

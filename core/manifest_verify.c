@@ -17,7 +17,10 @@
  *      into the source's history) field by field, names = live heads by
  *      name, and every live table (table_verify, head fields vs the table);
  *   5. every segment file block by block, and that each is referenced by a
- *      commit or named by a sidecar (no orphans);
+ *      commit or named by a sidecar (no orphans); the newest pack frame by
+ *      frame (FORMAT.md §22), and that its offset is the latest root's
+ *      swept-below offset or lower (the blocks of step 4 below it were read
+ *      from it);
  *   6. every recovery sidecar (version, checksum, writer alive).
  *
  * Repair publishes, for each branch whose heads or names differ from the
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #include "manifest_int.h"
+#include "pack.h"
 
 struct address_set {
 	struct block_address *addresses;
@@ -1080,6 +1084,37 @@ static void verify_segments(struct verify *verify)
 	free(list.names);
 }
 
+static void pack_problem(uint64_t offset, const char *message, void *context)
+{
+	finding(context, "%s", message);
+}
+
+/* Step 5's pack: readable, consistent, and not beyond the root that named it. */
+static void verify_pack(struct verify *verify, uint64_t swept_below)
+{
+	uint64_t newest;
+	int rc = pack_newest(verify->manifest->directory, &newest);
+	if (rc == -ENOENT)
+		return;
+	if (rc < 0) {
+		finding(verify, "packs: cannot be listed: %s", strerror(-rc));
+		return;
+	}
+	rc = pager_pack_refresh(verify->manifest->pager);
+	uint64_t in_use = pager_pack_covered_below(verify->manifest->pager, NULL);
+	if (rc < 0 || in_use != newest) {
+		finding(verify, "packs/%016llx: cannot be opened (%s): the retained blocks below offset %llu cannot be read",
+			(unsigned long long)newest, strerror(rc < 0 ? -rc : EIO), (unsigned long long)newest);
+		return;
+	}
+	if (newest > swept_below)
+		finding(verify, "packs/%016llx: covers the manifest beyond the latest root's swept-below offset %llu",
+			(unsigned long long)newest, (unsigned long long)swept_below);
+	rc = pager_pack_verify(verify->manifest->pager, pack_problem, verify);
+	if (rc < 0)
+		finding(verify, "packs/%016llx: cannot be checked: %s", (unsigned long long)newest, strerror(-rc));
+}
+
 int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
 		    void *context)
 {
@@ -1123,6 +1158,7 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 	}
 	verify_sidecars(&verify);
 	verify_segments(&verify);
+	verify_pack(&verify, have_latest ? latest.swept_below : 0);
 	free(verify.segments);
 	free(verify.walked.addresses);
 	free(verify.verified.addresses);

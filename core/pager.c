@@ -31,6 +31,10 @@
  *   6. No cached entry lies at or beyond a manifest size the pager has seen
  *      an append start at (pager_append_begin drops them: those bytes were
  *      cut since), nor inside an append whose write failed.
+ *   7. A manifest address below the pack in use's N is read from that pack,
+ *      never from the manifest file (whose pages there may be holes); a pack
+ *      is freed only when it is no longer the one in use and no read holds
+ *      it. The pack in use only ever moves to a larger N.
  *
  * States of a struct pager_append: BUFFERING (blocks appended) -> WRITTEN
  * (after a successful pager_append_write; no more blocks) -> freed.
@@ -39,6 +43,8 @@
  * any write error moves it to FAILED (every later call returns the error).
  */
 #include "pager.h"
+
+#include "pack.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -89,10 +95,18 @@ struct block_cache {
 	uint64_t highest_end;            /* no entry ends beyond this offset */
 };
 
+/* A pack and how many reads use it (invariant 7). */
+struct pack_use {
+	struct pack *pack;
+	unsigned users;
+};
+
 struct pager {
 	int store_directory;
 	struct io_file *manifest;
 	struct ulid store_id;
+	pthread_mutex_t pack_lock;   /* guards pack and every pack_use's users */
+	struct pack_use *pack;       /* the newest pack seen, or NULL */
 	pthread_mutex_t lock;   /* guards the segment cache */
 	uint64_t clock;
 	struct segment_slot slots[SEGMENT_CACHE_SIZE];
@@ -104,6 +118,8 @@ struct read_handle {
 	struct io_file file;
 	int slot;               /* cache slot to release, or -1 */
 	bool private_file;      /* close after the read */
+	bool quiet;             /* a first attempt: leave logging to the retry */
+	struct pack_use *pack;  /* a manifest address below the pack in use's N: read from it */
 	char name[FILE_NAME_SIZE];
 };
 
@@ -148,7 +164,7 @@ int pager_file_header_decode(const uint8_t *bytes, struct file_header *out)
 	if (buf_load_u64(bytes + 48) != codec_hash(bytes, 48))
 		return -EIO;
 	uint32_t kind = buf_load_u32(bytes + 12);
-	if (kind != FILE_KIND_MANIFEST && kind != FILE_KIND_SEGMENT)
+	if (kind != FILE_KIND_MANIFEST && kind != FILE_KIND_SEGMENT && kind != FILE_KIND_PACK)
 		return -EIO;
 	out->kind = (enum file_kind)kind;
 	memcpy(out->store_id.bytes, bytes + 16, 16);
@@ -365,11 +381,23 @@ int pager_init(int store_directory, struct io_file *manifest, struct pager **out
 		free(pager);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&pager->pack_lock, NULL) != 0) {
+		pthread_mutex_destroy(&pager->cache.lock);
+		pthread_mutex_destroy(&pager->lock);
+		free(pager);
+		return -ENOMEM;
+	}
 	pager->store_directory = store_directory;
 	pager->manifest = manifest;
 	pager->store_id = header.store_id;
 	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++)
 		pager->slots[i].file.descriptor = -1;
+	/* a damaged newest pack is reported by the reads that need it (and verify), not here */
+	rc = pager_pack_refresh(pager);
+	if (rc == -ENOMEM) {
+		pager_free(pager);
+		return rc;
+	}
 	*out = pager;   /* the block cache starts disabled (pager_cache_limit) */
 	return 0;
 }
@@ -383,9 +411,104 @@ void pager_free(struct pager *pager)
 		io_file_close(&pager->slots[i].file);
 	}
 	cache_configure(&pager->cache, 0);
+	if (pager->pack) {
+		assert(pager->pack->users == 0);
+		pack_free(pager->pack->pack);
+		free(pager->pack);
+	}
+	pthread_mutex_destroy(&pager->pack_lock);
 	pthread_mutex_destroy(&pager->cache.lock);
 	pthread_mutex_destroy(&pager->lock);
 	free(pager);
+}
+
+/* ---- the pack in use (invariant 7) ------------------------------------- */
+
+/* The pack in use, held for one read (release with pack_release), or NULL. */
+static struct pack_use *pack_acquire(struct pager *pager)
+{
+	pthread_mutex_lock(&pager->pack_lock);
+	struct pack_use *use = pager->pack;
+	if (use)
+		use->users++;
+	pthread_mutex_unlock(&pager->pack_lock);
+	return use;
+}
+
+static void pack_release(struct pager *pager, struct pack_use *use)
+{
+	if (!use)
+		return;
+	pthread_mutex_lock(&pager->pack_lock);
+	bool last = --use->users == 0 && use != pager->pack;
+	pthread_mutex_unlock(&pager->pack_lock);
+	if (last) {
+		pack_free(use->pack);
+		free(use);
+	}
+}
+
+int pager_pack_refresh(struct pager *pager)
+{
+	for (int attempt = 0;; attempt++) {
+		uint64_t newest;
+		int rc = pack_newest(pager->store_directory, &newest);
+		if (rc == -ENOENT)
+			return 0;
+		if (rc < 0)
+			return rc;
+		if (pager->pack && pack_covered_below(pager->pack->pack) >= newest)
+			return 0;
+		struct pack *pack;
+		rc = pack_open(pager->store_directory, &pager->store_id, newest, &pack);
+		if (rc == -ENOENT && attempt < 8)
+			continue;   /* removed by a newer gc between the listing and the open */
+		if (rc < 0)
+			return rc;
+		struct pack_use *use = calloc(1, sizeof *use), *old = NULL;
+		if (!use) {
+			pack_free(pack);
+			return -ENOMEM;
+		}
+		use->pack = pack;
+		pthread_mutex_lock(&pager->pack_lock);
+		if (!pager->pack || pack_covered_below(pager->pack->pack) < newest) {
+			old = pager->pack;
+			pager->pack = use;
+			use = NULL;
+		}
+		bool free_old = old && old->users == 0;
+		pthread_mutex_unlock(&pager->pack_lock);
+		if (use) {   /* another thread switched to it first */
+			pack_free(use->pack);
+			free(use);
+			return 0;
+		}
+		if (free_old) {
+			pack_free(old->pack);
+			free(old);
+		}
+		return 1;
+	}
+}
+
+uint64_t pager_pack_covered_below(struct pager *pager, uint64_t *file_size_out)
+{
+	struct pack_use *use = pack_acquire(pager);
+	uint64_t below = use ? pack_covered_below(use->pack) : 0;
+	if (file_size_out)
+		*file_size_out = use ? pack_file_size(use->pack) : 0;
+	pack_release(pager, use);
+	return below;
+}
+
+int pager_pack_verify(struct pager *pager, void (*report)(uint64_t offset, const char *message, void *context),
+		      void *context)
+{
+	struct pack_use *use = pack_acquire(pager);
+	int rc = use ? pack_verify(use->pack, report, context) : 0;
+	pack_release(pager, use);
+	return rc;
 }
 
 const struct ulid *pager_store_id(const struct pager *pager)
@@ -463,6 +586,10 @@ out:
 
 static void handle_release(struct pager *pager, struct read_handle *handle)
 {
+	if (handle->pack) {
+		pack_release(pager, handle->pack);
+		handle->pack = NULL;
+	}
 	if (handle->private_file) {
 		io_file_close(&handle->file);
 		return;
@@ -480,21 +607,38 @@ static void handle_release(struct pager *pager, struct read_handle *handle)
 	pthread_mutex_unlock(&pager->lock);
 }
 
-static int handle_acquire(struct pager *pager, struct block_address address, struct read_handle *handle)
+/* Logs a damaged block unless this is a first attempt that may be retried from a newer pack. */
+static void handle_log(const struct read_handle *handle, uint64_t offset, const char *what)
+{
+	if (!handle->quiet)
+		log_bad_block(handle->name, offset, what);
+}
+
+static int handle_acquire(struct pager *pager, struct block_address address, bool quiet, struct read_handle *handle)
 {
 	uint64_t first_block = address.segment == 0 ? MANIFEST_FIRST_BLOCK : FILE_HEADER_SIZE;
+	handle->quiet = quiet;
+	handle->pack = NULL;
 	if (address.segment == 0) {
 		handle->file = *pager->manifest;
 		handle->slot = -1;
 		handle->private_file = false;
 		snprintf(handle->name, sizeof handle->name, "manifest");
+		struct pack_use *use = pack_acquire(pager);
+		if (use && address.offset < pack_covered_below(use->pack)) {
+			handle->pack = use;   /* invariant 7 */
+			snprintf(handle->name, sizeof handle->name, "packs/%016llx",
+				 (unsigned long long)pack_covered_below(use->pack));
+		} else {
+			pack_release(pager, use);
+		}
 	} else {
 		int rc = segment_acquire(pager, address.segment, handle);
 		if (rc < 0)
 			return rc;
 	}
 	if (address.offset < first_block) {
-		log_bad_block(handle->name, address.offset, "block address inside the file header");
+		handle_log(handle, address.offset, "block address inside the file header");
 		handle_release(pager, handle);
 		return -EIO;
 	}
@@ -503,22 +647,46 @@ static int handle_acquire(struct pager *pager, struct block_address address, str
 
 /* ---- reads -------------------------------------------------------------- */
 
+/* The block at a manifest offset out of the pack in use: into *block (heap). */
+static int read_packed_block(struct read_handle *handle, uint64_t offset, uint8_t **block, struct block_header *header)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = pack_read_block(handle->pack->pack, offset, &bytes);
+	if (rc == -ENOENT) {
+		handle_log(handle, offset, "no block of the manifest at this offset is in the pack (gc did not retain it)");
+		rc = -EIO;
+	}
+	if (rc == 0 && codec_decode_header(bytes.data, header) < 0) {
+		handle_log(handle, offset, "invalid block header");
+		rc = -EIO;
+	}
+	if (rc < 0) {
+		buf_free(&bytes);
+		return rc;
+	}
+	*block = bytes.data;   /* the buffer's memory now belongs to the caller */
+	return 0;
+}
+
 /*
  * Reads the whole block at offset into *block (speculative buffer or heap);
- * fills header. Returns 0 or -EIO / -errno (logged).
+ * fills header. Returns 0 or -EIO / -errno (logged unless quiet).
  */
 static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *speculative,
 		      uint8_t **block, struct block_header *header)
 {
+	if (handle->pack)
+		return read_packed_block(handle, offset, block, header);
 	ssize_t got = io_pread_some(&handle->file, speculative, SPECULATIVE_READ, offset);
 	if (got < 0)
 		return (int)got;
 	if (got < BLOCK_HEADER_SIZE) {
-		log_bad_block(handle->name, offset, "block extends past the end of the file");
+		handle_log(handle, offset, "block extends past the end of the file");
 		return -EIO;
 	}
 	if (codec_decode_header(speculative, header) < 0) {
-		log_bad_block(handle->name, offset, "invalid block header (checksum mismatch)");
+		handle_log(handle, offset, "invalid block header (checksum mismatch)");
 		return -EIO;
 	}
 	size_t total = BLOCK_HEADER_SIZE + (size_t)header->stored_size;
@@ -534,7 +702,7 @@ static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *spec
 	if (rc < 0) {
 		free(whole);
 		if (rc == -EIO)
-			log_bad_block(handle->name, offset, "block extends past the end of the file");
+			handle_log(handle, offset, "block extends past the end of the file");
 		return rc;
 	}
 	*block = whole;
@@ -551,17 +719,12 @@ static enum io_class block_class(enum block_type type, enum io_class file_class)
 	return file_class;
 }
 
-int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
-	       struct buf *raw_out)
+/* One attempt of pager_read past the cache. */
+static int read_attempt(struct pager *pager, struct block_address address, enum block_type expected_type,
+			bool cacheable, bool quiet, struct buf *raw_out)
 {
-	bool cacheable = address.segment == 0 && (expected_type == 0 || cacheable_type(expected_type));
-	if (cacheable) {
-		int hit = cache_get(&pager->cache, address.offset, expected_type, raw_out);
-		if (hit != 0)
-			return hit < 0 ? hit : 0;   /* a hit is no I/O: nothing counted */
-	}
 	struct read_handle handle;
-	int rc = handle_acquire(pager, address, &handle);
+	int rc = handle_acquire(pager, address, quiet, &handle);
 	if (rc < 0)
 		return rc;
 	uint8_t speculative[SPECULATIVE_READ];
@@ -574,12 +737,12 @@ int pager_read(struct pager *pager, struct block_address address, enum block_typ
 	size_t raw_size_before = raw_out->size;
 	rc = codec_decode(block, total, 0, raw_out);
 	if (rc == -EIO)
-		log_bad_block(handle.name, address.offset, "checksum mismatch");
+		handle_log(&handle, address.offset, "checksum mismatch");
 	if (rc == 0 && expected_type && header.type != expected_type) {
 		char what[96];
 		snprintf(what, sizeof what, "block of type %d where type %d was expected", (int)header.type,
 			 (int)expected_type);
-		log_bad_block(handle.name, address.offset, what);
+		handle_log(&handle, address.offset, what);
 		raw_out->size = raw_size_before;
 		rc = -EIO;
 	}
@@ -595,22 +758,69 @@ out:
 	return rc;
 }
 
-int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out)
+int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
+	       struct buf *raw_out)
+{
+	bool cacheable = address.segment == 0 && (expected_type == 0 || cacheable_type(expected_type));
+	if (cacheable) {
+		int hit = cache_get(&pager->cache, address.offset, expected_type, raw_out);
+		if (hit != 0)
+			return hit < 0 ? hit : 0;   /* a hit is no I/O: nothing counted */
+	}
+	int rc = read_attempt(pager, address, expected_type, cacheable, address.segment == 0, raw_out);
+	if (rc == -EIO && address.segment == 0) {
+		/* a gc may have packed these pages since: look for a newer pack, then try once more (and log) */
+		pager_pack_refresh(pager);
+		rc = read_attempt(pager, address, expected_type, cacheable, false, raw_out);
+	}
+	return rc;
+}
+
+static int size_attempt(struct pager *pager, struct block_address address, bool quiet, uint64_t *size_out)
 {
 	struct read_handle handle;
-	int rc = handle_acquire(pager, address, &handle);
+	int rc = handle_acquire(pager, address, quiet, &handle);
 	if (rc < 0)
 		return rc;
 	uint8_t bytes[BLOCK_HEADER_SIZE];
 	struct block_header header;
-	rc = io_pread(&handle.file, bytes, sizeof bytes, address.offset);
-	if (rc == -EIO)
-		log_bad_block(handle.name, address.offset, "block extends past the end of the file");
-	if (rc == 0 && (rc = codec_decode_header(bytes, &header)) < 0)
-		log_bad_block(handle.name, address.offset, "invalid block header");
+	if (handle.pack) {
+		uint8_t *block = NULL;
+		rc = read_packed_block(&handle, address.offset, &block, &header);
+		free(block);
+	} else {
+		rc = io_pread(&handle.file, bytes, sizeof bytes, address.offset);
+		if (rc == -EIO)
+			handle_log(&handle, address.offset, "block extends past the end of the file");
+		if (rc == 0 && (rc = codec_decode_header(bytes, &header)) < 0)
+			handle_log(&handle, address.offset, "invalid block header");
+	}
 	if (rc == 0)
 		*size_out = BLOCK_HEADER_SIZE + (uint64_t)header.stored_size;
 	handle_release(pager, &handle);
+	return rc;
+}
+
+int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out)
+{
+	int rc = size_attempt(pager, address, address.segment == 0, size_out);
+	if (rc == -EIO && address.segment == 0) {
+		pager_pack_refresh(pager);
+		rc = size_attempt(pager, address, false, size_out);
+	}
+	return rc;
+}
+
+int pager_copy_bytes(struct pager *pager, uint64_t offset, size_t size, struct buf *out)
+{
+	struct pack_use *use = pack_acquire(pager);
+	int rc;
+	if (use && offset < pack_covered_below(use->pack)) {
+		rc = pack_read(use->pack, offset, size, out);
+	} else if ((rc = buf_reserve(out, size)) == 0 && (rc = io_pread(pager->manifest, out->data + out->size, size, offset)) == 0) {
+		out->size += size;
+	}
+	pack_release(pager, use);
 	return rc;
 }
 

@@ -55,12 +55,13 @@ struct pager;
 /* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
 
 #define FILE_HEADER_SIZE 4096
-#define FILE_FORMAT_VERSION 5          /* the store format this binary reads and writes */
+#define FILE_FORMAT_VERSION 6          /* the store format this binary reads and writes */
 #define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
 
 enum file_kind {
 	FILE_KIND_MANIFEST = 1,
 	FILE_KIND_SEGMENT = 2,
+	FILE_KIND_PACK = 3,      /* packs/<N>: segment_id holds N (docs/FORMAT.md §22) */
 };
 
 struct file_header {
@@ -115,6 +116,38 @@ void pager_cache_usage(struct pager *pager, size_t *used_out, size_t *budget_out
 
 /* Size in bytes of the whole block at address (header + stored payload), for walks. */
 int pager_block_size(struct pager *pager, struct block_address address, uint64_t *size_out);
+
+/* ---- packs (docs/FORMAT.md §22) ----------------------------------------------
+ *
+ * Manifest blocks below the newest pack's N are read from that pack (same
+ * addresses, same counting as a read from the manifest: one page and the
+ * block's bytes). The pager opens the newest pack when it is created, and
+ * looks again whenever a manifest read below the latest swept-below offset
+ * fails (gc may have packed and punched those pages since): a reader that
+ * held an older pack, or none, moves to the newest one and retries once. A
+ * pack in use stays open until its last reader is done, also after gc
+ * removed its file.
+ */
+
+/*
+ * Switches to the newest pack if it is newer than the one in use (or there
+ * was none). Returns 1 when it switched, 0 when nothing changed, -EIO /
+ * -EPROTO if the newest pack cannot be opened (logged), -errno.
+ */
+int pager_pack_refresh(struct pager *pager);
+/* N of the pack in use (0: none), and its file size (may be NULL). */
+uint64_t pager_pack_covered_below(struct pager *pager, uint64_t *file_size_out);
+/*
+ * Appends size raw bytes of the manifest starting at offset to out: from the
+ * pack in use when offset is below its N (they must lie inside one of its
+ * runs), else from the manifest file. For gc copying whole blocks into a new
+ * pack. Counts one read, no page. Returns 0, -EIO, -ENOENT (not in the
+ * pack), -ENOMEM; out unchanged on error.
+ */
+int pager_copy_bytes(struct pager *pager, uint64_t offset, size_t size, struct buf *out);
+/* pack_verify of the pack in use (0 problems when there is none). */
+int pager_pack_verify(struct pager *pager, void (*report)(uint64_t offset, const char *message, void *context),
+		      void *context);
 
 /* ---- manifest appends (caller holds the store lock) -------------------- */
 

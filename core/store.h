@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 5    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 6    /* same as MANIFEST_FORMAT_VERSION */
 
 struct store;
 struct store_snapshot;
@@ -528,8 +528,10 @@ struct store_gc_result {
 	uint64_t horizon_before, horizon;  /* versions at or below the horizon are reclaimed */
 	uint64_t versions_reclaimed;       /* newly reclaimed by this gc */
 	uint64_t versions_pinned;          /* newly below the horizon but kept for a reader (the next gc takes them) */
-	uint64_t manifest_bytes_before, manifest_bytes_after;   /* the manifest's space on disk */
+	uint64_t live_blocks;              /* manifest and segment blocks a retained state reaches */
+	uint64_t manifest_bytes_before, manifest_bytes_after;   /* the manifest's and its pack's space on disk */
 	uint64_t manifest_bytes_reclaimed; /* returned (dry run: would be) */
+	uint64_t pack_bytes;               /* the pack of retained history written (FORMAT.md §22; 0: dry run) */
 	uint64_t segments_removed, segment_bytes_reclaimed;
 	char held_by[JOURNAL_NAME_MAX + 1];   /* "" or the branch whose merge base held the horizon back */
 	uint64_t held_at;                     /* the version of that merge base (kept, with all above it) */

@@ -33,9 +33,11 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	out->horizon = result.horizon;
 	out->versions_reclaimed = result.versions_reclaimed;
 	out->versions_pinned = result.versions_pinned;
+	out->live_blocks = result.live_blocks;
 	out->manifest_bytes_before = result.manifest_bytes_before;
 	out->manifest_bytes_after = result.manifest_bytes_after;
 	out->manifest_bytes_reclaimed = result.manifest_bytes_reclaimed;
+	out->pack_bytes = result.pack_bytes;
 	out->segments_removed = result.segments_removed;
 	out->segment_bytes_reclaimed = result.segment_bytes_reclaimed;
 	snprintf(out->held_by, sizeof out->held_by, "%s", result.held_by);

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import store_digest
 
-FORMAT = 5  # docs/FORMAT.md: the store format this graphfs reads and writes
+FORMAT = 6  # docs/FORMAT.md: the store format this graphfs reads and writes
 
 OLDER = ("older than this graphfs", "dump it with the graphfs version that wrote it",
          "graphfs init a new store and graphfs load it")

@@ -101,3 +101,26 @@ def test_a_time_before_the_horizon_says_gc_reclaimed_it(cli, store):
     cli.ok("gc", store, "--keep-versions", "1")
     error = cli.fail("export", store, "Counter", "--at", "2001-01-01")
     assert "reclaimed by gc (horizon 3)" in error, error
+
+
+def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli, store, tmp_path):
+    history(cli, store, 40)
+    before = {version: cli.export(store, "Counter", at=str(version)) for version in range(31, 41)}
+    output = cli.ok("gc", store, "--keep-versions", "10").stdout.decode()
+    assert re.search(r"the retained history packed into [\d.]+ [KM]?i?B\)", output), output
+    packs = os.listdir(os.path.join(store, "packs"))
+    assert len(packs) == 1 and re.fullmatch(r"[0-9a-f]{16}", packs[0])
+    for version, rows in before.items():
+        assert cli.export(store, "Counter", at=str(version)) == rows
+    copy = tmp_path / "copy"
+    cli.ok("snapshot", store, copy)
+    assert os.listdir(copy / "packs") == packs
+    for version, rows in before.items():
+        assert cli.export(copy, "Counter", at=str(version)) == rows
+    assert cli.ok("verify", copy).returncode == 0
+    # a second gc writes a new pack and removes the one it replaces
+    history(cli, store, 5)
+    cli.ok("gc", store, "--keep-versions", "10")
+    again = os.listdir(os.path.join(store, "packs"))
+    assert len(again) == 1 and again != packs
+    assert cli.export(store, "Counter", at="40") == before[40]

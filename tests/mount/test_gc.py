@@ -63,3 +63,18 @@ def test_the_log_file_ends_with_the_reclaimed_line_after_a_gc(m):
     # the mount sees another process's gc at its next refresh
     assert wait_for(lambda: [entry["version"] for entry in m.log()] == [6, 5, 4], timeout=10)
     assert m.log()[-1].get("reclaimed") is True
+
+
+def test_a_mount_reads_the_retained_history_a_gc_moved_into_its_pack(m):
+    # read every version once, so the daemon has read those blocks from the manifest before the gc
+    before = {version: m.read("history", f"@{version}", "tables", "Counter.jsonl") for version in range(3, 7)}
+    gc(m.store, "--keep-versions", "4")
+    assert len(os.listdir(os.path.join(m.store, "packs"))) == 1
+    # the manifest's pages below the pack are holes now: the daemon finds them so and reads the pack
+    for version in range(3, 7):
+        assert m.read("history", f"@{version}", "tables", "Counter.jsonl") == before[version]
+    assert m.read("tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}])
+    m.sh("""echo '{"id":"e","value":7}' >> tables/Counter.jsonl""")
+    assert m.read("history", "@7", "tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}, {"id": "e", "value": 7}])
+    assert not any("checksum" in line.get("reason", "") for line in m.errors())
+    assert graphfs("verify", m.store).returncode == 0

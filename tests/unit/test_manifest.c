@@ -165,20 +165,20 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		1, "store format 1 is older than this graphfs (format 5): dump it with the graphfs version that "
+		1, "store format 1 is older than this graphfs (format 6): dump it with the graphfs version that "
 		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
 		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
 {
-	format_refused_before_recovery(6, "store format 6 is newer than this graphfs (format 5): upgrade graphfs");
+	format_refused_before_recovery(7, "store format 7 is newer than this graphfs (format 6): upgrade graphfs");
 }
 
-TEST(a_format_4_store_is_refused_with_the_dump_message)
+TEST(a_format_5_store_is_refused_with_the_dump_message)
 {
 	format_refused_before_recovery(
-		4, "store format 4 is older than this graphfs (format 5): dump it with the graphfs version that "
+		5, "store format 5 is older than this graphfs (format 6): dump it with the graphfs version that "
 		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
 		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
 }

@@ -1210,3 +1210,140 @@ int main(void)
 {
 	return harness_run();
 }
+
+/* ---- packs (docs/FORMAT.md §22) ---------------------------------------------------------- */
+
+#include "pack.h"
+
+/* Appends count blocks of about 700 bytes each through the pager; their addresses in out. */
+static int append_blocks(struct store *store, int count, struct block_address *out)
+{
+	struct pager_append *append = NULL;
+	int rc = pager_append_begin(store->pager, manifest_size(store), &append);
+	for (int i = 0; rc == 0 && i < count; i++) {
+		char raw[700];
+		for (size_t j = 0; j < sizeof raw; j++)
+			raw[j] = (char)('a' + (i * 7 + (int)j * 13) % 26);
+		rc = pager_append_block(append, BLOCK_COMMIT, CODEC_NONE, raw, sizeof raw, &out[i]);
+	}
+	if (rc == 0)
+		rc = pager_append_write(append);
+	if (rc == 0)
+		rc = pager_append_sync(append);
+	pager_append_free(append);
+	return rc;
+}
+
+/* Packs every even block of addresses (whole blocks, copied from the manifest) below covered_below. */
+static int pack_even_blocks(struct store *store, const struct block_address *addresses, int count,
+			    uint64_t covered_below)
+{
+	struct pack_writer *writer = NULL;
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = pack_writer_begin(store->directory, &store->id, covered_below, &writer);
+	for (int i = 0; rc == 0 && i < count; i += 2) {
+		uint64_t size;
+		buf_reset(&bytes);
+		if ((rc = pager_block_size(store->pager, addresses[i], &size)) == 0 &&
+		    (rc = pager_copy_bytes(store->pager, addresses[i].offset, (size_t)size, &bytes)) == 0)
+			rc = pack_writer_add(writer, addresses[i].offset, bytes.data, bytes.size);
+	}
+	if (rc == 0)
+		rc = pack_writer_finish(writer);
+	pack_writer_free(writer);
+	buf_free(&bytes);
+	return rc;
+}
+
+TEST(a_pack_serves_each_block_it_holds_at_its_manifest_address_and_no_other)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	enum { COUNT = 400 };   /* ~280 KiB: several frames */
+	static struct block_address addresses[COUNT];
+	CHECK_EQ(append_blocks(&store, COUNT, addresses), 0);
+	uint64_t below = manifest_size(&store);
+	CHECK_EQ(pack_even_blocks(&store, addresses, COUNT, below), 0);
+	CHECK_EQ(pager_pack_refresh(store.pager), 1);
+	CHECK_EQ(pager_pack_covered_below(store.pager, NULL), below);
+	/* the manifest's pages are gone: every even block still reads, from the pack */
+	CHECK_EQ(io_punch_hole(&store.manifest, MANIFEST_FIRST_BLOCK, below / 4096 * 4096), 0);
+	struct buf raw;
+	buf_init(&raw);
+	for (int i = 0; i < COUNT; i++) {
+		buf_reset(&raw);
+		int rc = pager_read(store.pager, addresses[i], BLOCK_COMMIT, &raw);
+		if (i % 2 == 0) {
+			CHECK_EQ(rc, 0);
+			CHECK_EQ(raw.size, 700);
+			CHECK_EQ(raw.data[5], (uint8_t)('a' + (i * 7 + 5 * 13) % 26));
+		} else {
+			CHECK_EQ(rc, -EIO);   /* not in the pack: never made up */
+		}
+	}
+	buf_free(&raw);
+	CHECK_EQ(pager_pack_verify(store.pager, NULL, NULL), 0);
+	store_close(&store);
+}
+
+TEST(a_pack_counts_a_block_read_as_one_page_of_the_blocks_size_like_the_manifest)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	static struct block_address addresses[10];
+	CHECK_EQ(append_blocks(&store, 10, addresses), 0);
+	struct buf raw;
+	buf_init(&raw);
+	struct io_counters before, after;
+	io_counters_reset();
+	CHECK_EQ(pager_read(store.pager, addresses[4], BLOCK_COMMIT, &raw), 0);
+	io_counters_get(IO_MANIFEST, &before);
+	CHECK_EQ(pack_even_blocks(&store, addresses, 10, manifest_size(&store)), 0);
+	CHECK_EQ(pager_pack_refresh(store.pager), 1);
+	io_counters_reset();
+	buf_reset(&raw);
+	CHECK_EQ(pager_read(store.pager, addresses[4], BLOCK_COMMIT, &raw), 0);
+	io_counters_get(IO_MANIFEST, &after);
+	CHECK_EQ(after.pages, before.pages);
+	CHECK_EQ(after.bytes, before.bytes);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+TEST(a_pack_with_a_damaged_trailer_or_frame_is_refused_or_reported)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	static struct block_address addresses[40];
+	CHECK_EQ(append_blocks(&store, 40, addresses), 0);
+	uint64_t below = manifest_size(&store);
+	CHECK_EQ(pack_even_blocks(&store, addresses, 40, below), 0);
+	char name[64];
+	snprintf(name, sizeof name, "packs/%016llx", (unsigned long long)below);
+	struct io_file file;
+	CHECK_EQ(io_file_open(store.directory, name, O_RDWR, IO_MANIFEST, &file), 0);
+	uint64_t size;
+	CHECK_EQ(io_size(&file, &size), 0);
+	uint8_t byte;
+	/* a frame byte: the pack opens, verify reports the frame, its blocks read as -EIO */
+	CHECK_EQ(io_pread(&file, &byte, 1, 4096 + 100), 0);
+	byte ^= 1;
+	CHECK_EQ(io_pwrite(&file, &byte, 1, 4096 + 100), 0);
+	struct pack *pack = NULL;
+	CHECK_EQ(pack_open(store.directory, &store.id, below, &pack), 0);
+	struct buf out;
+	buf_init(&out);
+	CHECK_EQ(pack_read_block(pack, addresses[0].offset, &out), -EIO);
+	pack_free(pack);
+	/* a trailer byte: the pack is refused */
+	CHECK_EQ(io_pread(&file, &byte, 1, size - 20), 0);
+	byte ^= 1;
+	CHECK_EQ(io_pwrite(&file, &byte, 1, size - 20), 0);
+	pack = NULL;
+	CHECK_EQ(pack_open(store.directory, &store.id, below, &pack), -EIO);
+	CHECK(pack == NULL);
+	buf_free(&out);
+	io_file_close(&file);
+	store_close(&store);
+}

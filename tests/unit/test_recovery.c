@@ -545,7 +545,7 @@ CHILDREN_TEST(a_crash_at_every_gc_failpoint_leaves_the_store_before_or_after_and
 			return;
 		}
 	}
-	CHECK_EQ(points, 4);
+	CHECK_EQ(points, 6);
 }
 
 /* ---- crashes during recovery ---------------------------------------------------------- */

@@ -126,8 +126,14 @@ int cmd_gc(int argc, char **argv)
 		if (result.versions_pinned)
 			printf("gc: %llu version%s below the horizon kept for open readers (the next gc after they close takes them)\n",
 			       (unsigned long long)result.versions_pinned, result.versions_pinned == 1 ? "" : "s");
-		printf("gc: %s %s of manifest space (%s on disk -> %s) and %llu segment file%s (%s)\n", would,
-		       returned, before, after, (unsigned long long)result.segments_removed,
+		char packed[96] = "";
+		if (result.pack_bytes) {
+			char pack[32];
+			say_bytes(result.pack_bytes, pack, sizeof pack);
+			snprintf(packed, sizeof packed, "; the retained history packed into %s", pack);
+		}
+		printf("gc: %s %s of manifest space (%s on disk -> %s%s) and %llu segment file%s (%s)\n", would,
+		       returned, before, after, packed, (unsigned long long)result.segments_removed,
 		       result.segments_removed == 1 ? "" : "s", segments);
 	}
 	store_close(store);
