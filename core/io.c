@@ -19,6 +19,7 @@
  *                                             -> (error: hit once, back to off).
  */
 #include "io.h"
+#include "io_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -305,8 +306,20 @@ void io_log(int priority, const char *format, ...)
 		fprintf(stderr, "graphfs: %s\n", line);
 }
 
+bool io_is_remote(int directory)
+{
+	return io_remote_directory(directory);
+}
+
+bool io_file_is_remote(const struct io_file *file)
+{
+	return file->remote != NULL;
+}
+
 int io_directory_open(const char *path)
 {
+	if (strncmp(path, "s3://", 5) == 0)
+		return io_remote_open_root(path);
 	int descriptor;
 	do
 		descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -318,6 +331,8 @@ int io_directory_open_at(int directory, const char *name)
 {
 	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
 		return -EINVAL;
+	if (io_remote_directory(directory))
+		return io_remote_open_at(directory, name);
 	int descriptor;
 	do
 		descriptor = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -329,11 +344,15 @@ int io_directory_make(int directory, const char *name)
 {
 	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
 		return -EINVAL;
+	if (io_remote_directory(directory))
+		return 0;   /* an object store has no directories: a prefix needs no making */
 	return mkdirat(directory, name, 0700) < 0 ? -errno : 0;
 }
 
 int io_directory_sync(int directory)
 {
+	if (io_remote_directory(directory))
+		return 0;   /* a PUT is durable, names included */
 	int rc;
 	do
 		rc = fsync(directory);
@@ -343,6 +362,8 @@ int io_directory_sync(int directory)
 
 int io_unlink(int directory, const char *name)
 {
+	if (io_remote_directory(directory))
+		return io_remote_unlink(directory, name);
 	int parent, opened;
 	const char *leaf;
 	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
@@ -356,6 +377,8 @@ int io_unlink(int directory, const char *name)
 
 int io_rename(int directory, const char *from, const char *to)
 {
+	if (io_remote_directory(directory))
+		return io_remote_rename(directory, from, to);
 	int from_parent, from_opened, to_parent, to_opened = -1;
 	const char *from_leaf, *to_leaf;
 	int rc = resolve_name(directory, from, &from_parent, &from_leaf, &from_opened);
@@ -375,6 +398,8 @@ cleanup:
 
 int io_link(int from_directory, const char *from, int to_directory, const char *to)
 {
+	if (io_remote_directory(from_directory) || io_remote_directory(to_directory))
+		return -EXDEV;   /* the caller copies */
 	int from_parent, from_opened, to_parent, to_opened = -1;
 	const char *from_leaf, *to_leaf;
 	int rc = resolve_name(from_directory, from, &from_parent, &from_leaf, &from_opened);
@@ -396,6 +421,8 @@ cleanup:
 int io_directory_list(int directory, const char *subdirectory,
 		      int (*visit)(const char *name, void *context), void *context)
 {
+	if (io_remote_directory(directory))
+		return io_remote_list(directory, subdirectory, visit, context);
 	const char *target = subdirectory && *subdirectory ? subdirectory : ".";
 	if (strchr(target, '/') || (strcmp(target, ".") != 0 && !component_is_valid(target, strlen(target))))
 		return -EINVAL;
@@ -435,6 +462,9 @@ int io_file_open(int directory, const char *name, int flags, enum io_class class
 {
 	out->descriptor = -1;
 	out->class = class;
+	out->remote = NULL;
+	if (io_remote_directory(directory))
+		return io_remote_file_open(directory, name, flags, class, out);
 	int parent, opened;
 	const char *leaf;
 	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
@@ -468,6 +498,9 @@ int io_file_create_locked(int directory, const char *name, enum io_class class, 
 {
 	out->descriptor = -1;
 	out->class = class;
+	out->remote = NULL;
+	if (io_remote_directory(directory))   /* locks are process-local no-ops there (io_remote.c) */
+		return io_remote_file_open(directory, name, O_RDWR | O_CREAT | O_EXCL, class, out);
 	int parent, opened;
 	const char *leaf;
 	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
@@ -518,7 +551,10 @@ int io_file_create_locked(int directory, const char *name, enum io_class class, 
 
 int io_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out)
 {
-	int rc = io_file_open(directory, subdirectory, O_TMPFILE | O_RDWR, class, out);
+	out->remote = NULL;
+	/* scratch stays local (a memory file) for a store in an object store */
+	int rc = io_remote_directory(directory) ? -EOPNOTSUPP
+						: io_file_open(directory, subdirectory, O_TMPFILE | O_RDWR, class, out);
 	if (rc != -EOPNOTSUPP && rc != -EISDIR && rc != -EINVAL)
 		return rc;
 	int descriptor = memfd_create("graphfs-scratch", MFD_CLOEXEC);
@@ -531,7 +567,9 @@ int io_scratch_open(int directory, const char *subdirectory, enum io_class class
 
 void io_file_close(struct io_file *file)
 {
-	if (file->descriptor >= 0)
+	if (file->remote)
+		io_remote_file_close(file);
+	else if (file->descriptor >= 0)
 		close(file->descriptor);
 	file->descriptor = -1;
 }
@@ -541,11 +579,17 @@ ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t off
 	if (offset > (uint64_t)INT64_MAX)
 		return -EINVAL;
 	ssize_t got;
-	do
-		got = pread(file->descriptor, out, size, (off_t)offset);
-	while (got < 0 && errno == EINTR);
-	if (got < 0)
-		return -errno;
+	if (file->remote) {
+		got = io_remote_pread(file, out, size, offset);
+		if (got < 0)
+			return got;
+	} else {
+		do
+			got = pread(file->descriptor, out, size, (off_t)offset);
+		while (got < 0 && errno == EINTR);
+		if (got < 0)
+			return -errno;
+	}
 	if (got > 0)
 		count(&counters_of(file->class)->reads, 1);
 	return got;
@@ -558,8 +602,13 @@ int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
 	size_t done = 0;
 	int rc = 0;
 	while (done < size) {
-		ssize_t got = pread(file->descriptor, (uint8_t *)out + done, size - done,
-				    (off_t)(offset + done));
+		ssize_t got = file->remote ? io_remote_pread(file, (uint8_t *)out + done, size - done, offset + done)
+					   : pread(file->descriptor, (uint8_t *)out + done, size - done,
+						   (off_t)(offset + done));
+		if (got < 0 && file->remote) {
+			rc = (int)got;
+			break;
+		}
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0) {
@@ -584,7 +633,11 @@ int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t off
 	struct atomic_counters *target = counters_of(file->class);
 	size_t done = 0;
 	int rc = 0;
-	while (done < size) {
+	if (file->remote) {
+		rc = io_remote_pwrite(file, bytes, size, offset);
+		done = rc == 0 ? size : 0;
+	}
+	while (!file->remote && done < size) {
 		ssize_t wrote = pwrite(file->descriptor, (const uint8_t *)bytes + done, size - done,
 				       (off_t)(offset + done));
 		if (wrote < 0 && errno == EINTR)
@@ -606,6 +659,10 @@ int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t off
 
 int io_fsync(struct io_file *file)
 {
+	if (file->remote) {
+		count(&counters_of(file->class)->fsyncs, 1);
+		return io_remote_sync(file);
+	}
 	int rc;
 	do
 		rc = fsync(file->descriptor);
@@ -616,6 +673,10 @@ int io_fsync(struct io_file *file)
 
 int io_datasync(struct io_file *file)
 {
+	if (file->remote) {
+		count(&counters_of(file->class)->fsyncs, 1);
+		return io_remote_sync(file);
+	}
 	int rc;
 	do
 		rc = fdatasync(file->descriptor);
@@ -628,6 +689,8 @@ int io_truncate(struct io_file *file, uint64_t size)
 {
 	if (size > (uint64_t)INT64_MAX)
 		return -EINVAL;
+	if (file->remote)
+		return io_remote_truncate(file, size);
 	int rc;
 	do
 		rc = ftruncate(file->descriptor, (off_t)size);
@@ -643,6 +706,8 @@ int io_size(struct io_file *file, uint64_t *size_out)
 	 * every fsync then writes the inode too — one more synchronous write per
 	 * commit. All I/O here is pread/pwrite, so the file offset is unused.
 	 */
+	if (file->remote)
+		return io_remote_size(file, size_out);
 	off_t end = lseek(file->descriptor, 0, SEEK_END);
 	if (end < 0)
 		return -errno;
@@ -650,8 +715,15 @@ int io_size(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
+int io_size_known(struct io_file *file, uint64_t *size_out)
+{
+	return file->remote ? io_remote_size_known(file, size_out) : io_size(file, size_out);
+}
+
 int io_lock(struct io_file *file, bool exclusive, bool wait)
 {
+	if (file->remote)
+		return 0;   /* io_remote.c invariant 4 */
 	int operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
 	int rc;
 	do
@@ -662,6 +734,8 @@ int io_lock(struct io_file *file, bool exclusive, bool wait)
 
 int io_unlock(struct io_file *file)
 {
+	if (file->remote)
+		return 0;
 	int rc;
 	do
 		rc = flock(file->descriptor, LOCK_UN);
@@ -674,6 +748,12 @@ int io_unlock(struct io_file *file)
 static int range_lock_call(struct io_file *file, int command, short type, uint64_t start, uint64_t length,
 			   struct flock *out)
 {
+	if (file->remote) {
+		/* io_remote.c invariant 4: no lock is seen, every lock is granted */
+		if (out)
+			*out = (struct flock){ .l_type = F_UNLCK };
+		return 0;
+	}
 	struct flock lock = { 0 };
 	lock.l_type = type;
 	lock.l_whence = SEEK_SET;
@@ -729,6 +809,8 @@ int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end)
 {
 	if (end <= start)
 		return 0;
+	if (file->remote)
+		return io_remote_punch(file, start, end);
 	int rc;
 	do
 		rc = fallocate(file->descriptor, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
@@ -739,6 +821,8 @@ int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end)
 
 int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
 {
+	if (file->remote)
+		return io_remote_data_bytes(file, start, end, bytes_out);
 	uint64_t total = 0, at = start;
 	while (at < end) {
 		off_t data = lseek(file->descriptor, (off_t)at, SEEK_DATA);
@@ -762,6 +846,8 @@ int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *
 
 int io_allocated_bytes(struct io_file *file, uint64_t *bytes_out)
 {
+	if (file->remote)
+		return io_remote_data_bytes(file, 0, UINT64_MAX, bytes_out);
 	struct stat status;
 	if (fstat(file->descriptor, &status) < 0)
 		return -errno;

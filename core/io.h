@@ -91,10 +91,21 @@ bool io_failpoint_armed(const char *name);
 
 /* ---- files ------------------------------------------------------------- */
 
+struct io_remote_file;
+
 struct io_file {
 	int descriptor;            /* -1 when closed */
 	enum io_class class;       /* which counters its reads and writes feed */
+	struct io_remote_file *remote;   /* NULL for a local file; else a file of an object store (io_remote.c) */
 };
+
+/*
+ * Stores in an object store: io_directory_open("s3://BUCKET/PREFIX") gives a
+ * directory every io function below accepts, whose files are objects
+ * (docs/FORMAT.md §23). These say whether a directory or file is one.
+ */
+bool io_is_remote(int directory);
+bool io_file_is_remote(const struct io_file *file);
 
 /* ---- diagnostics ------------------------------------------------------------- */
 
@@ -144,6 +155,10 @@ int io_fsync(struct io_file *file);
 int io_datasync(struct io_file *file);
 int io_truncate(struct io_file *file, uint64_t size);
 int io_size(struct io_file *file, uint64_t *size_out);
+/* io_size, except that a file in an object store answers from what this
+ * process knows (no request): for a writer whose conditional create checks
+ * the end anyway. 0 or -errno. */
+int io_size_known(struct io_file *file, uint64_t *size_out);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);

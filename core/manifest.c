@@ -451,10 +451,42 @@ int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out)
  * scan also reads every complete root after the newest root known and
  * records the last as written (not yet shown: it may not be durable).
  */
+/*
+ * state_refresh for a manifest in an object store, once a root is known:
+ * every piece is durable and ends with its root (io_remote.c), so the newest
+ * root is the last one of the last piece. One LIST (none for a publish:
+ * its conditional create checks the end) instead of reading the meta slots.
+ */
+static int remote_refresh(struct manifest *manifest, bool *changed, bool scan)
+{
+	uint64_t file_size;
+	int rc = scan ? io_size_known(&manifest->file, &file_size) : io_size(&manifest->file, &file_size);
+	if (rc < 0)
+		return rc;
+	if (file_size > manifest->written_size) {
+		struct root_record candidate = manifest->written;
+		bool have = true, torn;
+		uint64_t end = manifest->written_size;
+		if ((rc = manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn)) < 0)
+			return rc;
+		if (candidate.sequence > manifest->written.sequence) {
+			manifest->latest = manifest->written = candidate;
+			manifest->committed_size = manifest->written_size = end;
+			if (changed)
+				*changed = true;
+		}
+		manifest->tail_torn = torn;
+	}
+	manifest->observed_size = file_size;
+	return 0;
+}
+
 static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 {
 	if (changed)
 		*changed = false;
+	if (manifest->have_latest && io_file_is_remote(&manifest->file))
+		return remote_refresh(manifest, changed, scan);
 	bool opening = !manifest->have_latest;
 	uint64_t file_size = manifest->observed_size;
 	int rc;
@@ -774,7 +806,7 @@ int manifest_create(const char *path, struct error_info *error)
 	int directory = manifest_directory_prepare(path, &created, error);
 	if (directory < 0)
 		return directory;
-	struct io_file file = { -1, IO_MANIFEST }, lock_file = { -1, IO_MANIFEST }, pins_file = { -1, IO_MANIFEST };
+	struct io_file file = { -1, IO_MANIFEST, NULL }, lock_file = { -1, IO_MANIFEST, NULL }, pins_file = { -1, IO_MANIFEST, NULL };
 	struct pager *pager = NULL;
 	struct pager_append *append = NULL;
 	struct btree *branches = NULL;

@@ -83,7 +83,7 @@ static int bring_segment(struct manifest *manifest, int destination, const char 
 			 struct manifest_copy_result *result, uint64_t *done, uint64_t total,
 			 manifest_progress_fn progress, void *context)
 {
-	struct io_file from = { -1, IO_DATA }, to = { -1, IO_DATA };
+	struct io_file from = { -1, IO_DATA, NULL }, to = { -1, IO_DATA, NULL };
 	uint64_t size = 0;
 	int rc = io_file_open(manifest->directory, name, O_RDONLY, IO_DATA, &from);
 	if (rc == 0)
@@ -118,8 +118,8 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	memset(result, 0, sizeof *result);
 	uint64_t *segments = NULL;
 	size_t segment_count = 0;
-	struct io_file source = { -1, IO_MANIFEST }, copy = { -1, IO_MANIFEST }, lock = { -1, IO_MANIFEST },
-		       pins = { -1, IO_MANIFEST };
+	struct io_file source = { -1, IO_MANIFEST, NULL }, copy = { -1, IO_MANIFEST, NULL }, lock = { -1, IO_MANIFEST, NULL },
+		       pins = { -1, IO_MANIFEST, NULL };
 	uint8_t *zeros = NULL;
 	int destination = -1;
 	/* 1. the instant: the latest root, under the lock only for the refresh (invariant 1) */
@@ -173,7 +173,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	for (size_t i = 0; i < segment_count; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "segments/%016" PRIx64, segments[i]);
-			struct io_file probe = { -1, IO_DATA };
+			struct io_file probe = { -1, IO_DATA, NULL };
 			uint64_t size = 0;
 			if (io_file_open(manifest->directory, name, O_RDONLY, IO_DATA, &probe) == 0 &&
 			    io_size(&probe, &size) == 0)

@@ -71,7 +71,9 @@ uint64_t manifest_sweep_sequence(struct manifest *manifest)
 		return 0;
 	for (int attempt = 0; attempt < 16; attempt++) {
 		uint8_t bytes[16] = { 0 };
-		ssize_t got = pread(pins->file.descriptor, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET);
+		ssize_t got = io_file_is_remote(&pins->file)
+				      ? io_pread_some(&pins->file, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET)
+				      : pread(pins->file.descriptor, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET);
 		if (got < (ssize_t)sizeof bytes)
 			return 0;   /* never written: no gc ever swept */
 		uint64_t sequence = buf_load_u64(bytes), check = buf_load_u64(bytes + 8);

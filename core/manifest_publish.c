@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "manifest_int.h"
 
@@ -102,10 +103,13 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	/* the chunk follows the space the file takes, not its size: after gc returned most
 	 * of it, the store grows by small chunks again (FORMAT.md §4) */
 	uint64_t allocated = file_size;
-	io_allocated_bytes(&manifest->file, &allocated);
-	/* the locked refresh left zeros (or nothing) after the latest root */
+	bool remote = io_file_is_remote(&manifest->file);
+	if (!remote)
+		io_allocated_bytes(&manifest->file, &allocated);
+	/* the locked refresh left zeros (or nothing) after the latest root; a manifest in an
+	 * object store has no preallocated zeros: each tail is an object of its own */
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
-	    (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(allocated))) < 0 ||
+	    (!remote && (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(allocated))) < 0) ||
 	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
 		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
 		goto failed;
@@ -1143,8 +1147,9 @@ static int request_check(const struct manifest_commit_request *request, struct e
 	return 0;
 }
 
-int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
-		    struct manifest_commit_result *result, struct error_info *error)
+/* One attempt of manifest_commit (below). */
+static int commit_once(struct manifest *manifest, const struct manifest_commit_request *request,
+		       struct manifest_commit_result *result, struct error_info *error)
 {
 	error_info_clear(error);
 	int rc = request_check(request, error);
@@ -1285,5 +1290,31 @@ out:
 	buf_free(&state.scratch);
 	commit_record_free(&record);
 	manifest_publish_end(&publish);
+	return rc;
+}
+
+/*
+ * In an object store the conditional create of the tail is what orders
+ * writers (no lock spans hosts): a writer that lost the race to another
+ * host's publish at the same offset (-ESTALE, nothing written) builds the
+ * same request again on the new latest state, as it would have after
+ * waiting for the local store lock. Bounded; the conditions of the request
+ * (--if-version, --if-commit) are checked again each time.
+ */
+#define COMMIT_RACE_ATTEMPTS 64
+
+int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
+		    struct manifest_commit_result *result, struct error_info *error)
+{
+	int rc = commit_once(manifest, request, result, error);
+	for (int attempt = 1; rc == -ESTALE && io_file_is_remote(&manifest->file) && attempt < COMMIT_RACE_ATTEMPTS;
+	     attempt++) {
+		struct timespec pause = { 0, (long)(rand() % (1000 * attempt)) * 1000L };
+		nanosleep(&pause, NULL);
+		rc = commit_once(manifest, request, result, error);
+	}
+	if (rc == -ESTALE && io_file_is_remote(&manifest->file))
+		error_info_set(error, rc, "%d other writers published first, one after another: the commit was not made; run it again",
+			       COMMIT_RACE_ATTEMPTS);
 	return rc;
 }

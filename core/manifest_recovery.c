@@ -142,6 +142,9 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
 {
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		return -EROFS;
+	/* a sidecar's liveness is a local flock: no use across hosts (docs/MOUNT.md) */
+	if (io_is_remote(manifest->directory))
+		return -EOPNOTSUPP;
 	struct manifest_intent *intent = calloc(1, sizeof *intent);
 	if (!intent)
 		return -ENOMEM;
@@ -176,7 +179,7 @@ static int sidecar_write(struct manifest_intent *intent)
 	snprintf(final, sizeof final, "recovery/%s", intent->name);
 	struct buf bytes;
 	buf_init(&bytes);
-	struct io_file file = { -1, IO_MANIFEST };
+	struct io_file file = { -1, IO_MANIFEST, NULL };
 	int rc = io_failpoint("sidecar.before_write");
 	if (rc < 0)
 		goto out;

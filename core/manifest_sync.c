@@ -44,6 +44,18 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 			  const char *after_fsync, struct error_info *error)
 {
 	enum sync_state state = SYNC_WAITING;
+	if (io_file_is_remote(&manifest->file)) {
+		/* In an object store a tail is durable once its conditional create returned
+		 * (io_remote.c): nothing to flush. The meta slot stays a hint for the next
+		 * cold open, which scans forward from the root it names. */
+		manifest_state_durable(manifest, root, end);
+		if (after_fsync && io_failpoint(after_fsync) < 0)
+			io_log(LOG_WARNING, "%s/manifest: failpoint %s: an error after the commit point does not undo the commit",
+			       manifest->path, after_fsync);
+		if (manifest_meta_write(manifest, root, end) < 0)
+			io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)", manifest->path);
+		return 0;
+	}
 	pthread_mutex_lock(&manifest->sync_mutex);
 	int rc = io_range_lock_exclusive_wait(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
 	if (rc < 0) {

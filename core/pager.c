@@ -929,7 +929,9 @@ int pager_append_read(struct pager_append *append, struct block_address address,
 static int append_prepare(struct pager_append *append)
 {
 	uint64_t size;
-	int rc = io_size(append->pager->manifest, &size);
+	/* in an object store the tail's conditional create checks the end itself (io_remote.c) */
+	int rc = io_file_is_remote(append->pager->manifest) ? io_size_known(append->pager->manifest, &size)
+							     : io_size(append->pager->manifest, &size);
 	if (rc < 0)
 		return rc;
 	if (size != append->file_size)

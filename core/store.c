@@ -41,9 +41,19 @@ int store_location_check(const char *path, struct error_info *error)
 {
 	if (!s3_location_is_s3(path))
 		return 0;
+	/* the environment it needs, said before anything is sent */
+	struct s3_location location;
+	return s3_location_parse(path, &location, error);
+}
+
+int store_unsupported_remotely(const char *path, const char *what, struct error_info *error)
+{
+	if (!s3_location_is_s3(path))
+		return 0;
 	return error_info_set(error, -EPROTONOSUPPORT,
-			      "%s: stores in an object store (s3://) are not supported by this graphfs yet; give a local directory",
-			      path);
+			      "%s: %s is not supported on stores in an object store (s3://) yet; "
+			      "init, import, export, heads, log, stats, verify and the other reading commands are",
+			      path, what);
 }
 
 int store_init(const char *path, struct error_info *error)

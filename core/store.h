@@ -63,10 +63,14 @@ struct store_options {
 
 /* ---- lifetime ------------------------------------------------------------- */
 
-/* 0, or -EPROTONOSUPPORT with a message for an object-store location (s3://),
- * which this graphfs recognises but cannot use yet (core/s3.h is its client).
- * store_init, store_open and store_snapshot_copy check it themselves. */
+/* 0, or -EINVAL with a message when path is an object-store location
+ * (s3://BUCKET/PREFIX) whose environment is incomplete (core/s3.h says
+ * what it needs). store_init and store_open check it themselves. */
 int store_location_check(const char *path, struct error_info *error);
+/* 0 for a local store; -EPROTONOSUPPORT with a message saying that `what`
+ * (a command: "mount", "gc", "snapshot", ...) does not work on an s3:// store
+ * yet (docs/MOUNT.md "Stores in an object store"). */
+int store_unsupported_remotely(const char *path, const char *what, struct error_info *error);
 /* Creates an empty store (branch main, version 0) in path. 0, -EEXIST (not empty), -errno. */
 int store_init(const char *path, struct error_info *error);
 /* Opens (and, unless read_only, recovers) the store at path. options may be NULL

@@ -38,7 +38,9 @@ int store_snapshot_copy(struct store *store, const char *path, store_progress_fn
 {
 	error_info_clear(error);
 	struct manifest_copy_result copied;
-	int rc = store_location_check(path, error);
+	int rc = store_unsupported_remotely(path, "a snapshot into an object store", error);
+	if (rc == 0)
+		rc = store_unsupported_remotely(store->path, "snapshot", error);
 	if (rc == 0)
 		rc = manifest_snapshot_copy(store->manifest, path, progress, context, &copied, error);
 	if (rc == 0 && out) {
@@ -334,6 +336,9 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	error_info_clear(error);
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
+	int unsupported = store_unsupported_remotely(store->path, "restore", error);
+	if (unsupported < 0)
+		return unsupported;
 	char absolute[PATH_MAX];
 	if (!realpath(path, absolute))
 		return error_info_set(error, -errno, "cannot find the snapshot %s: %s", path, strerror(errno));
@@ -364,7 +369,7 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 			return rc;
 	}
 	int directory;
-	struct io_file marker = { -1, IO_MANIFEST };
+	struct io_file marker = { -1, IO_MANIFEST, NULL };
 	if ((rc = marker_open(store, absolute, &directory, &marker)) < 0)
 		return error_info_set(error, rc, rc == -EWOULDBLOCK ? "another process is restoring %s" : "cannot mark the restore of %s: %s",
 				      store->path, strerror(-rc));
@@ -385,7 +390,7 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 void store_restore_resume(struct store *store)
 {
 	int directory;
-	struct io_file marker = { -1, IO_MANIFEST };
+	struct io_file marker = { -1, IO_MANIFEST, NULL };
 	if (marker_open(store, NULL, &directory, &marker) < 0)
 		return;   /* none, or its restorer is alive */
 	char path[PATH_MAX + 1];

@@ -17,6 +17,10 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	memset(out, 0, sizeof *out);
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
+	/* pins are process-local locks there: gc cannot see another host's readers yet */
+	int rc = store_unsupported_remotely(store->path, "gc", error);
+	if (rc < 0)
+		return rc;
 	struct manifest_gc_request request = {
 		.keep_versions = options->keep_versions,
 		.keep_since_us = options->keep_since_us,
@@ -25,7 +29,7 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 		.progress_context = progress_context,
 	};
 	struct manifest_gc_result result;
-	int rc = manifest_gc(store->manifest, &request, &result, error);
+	rc = manifest_gc(store->manifest, &request, &result, error);
 	if (rc < 0)
 		return rc;
 	out->version = result.version;

@@ -320,7 +320,8 @@ int graphfs_mount_main(int argc, char **argv)
 	char store_path[PATH_MAX], mountpoint[PATH_MAX], temporary_directory[PATH_MAX];
 
 	struct error_info location_error;
-	if (store_location_check(options.store, &location_error) < 0) {
+	if (store_location_check(options.store, &location_error) < 0 ||
+	    store_unsupported_remotely(options.store, "mount", &location_error) < 0) {
 		fprintf(stderr, "graphfs: mount: %s\n", location_error.message);
 		goto out;
 	}

@@ -1,4 +1,5 @@
 """The command line itself: help, version, usage errors, init."""
+import os
 import re
 import subprocess
 
@@ -78,15 +79,16 @@ def test_init_creates_an_empty_store(cli, tmp_path):
     cli.ok("verify", path)
 
 
-def test_an_object_store_location_is_refused_clearly_and_creates_nothing(graphfs, tmp_path):
-    # not yet a backend: s3:// must not silently become a local directory named "s3:"
+def test_an_object_store_location_without_credentials_says_what_to_set_and_creates_nothing(graphfs, tmp_path):
+    # s3:// must never silently become a local directory named "s3:"
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
     for argv in (["init", "s3://bucket/graph"], ["log", "s3://bucket/graph"],
                  ["mount", "s3://bucket/graph", str(tmp_path / "mnt"), "-f"]):
-        result = subprocess.run([graphfs, *argv], cwd=tmp_path, capture_output=True, timeout=60)
+        result = subprocess.run([graphfs, *argv], cwd=tmp_path, capture_output=True, timeout=60, env=environment)
         assert result.returncode == 1, argv
         message = result.stderr.decode()
-        assert "stores in an object store (s3://) are not supported by this graphfs yet" in message, message
-        assert message.count("\n") == 1
+        assert "AWS_ACCESS_KEY_ID" in message, message
+        assert message.count("\n") == 1, message
     assert not (tmp_path / "s3:").exists()
 
 
