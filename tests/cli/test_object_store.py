@@ -100,3 +100,13 @@ def test_a_missing_credential_is_named_before_anything_is_sent(cli, tmp_path):
     location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
     error = cli.fail("init", location, env={"AWS_SECRET_ACCESS_KEY": ""})
     assert "AWS_SECRET_ACCESS_KEY" in error
+
+
+def test_branches_tags_and_merges_work_on_an_object_store(cli, remote):
+    cli.import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}])
+    cli.ok("branch", remote, "create", "dev")
+    cli.import_rows(remote, "Person", [{"id": "bob", "name": "Bob"}], mode="merge", branch="dev")
+    cli.ok("tag", remote, "create", "v1")
+    cli.ok("merge", remote, "dev")
+    assert cli.export(remote, "Person") == jsonl([{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Bob"}])
+    assert "clean (version 3)" in cli.ok("verify", remote).stdout.decode()
