@@ -715,6 +715,11 @@ int io_size(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
+uint64_t io_append_offset(const struct io_file *file, uint64_t end)
+{
+	return file->remote ? io_remote_append_offset(file, end) : end;
+}
+
 int io_size_known(struct io_file *file, uint64_t *size_out)
 {
 	return file->remote ? io_remote_size_known(file, size_out) : io_size(file, size_out);

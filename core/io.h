@@ -159,6 +159,10 @@ int io_size(struct io_file *file, uint64_t *size_out);
  * process knows (no request): for a writer whose conditional create checks
  * the end anyway. 0 or -errno. */
 int io_size_known(struct io_file *file, uint64_t *size_out);
+/* Where an append after bytes ending at end starts: end, except in an object
+ * store's manifest, where each tail after the first starts at a multiple of
+ * 64 KiB and the bytes between read as zeros (docs/FORMAT.md §23). */
+uint64_t io_append_offset(const struct io_file *file, uint64_t end);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);

@@ -11,22 +11,30 @@
  *     new object manifest/<offset as 16 hex digits> created with
  *     If-None-Match: * — the commit point: of two writers appending at the
  *     same offset exactly one succeeds, the other gets -ESTALE and builds on
- *     the new end;
+ *     the new end. Every tail after the first starts at a multiple of
+ *     GRANULE (io_append_offset): the bytes between a piece's end and the
+ *     next multiple read as zeros, and the piece holding an offset is found
+ *     without a listing: it is the one named by the offset's granule
+ *     (or, for a piece longer than GRANULE, one a bounded LIST finds);
  *   - every other file is WHOLE: one object, read with ranged GETs, written
  *     by buffering the writes and storing the whole object on fsync (or
  *     close).
  *
  * Invariants:
- *   1. A piece, once created, never changes: the pieces known are cached
- *      whole and never invalidated; the list of pieces only grows at its end
- *      (truncate and punch remove pieces, only below what any reader uses
- *      or above the durable end, as the local file would).
+ *   1. A piece, once created, never changes: bytes read from one are cached
+ *      (a bounded LRU of ranges) and never invalidated. The table of pieces
+ *      known is sorted by start and complete from listed_from on (as of the
+ *      last LIST); below it, it holds only pieces found by reads.
  *   2. The meta slot objects are the only objects written in place; they are
- *      never cached.
+ *      never cached. Each carries, after its 4096 bytes, the start of the
+ *      last piece its writer knew: where a cold open lists from.
  *   3. A WHOLE file written by this process is stored only by fsync or close,
  *      created with If-None-Match: * when it was opened with O_EXCL.
  *   4. Locks are process-local no-ops: what serializes writers across
  *      processes and hosts is the conditional create of pieces.
+ *   5. A piece is never deleted by a failed publish: its create either
+ *      happened (it is a commit, as with a local fsync whose answer was
+ *      lost) or did not.
  */
 #include "io_int.h"
 
@@ -37,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "buf.h"
 #include "error_info.h"
@@ -46,8 +55,17 @@
 #define HEADER_SIZE 4096u
 #define META_START 4096u
 #define BLOCKS_START 12288u
+#define META_SLOT_SIZE 4096u
 #define CHUNK_SIZE (1u << 20)
 #define CHUNKS 4
+#define GRANULE (64u << 10)           /* FORMAT.md §23: tails after the first start at its multiples */
+#define WHOLE_MAX (256u << 10)        /* a piece up to this size is read whole */
+#define READ_MIN 4096u                /* a read of a larger one asks for at least this much */
+#define RANGES 64                     /* cached ranges of pieces (invariant 1) */
+#define RANGE_BYTES_MAX (16u << 20)   /* ... and their bytes at most */
+#define HINT_MAGIC 0x48534647u        /* "GFSH": the trailer of a meta slot object (invariant 2) */
+#define HINT_SIZE 16u
+#define REFRESH_BOUND_US 100000u      /* io_size of the manifest lists at most this often (FORMAT.md §23) */
 
 struct remote_directory {
 	char key[S3_KEY_MAX];          /* "" (the store's root) or "name/" */
@@ -63,7 +81,12 @@ enum remote_kind { REMOTE_WHOLE, REMOTE_PIECED };
 
 struct piece {
 	uint64_t start, size;
-	struct buf *bytes;             /* cached (invariant 1), NULL until read */
+};
+
+struct range {
+	uint64_t start;                /* UINT64_MAX: empty */
+	uint64_t used;                 /* the tick of its last use */
+	struct buf bytes;              /* [start, start + size) of one piece */
 };
 
 struct chunk {
@@ -83,9 +106,13 @@ struct io_remote_file {
 	struct buf content;            /* while writable: the whole object */
 	struct chunk chunks[CHUNKS];
 	unsigned next_chunk;
-	/* PIECED */
-	struct piece *pieces;
+	/* PIECED (invariant 1) */
+	struct piece *pieces;          /* known pieces, by start */
 	size_t piece_count, piece_capacity;
+	uint64_t listed_from;          /* every piece from here on is in pieces */
+	uint64_t listed_at_us;         /* when a LIST last reached the end (monotonic) */
+	struct range ranges[RANGES];
+	uint64_t range_bytes, tick;
 };
 
 static void log_remote(const struct error_info *error)
@@ -193,17 +220,51 @@ static int key_of(const struct remote_directory *directory, const char *name, ch
 	return (size_t)snprintf(out, S3_KEY_MAX, "%s%s", directory->key, name) >= S3_KEY_MAX ? -ENAMETOOLONG : 0;
 }
 
-static int parse_piece(const char *key, uint64_t size, void *context)
+static uint64_t monotonic_us(void)
 {
-	struct io_remote_file *file = context;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
+
+static uint64_t piece_key_start(const char *key, bool *is_piece)
+{
 	const char *name = strrchr(key, '/');
 	name = name ? name + 1 : key;
 	char *end;
 	uint64_t start = strtoull(name, &end, 16);
-	if (*end || strlen(name) != 16)
-		return 0;   /* not a piece */
-	if (file->piece_count && start < file->pieces[file->piece_count - 1].start + file->pieces[file->piece_count - 1].size)
-		return 0;   /* listed before: start_after is exclusive, but be safe */
+	*is_piece = *end == 0 && strlen(name) == 16;
+	return start;
+}
+
+static void piece_key(const struct io_remote_file *file, uint64_t start, char out[S3_KEY_MAX + 20])
+{
+	snprintf(out, S3_KEY_MAX + 20, "%s/%016llx", file->key, (unsigned long long)start);
+}
+
+/* The index of the last known piece starting at or before offset, or piece_count if none. */
+static size_t piece_before(const struct io_remote_file *file, uint64_t offset)
+{
+	size_t low = 0, high = file->piece_count;
+	while (low < high) {
+		size_t middle = low + (high - low) / 2;
+		if (file->pieces[middle].start <= offset)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return low ? low - 1 : file->piece_count;
+}
+
+/* Adds (or confirms) a piece to the sorted table. 0 or -ENOMEM. */
+static int piece_insert(struct io_remote_file *file, uint64_t start, uint64_t size)
+{
+	size_t at = piece_before(file, start);
+	if (at < file->piece_count && file->pieces[at].start == start) {
+		file->pieces[at].size = size;
+		return 0;
+	}
+	at = at < file->piece_count ? at + 1 : 0;
 	if (file->piece_count == file->piece_capacity) {
 		size_t capacity = file->piece_capacity ? file->piece_capacity * 2 : 64;
 		struct piece *grown = realloc(file->pieces, capacity * sizeof *grown);
@@ -212,27 +273,78 @@ static int parse_piece(const char *key, uint64_t size, void *context)
 		file->pieces = grown;
 		file->piece_capacity = capacity;
 	}
-	file->pieces[file->piece_count++] = (struct piece){ start, size, NULL };
+	memmove(&file->pieces[at + 1], &file->pieces[at], (file->piece_count - at) * sizeof *file->pieces);
+	file->pieces[at] = (struct piece){ start, size };
+	file->piece_count++;
 	return 0;
 }
 
-/* Lists the pieces after the last one known. Caller holds file->lock. */
-static int pieces_refresh(struct io_remote_file *file)
+struct piece_listing {
+	struct io_remote_file *file;
+	uint64_t stop;                 /* pieces starting after this end the listing */
+	uint64_t first;                /* the first piece listed (UINT64_MAX: none) */
+};
+
+static int list_piece(const char *key, uint64_t size, void *context)
+{
+	struct piece_listing *listing = context;
+	bool is_piece;
+	uint64_t start = piece_key_start(key, &is_piece);
+	if (!is_piece)
+		return 0;
+	if (start > listing->stop)
+		return 1;   /* enough: stop the listing */
+	if (listing->first == UINT64_MAX)
+		listing->first = start;
+	return piece_insert(listing->file, start, size);
+}
+
+/* Lists the pieces starting at from or later (up to stop). Caller holds file->lock. */
+static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop, uint64_t *first_out)
 {
 	char prefix[S3_KEY_MAX + 2], after[S3_KEY_MAX + 20];
 	snprintf(prefix, sizeof prefix, "%s/", file->key);
-	const char *start_after = NULL;
-	if (file->piece_count) {
-		snprintf(after, sizeof after, "%s%016llx", prefix,
-			 (unsigned long long)file->pieces[file->piece_count - 1].start);
-		start_after = after;
-	}
+	if (from)
+		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
+	struct piece_listing listing = { file, stop, UINT64_MAX };
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_list(file->directory->client, prefix, start_after, parse_piece, file, &error);
+	uint64_t began = monotonic_us();
+	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
 	if (rc < 0 && rc != -ENOMEM)
 		log_remote(&error);
+	if (rc == 0 && stop == UINT64_MAX)
+		file->listed_at_us = began;   /* a listing to the end */
+	if (first_out)
+		*first_out = listing.first;
 	return rc;
+}
+
+/* Lists the pieces after the last one known: what other writers appended. Caller holds file->lock. */
+static int pieces_refresh(struct io_remote_file *file)
+{
+	uint64_t from = file->piece_count ? file->pieces[file->piece_count - 1].start + 1 : 0;
+	int rc = pieces_list(file, from, UINT64_MAX, NULL);
+	if (rc == 0 && from < file->listed_from)
+		file->listed_from = from;
+	return rc;
+}
+
+/* Makes the table complete (data_bytes, truncate). Caller holds file->lock. */
+static int pieces_list_all(struct io_remote_file *file)
+{
+	if (file->listed_from == 0)
+		return 0;
+	int rc = pieces_list(file, 0, UINT64_MAX, NULL);
+	if (rc == 0)
+		file->listed_from = 0;
+	return rc;
+}
+
+/* Where the next tail goes after blocks ending at end (io_append_offset). */
+static uint64_t append_offset(uint64_t end)
+{
+	return end <= BLOCKS_START ? end : (end + GRANULE - 1) & ~(uint64_t)(GRANULE - 1);
 }
 
 static uint64_t pieced_end(const struct io_remote_file *file)
@@ -241,7 +353,61 @@ static uint64_t pieced_end(const struct io_remote_file *file)
 		return 0;
 	const struct piece *last = &file->pieces[file->piece_count - 1];
 	uint64_t end = last->start + last->size;
-	return end < BLOCKS_START ? BLOCKS_START : end;
+	return end < BLOCKS_START ? BLOCKS_START : append_offset(end);
+}
+
+/* The piece start an offset's granule names (FORMAT.md §23). */
+static uint64_t granule_of(uint64_t offset)
+{
+	return offset < HEADER_SIZE ? 0 : offset < GRANULE ? BLOCKS_START : offset & ~(uint64_t)(GRANULE - 1);
+}
+
+/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, or 0. */
+static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
+{
+	char key[S3_KEY_MAX + 8];
+	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
+	struct buf bytes;
+	buf_init(&bytes);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = s3_get(file->directory->client, key, META_SLOT_SIZE, HINT_SIZE, &bytes, &error);
+	if (rc == 0 && bytes.size == HINT_SIZE && buf_load_u32(bytes.data) == HINT_MAGIC &&
+	    buf_load_u64(bytes.data + 8) > *hint)
+		*hint = buf_load_u64(bytes.data + 8);
+	if (rc == -ENOENT || rc == -ERANGE)
+		rc = 0;   /* never written, or written without a hint: list everything */
+	else if (rc < 0)
+		log_remote(&error);
+	buf_free(&bytes);
+	return rc;
+}
+
+/* Opens the pieced manifest: lists from the newest meta slot's hint (a bounded
+ * LIST however long the history), or everything when there is none. */
+static int pieced_open(struct io_remote_file *file, int flags)
+{
+	uint64_t hint = 0, first = UINT64_MAX;
+	int rc = 0;
+	file->listed_from = UINT64_MAX;
+	if (!(flags & O_EXCL) && ((rc = meta_hint(file, 0, &hint)) < 0 || (rc = meta_hint(file, 1, &hint)) < 0))
+		return rc;
+	if (hint >= BLOCKS_START && (rc = pieces_list(file, hint, UINT64_MAX, &first)) < 0)
+		return rc;
+	if (first == hint && hint >= BLOCKS_START) {
+		file->listed_from = hint;
+		if ((rc = piece_insert(file, 0, HEADER_SIZE)) < 0)   /* there since init: a hint follows it */
+			return rc;
+	} else if ((rc = pieces_list_all(file)) < 0) {
+		return rc;
+	}
+	if (flags & O_CREAT) {
+		if ((flags & O_EXCL) && file->piece_count)
+			return -EEXIST;
+	} else if (file->piece_count == 0 || file->pieces[0].start != 0) {
+		return -ENOENT;
+	}
+	return 0;
 }
 
 int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
@@ -266,14 +432,9 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 	error_info_clear(&error);
 	if (parent->key[0] == 0 && strcmp(name, "manifest") == 0) {
 		file->kind = REMOTE_PIECED;
-		if ((rc = pieces_refresh(file)) < 0)
-			goto out;
-		if (flags & O_CREAT) {
-			if ((flags & O_EXCL) && file->piece_count)
-				rc = -EEXIST;
-		} else if (file->piece_count == 0 || file->pieces[0].start != 0) {
-			rc = -ENOENT;
-		}
+		for (int i = 0; i < RANGES; i++)
+			file->ranges[i].start = UINT64_MAX;
+		rc = pieced_open(file, flags);
 		goto out;
 	}
 	file->kind = REMOTE_WHOLE;
@@ -335,12 +496,8 @@ void io_remote_file_close(struct io_file *file)
 		return;
 	if (remote->kind == REMOTE_WHOLE && remote->writable)
 		whole_store(remote);
-	for (size_t i = 0; i < remote->piece_count; i++) {
-		if (remote->pieces[i].bytes) {
-			buf_free(remote->pieces[i].bytes);
-			free(remote->pieces[i].bytes);
-		}
-	}
+	for (int i = 0; i < RANGES; i++)
+		buf_free(&remote->ranges[i].bytes);
 	free(remote->pieces);
 	for (int i = 0; i < CHUNKS; i++)
 		buf_free(&remote->chunks[i].bytes);
@@ -352,56 +509,177 @@ void io_remote_file_close(struct io_file *file)
 
 /* ---- the manifest's pieces ------------------------------------------------------------ */
 
-/* The piece holding offset (refreshing the list once if past its end and refresh is
- * set), or NULL. */
-static struct piece *piece_at(struct io_remote_file *file, uint64_t offset, bool refresh, int *rc)
+/* The cached range holding offset (invariant 1), or NULL. */
+static struct range *range_holding(struct io_remote_file *file, uint64_t offset)
 {
-	*rc = 0;
-	for (int attempt = 0; attempt < 2; attempt++) {
-		size_t low = 0, high = file->piece_count;
-		while (low < high) {
-			size_t middle = low + (high - low) / 2;
-			if (file->pieces[middle].start <= offset)
-				low = middle + 1;
-			else
-				high = middle;
+	for (int i = 0; i < RANGES; i++) {
+		struct range *range = &file->ranges[i];
+		if (range->start != UINT64_MAX && offset >= range->start && offset - range->start < range->bytes.size) {
+			range->used = ++file->tick;
+			return range;
 		}
-		if (low > 0) {
-			struct piece *piece = &file->pieces[low - 1];
-			if (offset < piece->start + piece->size)
-				return piece;
-		}
-		if (!refresh || attempt > 0)
-			break;
-		if ((*rc = pieces_refresh(file)) < 0)
-			return NULL;
 	}
 	return NULL;
 }
 
-static int piece_load(struct io_remote_file *file, struct piece *piece)
+static void range_drop(struct io_remote_file *file, struct range *range)
 {
-	if (piece->bytes)
-		return 0;
-	struct buf *bytes = calloc(1, sizeof *bytes);
-	if (!bytes)
-		return -ENOMEM;
-	buf_init(bytes);
+	file->range_bytes -= range->bytes.size;
+	buf_free(&range->bytes);
+	range->start = UINT64_MAX;
+}
+
+/* Caches bytes (taken over, left empty) as the range at start, dropping the least recently used. */
+static void range_keep(struct io_remote_file *file, uint64_t start, struct buf *bytes)
+{
+	if (bytes->size == 0 || bytes->size > RANGE_BYTES_MAX) {
+		buf_free(bytes);
+		return;
+	}
+	for (;;) {
+		struct range *free_slot = NULL, *oldest = NULL;
+		for (int i = 0; i < RANGES; i++) {
+			struct range *range = &file->ranges[i];
+			if (range->start == UINT64_MAX)
+				free_slot = free_slot ? free_slot : range;
+			else if (!oldest || range->used < oldest->used)
+				oldest = range;
+		}
+		if (free_slot && file->range_bytes + bytes->size <= RANGE_BYTES_MAX) {
+			free_slot->start = start;
+			free_slot->bytes = *bytes;
+			free_slot->used = ++file->tick;
+			file->range_bytes += bytes->size;
+			buf_init(bytes);
+			return;
+		}
+		range_drop(file, oldest);
+	}
+}
+
+enum piece_lookup { PIECE_FOUND, PIECE_GAP, PIECE_BEYOND, PIECE_UNKNOWN };
+
+/*
+ * What the table says of offset, without a request: FOUND (*piece holds it),
+ * GAP (no piece does: zeros up to *gap_end), BEYOND (at or past the end
+ * known) or UNKNOWN (below listed_from, in a granule whose piece is not
+ * known). definitive_from: pieces starting from there up to offset are all
+ * known (a bounded listing just ran), else UINT64_MAX.
+ */
+static enum piece_lookup piece_lookup(const struct io_remote_file *file, uint64_t offset, uint64_t definitive_from,
+				      const struct piece **piece, uint64_t *gap_end)
+{
+	uint64_t end = pieced_end(file);
+	if (offset >= end)
+		return PIECE_BEYOND;
+	uint64_t granule = granule_of(offset);
+	size_t at = piece_before(file, offset);
+	const struct piece *known = at < file->piece_count ? &file->pieces[at] : NULL;
+	if (known && offset - known->start < known->size) {
+		*piece = known;
+		return PIECE_FOUND;
+	}
+	bool listed = offset >= file->listed_from;
+	bool granule_known = known && known->start >= granule;   /* pieces start only at granules */
+	bool just_listed = definitive_from <= offset &&
+			   (!known || known->start >= definitive_from || definitive_from <= BLOCKS_START);
+	if (!listed && !granule_known && !just_listed)
+		return PIECE_UNKNOWN;
+	size_t next = known ? at + 1 : 0;
+	uint64_t stop = listed ? end : granule == 0 ? HEADER_SIZE : granule < GRANULE ? GRANULE : granule + GRANULE;
+	if (next < file->piece_count && file->pieces[next].start < stop)
+		stop = file->pieces[next].start;
+	*gap_end = stop < end ? stop : end;
+	return PIECE_GAP;
+}
+
+/* GETs [from, from + length) of the piece at start into a new cached range (or
+ * asks for the granule's piece when size is unknown: *object_size). */
+static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t from, uint64_t length,
+		       uint64_t *object_size)
+{
 	char key[S3_KEY_MAX + 20];
-	snprintf(key, sizeof key, "%s/%016llx", file->key, (unsigned long long)piece->start);
+	piece_key(file, start, key);
+	struct buf bytes;
+	buf_init(&bytes);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = piece->size ? s3_get(file->directory->client, key, 0, 0, bytes, &error) : 0;
-	if (rc == 0 && bytes->size != piece->size)
-		rc = -EIO;
-	if (rc < 0) {
+	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, object_size, &error);
+	if (rc == 0)
+		range_keep(file, from, &bytes);
+	else if (rc != -ENOENT && rc != -ERANGE)
 		log_remote(&error);
-		buf_free(bytes);
-		free(bytes);
-		return rc;
+	buf_free(&bytes);
+	return rc;
+}
+
+/*
+ * Finds the piece holding offset when the table does not know it: the
+ * granule's piece (read at once: that GET is the data read), else a listing
+ * of the pieces before it, widened until one starts at or before offset.
+ * Leaves the table answering FOUND or GAP for offset. Caller holds the lock.
+ */
+static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t want, uint64_t *definitive_from)
+{
+	uint64_t granule = granule_of(offset), size = 0;
+	/* from the granule's start: a piece no longer than GRANULE comes whole (later reads
+	 * of its other blocks cost no request) */
+	uint64_t length = offset - granule + want > GRANULE ? offset - granule + want : GRANULE;
+	int rc = piece_fetch(file, granule, granule, length, &size);
+	if (rc == 0 || rc == -ERANGE) {
+		struct error_info error;
+		error_info_clear(&error);
+		char key[S3_KEY_MAX + 20];
+		piece_key(file, granule, key);
+		/* a part answered names the size; a piece ending before offset needs a HEAD */
+		if (rc == -ERANGE && (rc = s3_head(file->directory->client, key, &size, &error)) < 0) {
+			log_remote(&error);
+			return rc;
+		}
+		return piece_insert(file, granule, size);
 	}
-	piece->bytes = bytes;
-	return 0;
+	if (rc != -ENOENT)
+		return rc;
+	/* a piece longer than a granule began before it: list back from there */
+	for (uint64_t window = 4u << 20;; window *= 16) {
+		uint64_t from = granule > BLOCKS_START + window ? granule - window : BLOCKS_START, first;
+		if ((rc = pieces_list(file, from, offset, &first)) < 0)
+			return rc;
+		size_t at = piece_before(file, offset);
+		if (from == BLOCKS_START || (at < file->piece_count && file->pieces[at].start >= from)) {
+			*definitive_from = from;
+			return 0;
+		}
+	}
+}
+
+/* Copies what a known piece holds at offset into out (fetching it if not cached). Bytes copied or -errno. */
+static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece, uint8_t *out, size_t want,
+			  uint64_t offset)
+{
+	struct range *range = range_holding(file, offset);
+	if (!range) {
+		/* a piece up to WHOLE_MAX whole (one request for all the blocks read from it); of
+		 * a larger one what is asked, a page at least */
+		uint64_t from = piece->start, length = piece->size;
+		if (piece->size > WHOLE_MAX) {
+			from = offset;
+			length = want > READ_MIN ? want : READ_MIN;
+			if (length > piece->start + piece->size - from)
+				length = piece->start + piece->size - from;
+		}
+		uint64_t size;
+		int rc = piece_fetch(file, piece->start, from, length, &size);
+		if (rc < 0)
+			return rc == -ERANGE || rc == -ENOENT ? -EIO : rc;   /* listed, so it must be there */
+		if (!(range = range_holding(file, offset)))
+			return -EIO;
+	}
+	size_t from = (size_t)(offset - range->start), take = range->bytes.size - from;
+	if (take > want)
+		take = want;
+	memcpy(out, range->bytes.data + from, take);
+	return (ssize_t)take;
 }
 
 static int meta_get(struct io_remote_file *file, unsigned slot, uint8_t *out)
@@ -412,10 +690,10 @@ static int meta_get(struct io_remote_file *file, unsigned slot, uint8_t *out)
 	buf_init(&bytes);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_get(file->directory->client, key, 0, 0, &bytes, &error);
-	memset(out, 0, 4096);
+	int rc = s3_get(file->directory->client, key, 0, META_SLOT_SIZE, &bytes, &error);
+	memset(out, 0, META_SLOT_SIZE);
 	if (rc == 0)
-		memcpy(out, bytes.data, bytes.size < 4096 ? bytes.size : 4096);
+		memcpy(out, bytes.data, bytes.size < META_SLOT_SIZE ? bytes.size : META_SLOT_SIZE);
 	else if (rc == -ENOENT || rc == -ERANGE)
 		rc = 0;   /* never written: zeros, as in a new local manifest */
 	else
@@ -428,35 +706,70 @@ static ssize_t pieced_pread(struct io_remote_file *file, uint8_t *out, size_t si
 {
 	size_t done = 0;
 	int rc = 0;
+	bool refreshed = false;
+	uint64_t definitive_from = UINT64_MAX;
 	while (done < size) {
 		uint64_t at = offset + done;
 		size_t want = size - done;
 		if (at >= META_START && at < BLOCKS_START) {
-			uint8_t slot[4096];
-			unsigned index = (unsigned)((at - META_START) / 4096);
+			uint8_t slot[META_SLOT_SIZE];
+			unsigned index = (unsigned)((at - META_START) / META_SLOT_SIZE);
 			if ((rc = meta_get(file, index, slot)) < 0)
 				break;
-			size_t from = (size_t)((at - META_START) % 4096), take = 4096 - from;
+			size_t from = (size_t)((at - META_START) % META_SLOT_SIZE), take = META_SLOT_SIZE - from;
 			if (take > want)
 				take = want;
 			memcpy(out + done, slot + from, take);
 			done += take;
 			continue;
 		}
-		/* a read that began inside what is known ends at its end (a speculative read
-		 * past the last block asks no LIST); one that began beyond it looks further */
-		struct piece *piece = piece_at(file, at, done == 0, &rc);
-		if (!piece)
-			break;   /* the end (or an error) */
-		if ((rc = piece_load(file, piece)) < 0)
+		const struct piece *piece = NULL;
+		uint64_t gap_end = 0;
+		enum piece_lookup found = piece_lookup(file, at, definitive_from, &piece, &gap_end);
+		if (found == PIECE_BEYOND) {
+			/* a read that began inside what is known ends at its end (a speculative read
+			 * past the last block asks no LIST); one that began beyond it looks further */
+			if (done > 0 || refreshed)
+				break;
+			refreshed = true;
+			if ((rc = pieces_refresh(file)) < 0)
+				break;
+			continue;
+		}
+		if (found == PIECE_UNKNOWN) {
+			if ((rc = piece_discover(file, at, want, &definitive_from)) < 0)
+				break;
+			continue;
+		}
+		definitive_from = UINT64_MAX;
+		if (found == PIECE_GAP) {
+			/* between a piece's end and the next granule (or a removed piece): zeros */
+			size_t take = gap_end - at < want ? (size_t)(gap_end - at) : want;
+			memset(out + done, 0, take);
+			done += take;
+			continue;
+		}
+		ssize_t got = piece_copy(file, piece, out + done, want, at);
+		if (got < 0) {
+			rc = (int)got;
 			break;
-		size_t from = (size_t)(at - piece->start), take = (size_t)(piece->size - from);
-		if (take > want)
-			take = want;
-		memcpy(out + done, piece->bytes->data + from, take);
-		done += take;
+		}
+		done += (size_t)got;
 	}
 	return done ? (ssize_t)done : rc;
+}
+
+/* Stores a meta slot object: the slot's bytes, then the hint (invariant 2). */
+static int meta_put(struct io_remote_file *file, unsigned slot, const uint8_t *bytes, struct error_info *error)
+{
+	uint8_t whole[META_SLOT_SIZE + HINT_SIZE];
+	memcpy(whole, bytes, META_SLOT_SIZE);
+	memset(whole + META_SLOT_SIZE, 0, HINT_SIZE);
+	buf_store_u32(whole + META_SLOT_SIZE, HINT_MAGIC);
+	buf_store_u64(whole + META_SLOT_SIZE + 8, file->piece_count ? file->pieces[file->piece_count - 1].start : 0);
+	char key[S3_KEY_MAX + 8];
+	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
+	return s3_put(file->directory->client, key, whole, sizeof whole, S3_ALWAYS, error);
 }
 
 static int pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t size, uint64_t offset)
@@ -470,26 +783,24 @@ static int pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size
 			if (offset != 0 || size < HEADER_SIZE)
 				return -EINVAL;
 			char key[S3_KEY_MAX + 20];
-			snprintf(key, sizeof key, "%s/%016llx", file->key, 0ull);
+			piece_key(file, 0, key);
 			rc = s3_put(file->directory->client, key, bytes, HEADER_SIZE, S3_IF_ABSENT, &error);
 			if (rc == 0)
-				rc = parse_piece(key, HEADER_SIZE, file);
+				rc = piece_insert(file, 0, HEADER_SIZE);
 			bytes += HEADER_SIZE, offset += HEADER_SIZE, size -= HEADER_SIZE;
 		} else if (offset < BLOCKS_START) {
 			/* a meta slot (invariant 2): stored whole, in place */
-			unsigned slot = (unsigned)((offset - META_START) / 4096);
-			size_t from = (size_t)((offset - META_START) % 4096), take = 4096 - from;
+			unsigned slot = (unsigned)((offset - META_START) / META_SLOT_SIZE);
+			size_t from = (size_t)((offset - META_START) % META_SLOT_SIZE), take = META_SLOT_SIZE - from;
 			if (take > size)
 				take = size;
-			uint8_t whole[4096];
-			if (from != 0 || take != 4096) {
+			uint8_t whole[META_SLOT_SIZE];
+			if (from != 0 || take != META_SLOT_SIZE) {
 				if ((rc = meta_get(file, slot, whole)) < 0)
 					return rc;
 			}
 			memcpy(whole + from, bytes, take);
-			char key[S3_KEY_MAX + 8];
-			snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
-			rc = s3_put(file->directory->client, key, whole, sizeof whole, S3_ALWAYS, &error);
+			rc = meta_put(file, slot, whole, &error);
 			bytes += take, offset += take, size -= take;
 		} else {
 			/* a publish's tail: one new piece at the end, created only if nobody did first */
@@ -499,22 +810,19 @@ static int pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size
 			if (rc < 0)
 				break;
 			char key[S3_KEY_MAX + 20];
-			snprintf(key, sizeof key, "%s/%016llx", file->key, (unsigned long long)offset);
+			piece_key(file, offset, key);
 			rc = s3_put(file->directory->client, key, bytes, size, S3_IF_ABSENT, &error);
 			if (rc == -EEXIST) {
 				pieces_refresh(file);
 				return -ESTALE;   /* another writer appended here first */
 			}
-			if (rc == 0) {
-				rc = parse_piece(key, size, file);
-				struct buf *cached = calloc(1, sizeof *cached);
-				if (rc == 0 && cached && buf_append(cached, bytes, size) == 0 && file->piece_count &&
-				    file->pieces[file->piece_count - 1].start == offset)
-					file->pieces[file->piece_count - 1].bytes = cached, cached = NULL;
-				if (cached) {
-					buf_free(cached);
-					free(cached);
-				}
+			if (rc == 0 && (rc = piece_insert(file, offset, size)) == 0) {
+				/* this process reads its own tail back (the next publish builds on it) */
+				struct buf cached;
+				buf_init(&cached);
+				if (buf_append(&cached, bytes, size) == 0)
+					range_keep(file, offset, &cached);
+				buf_free(&cached);
 			}
 			size = 0;
 		}
@@ -648,12 +956,12 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 		struct piece *piece = &file->pieces[i];
 		if (rc == 0 && piece->start >= start && piece->start >= HEADER_SIZE && piece->start + piece->size <= end) {
 			char key[S3_KEY_MAX + 20];
-			snprintf(key, sizeof key, "%s/%016llx", file->key, (unsigned long long)piece->start);
+			piece_key(file, piece->start, key);
 			if ((rc = s3_delete(file->directory->client, key, &error)) == 0) {
-				if (piece->bytes) {
-					buf_free(piece->bytes);
-					free(piece->bytes);
-				}
+				for (int r = 0; r < RANGES; r++)
+					if (file->ranges[r].start != UINT64_MAX && file->ranges[r].start >= piece->start &&
+					    file->ranges[r].start < piece->start + piece->size)
+						range_drop(file, &file->ranges[r]);
 				continue;
 			}
 			log_remote(&error);
@@ -671,7 +979,9 @@ int io_remote_truncate(struct io_file *file, uint64_t size)
 	int rc = 0;
 	if (remote->kind == REMOTE_PIECED) {
 		/* pieces wholly beyond size go; one that straddles it cannot be cut */
-		rc = pieces_refresh(remote);
+		rc = pieces_list_all(remote);
+		if (rc == 0)
+			rc = pieces_refresh(remote);
 		for (size_t i = 0; rc == 0 && i < remote->piece_count; i++)
 			if (remote->pieces[i].start < size && remote->pieces[i].start + remote->pieces[i].size > size &&
 			    size > BLOCKS_START)
@@ -695,8 +1005,11 @@ int io_remote_size(struct io_file *file, uint64_t *size_out)
 	pthread_mutex_lock(&remote->lock);
 	int rc = 0;
 	if (remote->kind == REMOTE_PIECED) {
-		/* what other writers appended since: one LIST after the last piece known */
-		if ((rc = pieces_refresh(remote)) == 0)
+		/* what other writers appended since: one LIST after the last piece known, unless
+		 * one ran within the refresh bound (a commit checks the end itself) */
+		if (monotonic_us() - remote->listed_at_us < REFRESH_BOUND_US && remote->listed_at_us)
+			*size_out = pieced_end(remote);
+		else if ((rc = pieces_refresh(remote)) == 0)
 			*size_out = pieced_end(remote);
 	} else {
 		*size_out = remote->loaded ? remote->content.size : remote->size;
@@ -715,13 +1028,20 @@ int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
+uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end)
+{
+	return file->remote->kind == REMOTE_PIECED ? append_offset(end) : end;
+}
+
 int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end)
 {
 	struct io_remote_file *remote = file->remote;
 	if (remote->kind != REMOTE_PIECED)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&remote->lock);
-	int rc = pieces_delete(remote, start, end);
+	int rc = pieces_list_all(remote);
+	if (rc == 0)
+		rc = pieces_delete(remote, start, end);
 	pthread_mutex_unlock(&remote->lock);
 	return rc;
 }
@@ -731,6 +1051,11 @@ int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uin
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
 	uint64_t total = 0;
+	int rc = 0;
+	if (remote->kind == REMOTE_PIECED && (rc = pieces_list_all(remote)) < 0) {
+		pthread_mutex_unlock(&remote->lock);
+		return rc;
+	}
 	if (remote->kind == REMOTE_PIECED) {
 		for (size_t i = 0; i < remote->piece_count; i++) {
 			uint64_t from = remote->pieces[i].start, to = from + remote->pieces[i].size;

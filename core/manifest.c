@@ -354,7 +354,7 @@ static int scan_bytes(struct manifest *manifest, struct buf *window, uint64_t *w
 int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
 		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn)
 {
-	uint64_t offset = start, window_start = 0;
+	uint64_t offset = start, window_start = 0, boundary = *end;   /* boundary: where stopping is clean */
 	struct buf window, raw;
 	buf_init(&window);
 	buf_init(&raw);
@@ -374,7 +374,13 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 			break;
 		struct block_header header;
 		if (length < BLOCK_HEADER_SIZE || codec_decode_header(header_bytes, &header) < 0) {
-			*torn = offset != *end || !all_zero(header_bytes, length);
+			*torn = offset != boundary || !all_zero(header_bytes, length);
+			/* in an object store the next tail starts at the next granule (FORMAT.md §23) */
+			uint64_t next = io_append_offset(&manifest->file, offset);
+			if (!*torn && next > offset && next < file_size) {
+				offset = boundary = next;
+				continue;
+			}
 			break;
 		}
 		*torn = true;
@@ -401,7 +407,9 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 			*end = offset + block_size;
 		}
 		offset += block_size;
-		*torn = offset != *end;
+		if (header.type == BLOCK_ROOT)
+			boundary = offset;
+		*torn = offset != boundary;
 	}
 	buf_free(&window);
 	buf_free(&raw);
@@ -663,6 +671,14 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 	}
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		goto out;
+	if (manifest->tail_torn && io_file_is_remote(&manifest->file)) {
+		/* a piece is whole or absent (io_remote.c): one that does not end with a root is damage,
+		 * and what follows it other writers' commits, never to be cut */
+		rc = error_info_set(error, -EIO, "%s: the manifest piece after offset %llu in the object store does "
+				    "not end with a root; `graphfs verify` names it", manifest->path,
+				    (unsigned long long)manifest->written_size);
+		goto out;
+	}
 	if (manifest->tail_torn) {
 		assert(manifest->written_size >= manifest->durable_size);
 		rc = io_failpoint("recovery.before_truncate");

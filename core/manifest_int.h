@@ -262,7 +262,7 @@ struct manifest_publish {
 	struct manifest *manifest;
 	enum publish_state state;
 	struct root_record base;        /* the latest root under the lock */
-	uint64_t base_size;
+	uint64_t base_size;             /* where this publish's blocks start (io_append_offset of base's end) */
 	struct pager_append *append;
 	struct btree *branches;
 	struct btree *tags;             /* NULL, or the tags tree this publish changed (flushed at finish) */

@@ -97,7 +97,8 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 		goto failed;
 	pthread_mutex_lock(&manifest->state_mutex);
 	publish->base = manifest->written;
-	publish->base_size = manifest->written_size;
+	/* in an object store the tail starts at the next granule (io_append_offset) */
+	publish->base_size = io_append_offset(&manifest->file, manifest->written_size);
 	uint64_t file_size = manifest->observed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
 	/* the chunk follows the space the file takes, not its size: after gc returned most
@@ -167,7 +168,10 @@ static int publish_write(struct manifest_publish *publish, struct error_info *er
 		/* Not durable, not published: cut whatever reached the file (invariant 1). */
 		pager_append_abandon(append);
 		uint64_t now_size;
-		if (rc != -ESTALE && io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
+		/* (never in an object store: a tail there is whole or absent, and what lies
+		 * beyond it is another writer's, io_remote.c invariant 5) */
+		if (rc != -ESTALE && !io_file_is_remote(&manifest->file) &&
+		    io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
 		    io_truncate(&manifest->file, publish->base_size) == 0)
 			io_fsync(&manifest->file);
 		return error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -35,6 +36,10 @@ struct s3_client {
 	char signature[96];            /* "aws:amz:REGION:s3" */
 	char credentials[400];         /* "ACCESS:SECRET" */
 };
+
+/* every client's counters added up (s3_counters_process) */
+static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct s3_counters process_counters;
 
 enum request_kind { REQUEST_GET, REQUEST_PUT, REQUEST_HEAD, REQUEST_DELETE, REQUEST_LIST };
 
@@ -120,6 +125,15 @@ int s3_location_parse(const char *text, struct s3_location *out, struct error_in
 	if ((rc = copy_setting(out->access_key, sizeof out->access_key, access, "AWS_ACCESS_KEY_ID", error)) ||
 	    (rc = copy_setting(out->secret_key, sizeof out->secret_key, secret, "AWS_SECRET_ACCESS_KEY", error)))
 		return rc;
+	/* GRAPHFS_S3_LIST_PAGE: keys per listing page (tests make listings long with few keys) */
+	const char *page = getenv("GRAPHFS_S3_LIST_PAGE");
+	if (page && *page) {
+		char *end;
+		unsigned long keys = strtoul(page, &end, 10);
+		if (*end || keys == 0 || keys > 1000)
+			return error_info_set(error, -EINVAL, "GRAPHFS_S3_LIST_PAGE=%.20s: give 1..1000 keys per page", page);
+		out->list_page = (unsigned)keys;
+	}
 	return 0;
 }
 
@@ -165,6 +179,13 @@ void s3_client_free(struct s3_client *client)
 	free(client);
 }
 
+void s3_counters_process(struct s3_counters *out)
+{
+	pthread_mutex_lock(&process_lock);
+	*out = process_counters;
+	pthread_mutex_unlock(&process_lock);
+}
+
 void s3_counters_get(const struct s3_client *client, struct s3_counters *out)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&client->lock);
@@ -173,6 +194,15 @@ void s3_counters_get(const struct s3_client *client, struct s3_counters *out)
 }
 
 /* ---- one request ------------------------------------------------------------------------ */
+
+static uint64_t *counter_of(struct s3_counters *counters, enum request_kind kind)
+{
+	return kind == REQUEST_GET ? &counters->gets
+	       : kind == REQUEST_PUT ? &counters->puts
+	       : kind == REQUEST_HEAD ? &counters->heads
+	       : kind == REQUEST_DELETE ? &counters->deletes
+					: &counters->lists;
+}
 
 struct upload {
 	const uint8_t *bytes;
@@ -187,6 +217,22 @@ static size_t read_body(char *buffer, size_t size, size_t count, void *context)
 	memcpy(buffer, upload->bytes + upload->at, taken);
 	upload->at += taken;
 	return taken;
+}
+
+/* Notes the object's whole size from "Content-Range: bytes FIRST-LAST/SIZE" (a ranged GET's answer). */
+static size_t read_header(char *data, size_t size, size_t count, void *context)
+{
+	static const char name[] = "content-range:";
+	size_t length = size * count;
+	char line[128];
+	if (length > sizeof name - 1 && length < sizeof line && strncasecmp(data, name, sizeof name - 1) == 0) {
+		memcpy(line, data, length);
+		line[length] = 0;
+		const char *slash = strchr(line, '/');
+		if (slash && isdigit((unsigned char)slash[1]))
+			*(uint64_t *)context = strtoull(slash + 1, NULL, 10);
+	}
+	return length;
 }
 
 static size_t write_body(char *data, size_t size, size_t count, void *context)
@@ -245,12 +291,14 @@ static int status_error(long status, const struct buf *body, const char *what, s
 /*
  * Sends one request to url (retrying per invariant 1), the response body
  * appended to response (may be NULL: discarded). 0 with *status, or -EIO
- * (no answer) with error.
+ * (no answer) with error. *length_out (if set) is the answer's
+ * Content-Length, *object_size_out (if set) the size a Content-Range names
+ * (UINT64_MAX: none).
  */
 static int send_request(struct s3_client *client, enum request_kind kind, const char *url,
 			const struct curl_slist *extra, const void *bytes, size_t size, bool repeatable,
-			struct buf *response, long *status, uint64_t *length_out, const char *what,
-			struct error_info *error)
+			struct buf *response, long *status, uint64_t *length_out, uint64_t *object_size_out,
+			const char *what, struct error_info *error)
 {
 	struct curl_slist *headers = NULL;
 	for (const struct curl_slist *at = extra; at; at = at->next)
@@ -281,6 +329,11 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
 		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
 		curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+		if (object_size_out) {
+			*object_size_out = UINT64_MAX;
+			curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
+			curl_easy_setopt(curl, CURLOPT_HEADERDATA, object_size_out);
+		}
 		if (kind == REQUEST_PUT) {
 			curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
 			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
@@ -294,17 +347,18 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		} else if (kind == REQUEST_DELETE) {
 			curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
 		}
-		uint64_t *count = kind == REQUEST_GET ? &client->counters.gets
-				  : kind == REQUEST_PUT ? &client->counters.puts
-				  : kind == REQUEST_HEAD ? &client->counters.heads
-				  : kind == REQUEST_DELETE ? &client->counters.deletes
-							 : &client->counters.lists;
-		(*count)++;
+		(*counter_of(&client->counters, kind))++;
 		CURLcode result = curl_easy_perform(curl);
+		uint64_t sent = result == CURLE_OK ? upload.at : 0, received = result == CURLE_OK ? body->size - body_start : 0;
+		client->counters.bytes_sent += sent;
+		client->counters.bytes_received += received;
+		pthread_mutex_lock(&process_lock);
+		(*counter_of(&process_counters, kind))++;
+		process_counters.bytes_sent += sent;
+		process_counters.bytes_received += received;
+		pthread_mutex_unlock(&process_lock);
 		if (result == CURLE_OK) {
 			curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
-			client->counters.bytes_sent += upload.at;
-			client->counters.bytes_received += body->size - body_start;
 			if (length_out) {
 				curl_off_t length = -1;
 				curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
@@ -359,7 +413,7 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
 	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, bytes, size,
-			  condition == S3_ALWAYS, &response, &status, NULL, what, error);
+			  condition == S3_ALWAYS, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
 		rc = status_error(status, &response, what, error);
@@ -369,8 +423,8 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 	return rc;
 }
 
-int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
-	   struct error_info *error)
+int s3_get_sized(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
+		 uint64_t *object_size_out, struct error_info *error)
 {
 	char url[URL_MAX], what[S3_KEY_MAX + 16], range[80];
 	int rc = object_url(client, key, url, sizeof url, error);
@@ -384,9 +438,10 @@ int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t 
 	struct curl_slist ranged = { range, NULL };
 	size_t start = out->size;
 	long status = 0;
+	uint64_t object_size = UINT64_MAX;
 	pthread_mutex_lock(&client->lock);
 	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, 0, true, out, &status, NULL,
-			  what, error);
+			  &object_size, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200 && status != 206) {
 		struct buf body = { out->data + start, out->size - start, out->size - start };
@@ -394,7 +449,18 @@ int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t 
 	}
 	if (rc)
 		out->size = start;
+	else if (object_size_out)
+		/* a whole object (200) is its own size; a part (206) names it in Content-Range */
+		*object_size_out = status == 200 ? out->size - start : object_size;
+	if (rc == 0 && object_size_out && *object_size_out == UINT64_MAX)
+		rc = error_info_set(error, -EIO, "%s: the object store answered a part without its size", what);
 	return rc;
+}
+
+int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
+	   struct error_info *error)
+{
+	return s3_get_sized(client, key, offset, size, out, NULL, error);
 }
 
 int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struct error_info *error)
@@ -409,7 +475,7 @@ int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struc
 	struct buf none;
 	buf_init(&none);
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, 0, true, NULL, &status, &length, what, error);
+	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, 0, true, NULL, &status, &length, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
 		rc = status_error(status, &none, what, error);   /* a HEAD answer has no body */
@@ -429,7 +495,7 @@ int s3_delete(struct s3_client *client, const char *key, struct error_info *erro
 	buf_init(&response);
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, 0, true, &response, &status, NULL, what, error);
+	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, 0, true, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 204 && status != 200 && status != 404)
 		rc = status_error(status, &response, what, error);
@@ -484,7 +550,7 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 		if (rc == 0) {
 			snprintf(url, sizeof url, "%s/%s%s", location->endpoint, location->bucket, query);
 			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, 0, true, &response, &status, NULL,
-					  "LIST", error);
+					  NULL, "LIST", error);
 		} else {
 			rc = error_info_set(error, rc, "LIST: the query is too long");
 		}

@@ -42,7 +42,8 @@ struct s3_location {
  * A location from "s3://BUCKET[/PREFIX]" and the environment:
  * AWS_ENDPOINT_URL (default https://s3.REGION.amazonaws.com), AWS_REGION
  * (default us-east-1), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
- * (required). 0, or -EINVAL with a message saying what to set.
+ * (required), GRAPHFS_S3_LIST_PAGE (keys per listing page, default the
+ * server's). 0, or -EINVAL with a message saying what to set.
  */
 int s3_location_parse(const char *text, struct s3_location *out, struct error_info *error);
 /* Whether text names an object-store location (starts with "s3://"). */
@@ -65,6 +66,9 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
  * 0 or an error; -ERANGE if offset is at or past the end. */
 int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
 	   struct error_info *error);
+/* s3_get, also setting *object_size_out to the size of the whole object. */
+int s3_get_sized(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
+		 uint64_t *object_size_out, struct error_info *error);
 /* The object's size. 0, -ENOENT or another error. */
 int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struct error_info *error);
 /* Removes key (absent is not an error: S3 answers 204 either way). */
@@ -85,5 +89,7 @@ struct s3_counters {
 	uint64_t bytes_received;                      /* response bodies */
 };
 void s3_counters_get(const struct s3_client *client, struct s3_counters *out);
+/* Every client's counters of this process added up. */
+void s3_counters_process(struct s3_counters *out);
 
 #endif

@@ -614,14 +614,18 @@ static json_t *counters_json(enum io_class class, const char *pages_name)
 			 (json_int_t)counters.bytes_written, "fsyncs", (json_int_t)counters.fsyncs);
 }
 
-int store_stats_json(struct store *store, struct buf *out)
+static json_t *object_store_json(void)
 {
-	json_t *root = json_pack("{s:o,s:o,s:{s:I,s:I,s:I,s:s,s:i}}", "manifest",
-				 counters_json(IO_MANIFEST, "pages"), "data",
-				 counters_json(IO_DATA, "blocks"), "store", "version",
-				 (json_int_t)store_version(store), "horizon", (json_int_t)store_horizon(store),
-				 "manifest_end", (json_int_t)manifest_end(store->manifest), "path", store->path,
-				 "format", STORE_FORMAT_VERSION);
+	struct s3_counters counters;
+	s3_counters_process(&counters);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "gets", (json_int_t)counters.gets, "puts",
+			 (json_int_t)counters.puts, "heads", (json_int_t)counters.heads, "deletes",
+			 (json_int_t)counters.deletes, "lists", (json_int_t)counters.lists, "bytes_sent",
+			 (json_int_t)counters.bytes_sent, "bytes_received", (json_int_t)counters.bytes_received);
+}
+
+static int json_to_buf(json_t *root, struct buf *out)
+{
 	if (!root)
 		return -ENOMEM;
 	char *text = json_dumps(root, JSON_COMPACT);
@@ -631,6 +635,24 @@ int store_stats_json(struct store *store, struct buf *out)
 	int rc = buf_append_string(out, text);
 	free(text);
 	return rc;
+}
+
+int store_counters_json(struct buf *out)
+{
+	return json_to_buf(json_pack("{s:o,s:o,s:o}", "manifest", counters_json(IO_MANIFEST, "pages"), "data",
+				     counters_json(IO_DATA, "blocks"), "object_store", object_store_json()),
+			   out);
+}
+
+int store_stats_json(struct store *store, struct buf *out)
+{
+	json_t *root = json_pack("{s:o,s:o,s:o,s:{s:I,s:I,s:I,s:s,s:i}}", "manifest",
+				 counters_json(IO_MANIFEST, "pages"), "data",
+				 counters_json(IO_DATA, "blocks"), "object_store", object_store_json(), "store", "version",
+				 (json_int_t)store_version(store), "horizon", (json_int_t)store_horizon(store),
+				 "manifest_end", (json_int_t)manifest_end(store->manifest), "path", store->path,
+				 "format", STORE_FORMAT_VERSION);
+	return json_to_buf(root, out);
 }
 
 static void ignore_finding(const char *finding, void *context)

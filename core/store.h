@@ -589,6 +589,10 @@ int store_restore(struct store *store, const char *path, const struct store_cond
  * bytes_written,fsyncs} (process-wide io counters), store.{version,path,format}.
  * 0 or -ENOMEM. */
 int store_stats_json(struct store *store, struct buf *out);
+/* This process's I/O counters as one JSON object: manifest.{...}, data.{...}
+ * as above and object_store.{gets,puts,heads,deletes,lists,bytes_sent,
+ * bytes_received} (requests to s3:// stores). 0 or -ENOMEM. */
+int store_counters_json(struct buf *out);
 /* Returns the number of findings (0 clean), reporting each; or -errno. */
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),
 		 void *context);

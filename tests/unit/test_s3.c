@@ -261,6 +261,41 @@ TEST(a_ranged_get_returns_exactly_those_bytes)
 	s3_client_free(client);
 }
 
+TEST(a_ranged_get_names_the_size_of_the_whole_object)
+{
+	struct s3_client *client;
+	struct error_info error;
+	CHECK_EQ(open_client("sized", &client), 0);
+	char bytes[5000] = { 1 };
+	CHECK_EQ(s3_put(client, "piece", bytes, sizeof bytes, S3_IF_ABSENT, &error), 0);
+	struct buf out;
+	buf_init(&out);
+	uint64_t size = 0;
+	/* a part (206) names the size in Content-Range; a range past the end is cut there */
+	CHECK_EQ(s3_get_sized(client, "piece", 100, 65536, &out, &size, &error), 0);
+	CHECK_EQ(out.size, 4900);
+	CHECK_EQ(size, 5000);
+	buf_reset(&out);
+	size = 0;
+	CHECK_EQ(s3_get_sized(client, "piece", 0, 0, &out, &size, &error), 0);   /* the whole object (200) */
+	CHECK_EQ(size, 5000);
+	buf_free(&out);
+	s3_client_free(client);
+}
+
+TEST(a_listing_page_size_comes_from_the_environment_and_a_bad_one_is_named)
+{
+	struct s3_location location;
+	struct error_info error;
+	setenv("GRAPHFS_S3_LIST_PAGE", "7", 1);
+	CHECK_EQ(s3_location_parse("s3://bucket/prefix", &location, &error), 0);
+	CHECK_EQ(location.list_page, 7);
+	setenv("GRAPHFS_S3_LIST_PAGE", "lots", 1);
+	CHECK_EQ(s3_location_parse("s3://bucket/prefix", &location, &error), -EINVAL);
+	CHECK(strstr(error.message, "GRAPHFS_S3_LIST_PAGE") != NULL);
+	unsetenv("GRAPHFS_S3_LIST_PAGE");
+}
+
 TEST(head_gives_the_size_and_a_missing_object_is_enoent)
 {
 	struct s3_client *client;

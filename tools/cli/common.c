@@ -313,8 +313,28 @@ int cli_write_all(int fd, const void *bytes, size_t size)
 	return 0;
 }
 
+/* GRAPHFS_IO_REPORT=FILE: append this process's I/O counters (store_counters_json) to FILE
+ * as one line, for benchmarks and tests that count requests, pages and bytes. */
+static void io_report(void)
+{
+	const char *path = getenv("GRAPHFS_IO_REPORT");
+	if (!path || !*path)
+		return;
+	struct buf json;
+	buf_init(&json);
+	FILE *out = NULL;
+	if (store_counters_json(&json) == 0 && (out = fopen(path, "a"))) {
+		fwrite(json.data, 1, json.size, out);
+		fputc('\n', out);
+	}
+	if (out)
+		fclose(out);
+	buf_free(&json);
+}
+
 int cli_finish_stdout(int status)
 {
+	io_report();
 	if (fflush(stdout) != 0 || ferror(stdout))
 		return cli_fail("cannot write to standard output: %s", strerror(errno));
 	return status;
