@@ -45,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
-#include <time.h>
 
 #include "buf.h"
 #include "error_info.h"
@@ -65,7 +64,6 @@
 #define RANGE_BYTES_MAX (16u << 20)   /* ... and their bytes at most */
 #define HINT_MAGIC 0x48534647u        /* "GFSH": the trailer of a meta slot object (invariant 2) */
 #define HINT_SIZE 16u
-#define REFRESH_BOUND_US 100000u      /* io_size of the manifest lists at most this often (FORMAT.md §23) */
 
 struct remote_directory {
 	char key[S3_KEY_MAX];          /* "" (the store's root) or "name/" */
@@ -110,7 +108,6 @@ struct io_remote_file {
 	struct piece *pieces;          /* known pieces, by start */
 	size_t piece_count, piece_capacity;
 	uint64_t listed_from;          /* every piece from here on is in pieces */
-	uint64_t listed_at_us;         /* when a LIST last reached the end (monotonic) */
 	struct range ranges[RANGES];
 	uint64_t range_bytes, tick;
 };
@@ -220,13 +217,6 @@ static int key_of(const struct remote_directory *directory, const char *name, ch
 	return (size_t)snprintf(out, S3_KEY_MAX, "%s%s", directory->key, name) >= S3_KEY_MAX ? -ENAMETOOLONG : 0;
 }
 
-static uint64_t monotonic_us(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
-}
-
 static uint64_t piece_key_start(const char *key, bool *is_piece)
 {
 	const char *name = strrchr(key, '/');
@@ -309,12 +299,9 @@ static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop
 	struct piece_listing listing = { file, stop, UINT64_MAX };
 	struct error_info error;
 	error_info_clear(&error);
-	uint64_t began = monotonic_us();
 	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
 	if (rc < 0 && rc != -ENOMEM)
 		log_remote(&error);
-	if (rc == 0 && stop == UINT64_MAX)
-		file->listed_at_us = began;   /* a listing to the end */
 	if (first_out)
 		*first_out = listing.first;
 	return rc;
@@ -1005,11 +992,8 @@ int io_remote_size(struct io_file *file, uint64_t *size_out)
 	pthread_mutex_lock(&remote->lock);
 	int rc = 0;
 	if (remote->kind == REMOTE_PIECED) {
-		/* what other writers appended since: one LIST after the last piece known, unless
-		 * one ran within the refresh bound (a commit checks the end itself) */
-		if (monotonic_us() - remote->listed_at_us < REFRESH_BOUND_US && remote->listed_at_us)
-			*size_out = pieced_end(remote);
-		else if ((rc = pieces_refresh(remote)) == 0)
+		/* what other writers appended since: one LIST after the last piece known */
+		if ((rc = pieces_refresh(remote)) == 0)
 			*size_out = pieced_end(remote);
 	} else {
 		*size_out = remote->loaded ? remote->content.size : remote->size;

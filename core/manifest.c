@@ -462,15 +462,28 @@ int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out)
 /*
  * state_refresh for a manifest in an object store, once a root is known:
  * every piece is durable and ends with its root (io_remote.c), so the newest
- * root is the last one of the last piece. One LIST (none for a publish:
- * its conditional create checks the end) instead of reading the meta slots.
+ * root is the last one of the last piece. One LIST, at most every
+ * REMOTE_REFRESH_US (none for a publish: its conditional create checks the
+ * end), instead of reading the meta slots.
  */
+#define REMOTE_REFRESH_US 100000u
+
+static uint64_t manifest_monotonic_us(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
 static int remote_refresh(struct manifest *manifest, bool *changed, bool scan)
 {
-	uint64_t file_size;
-	int rc = scan ? io_size_known(&manifest->file, &file_size) : io_size(&manifest->file, &file_size);
+	uint64_t file_size, now = manifest_monotonic_us();
+	/* a read of the latest state lists at most every REMOTE_REFRESH_US (FORMAT.md §23) */
+	bool list = !scan && (manifest->listed_us == 0 || now - manifest->listed_us >= REMOTE_REFRESH_US);
+	int rc = list ? io_size(&manifest->file, &file_size) : io_size_known(&manifest->file, &file_size);
 	if (rc < 0)
 		return rc;
+	if (list)
+		manifest->listed_us = now;
 	if (file_size > manifest->written_size) {
 		struct root_record candidate = manifest->written;
 		bool have = true, torn;
@@ -916,6 +929,8 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 	manifest->directory = rc;
 	rc = io_file_open(manifest->directory, "manifest", read_only ? O_RDONLY : O_RDWR, IO_MANIFEST,
 			  &manifest->file);
+	if (rc == 0 && io_file_is_remote(&manifest->file))
+		manifest->listed_us = manifest_monotonic_us();   /* the open listed the recent pieces */
 	if (rc < 0) {
 		if (rc == -ENOENT)
 			error_info_set(error, rc, "%s is not a graphfs store (no manifest file)", path);

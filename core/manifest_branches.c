@@ -120,6 +120,10 @@ int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *ma
 			void *context, struct error_info *error)
 {
 	struct manifest_publish publish;
+	/* in an object store no lock is held: what fn checks is at least the latest listed now */
+	pthread_mutex_lock(&manifest->state_mutex);
+	manifest->listed_us = 0;
+	pthread_mutex_unlock(&manifest->state_mutex);
 	int rc = manifest_publish_begin(manifest, &publish, error);
 	if (rc == 0)
 		rc = fn(manifest, context);

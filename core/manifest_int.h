@@ -90,6 +90,8 @@ struct manifest {
 					   publish builds on it; it may still wait for its sync */
 	uint64_t written_size;          /* where written ends: the blocks end there */
 	uint64_t observed_size;         /* file size when the tail was last scanned */
+	uint64_t listed_us;             /* in an object store: when the pieces were last listed
+					   (monotonic; 0: list at the next refresh) */
 	uint64_t durable_size;          /* newest valid meta slot's size: never truncated below */
 	uint64_t meta_sequence;         /* newest valid meta slot's sequence (0: none) */
 	bool tail_torn;                 /* the last scan met something other than zeros or the

@@ -320,12 +320,14 @@ int graphfs_mount_main(int argc, char **argv)
 	char store_path[PATH_MAX], mountpoint[PATH_MAX], temporary_directory[PATH_MAX];
 
 	struct error_info location_error;
-	if (store_location_check(options.store, &location_error) < 0 ||
-	    store_unsupported_remotely(options.store, "mount", &location_error) < 0) {
+	if (store_location_check(options.store, &location_error) < 0) {
 		fprintf(stderr, "graphfs: mount: %s\n", location_error.message);
 		goto out;
 	}
-	if (!realpath(options.store, store_path)) {
+	/* an s3:// location is used as given; a directory by its absolute path */
+	if (strncmp(options.store, "s3://", 5) == 0) {
+		snprintf(store_path, sizeof store_path, "%s", options.store);
+	} else if (!realpath(options.store, store_path)) {
 		fprintf(stderr, "graphfs: mount: %s: %s\n", options.store, strerror(errno));
 		goto out;
 	}

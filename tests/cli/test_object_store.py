@@ -91,9 +91,6 @@ def test_commands_not_yet_built_for_object_stores_say_so(cli, remote, tmp_path):
     for command in (["gc", remote, "--keep-versions", "1"], ["snapshot", remote, tmp_path / "copy"]):
         error = cli.fail(*command)
         assert "not supported on stores in an object store (s3://) yet" in error, error
-    result = cli.run("mount", remote, tmp_path / "mnt", "-f")
-    assert result.returncode != 0
-    assert b"mount is not supported on stores in an object store" in result.stderr
 
 
 def test_a_missing_credential_is_named_before_anything_is_sent(cli, tmp_path):

@@ -1,0 +1,112 @@
+"""A store in an S3-compatible object store, mounted: every mount and every CLI process is a host of
+its own over one bucket. Runs against the object store tools/test starts (tools/objectstore), whose
+environment (AWS_*, GRAPHFS_TEST_BUCKET) it inherits; skipped without one."""
+import json
+import os
+import time
+import uuid
+
+import pytest
+
+from conftest import Mount, graphfs, jsonl, kill_daemon, start_daemon, tear_down, call_failed, wait_for
+
+pytestmark = pytest.mark.skipif(not os.environ.get("GRAPHFS_TEST_BUCKET"),
+                                reason="no object store (tools/test starts one: tools/objectstore)")
+
+
+@pytest.fixture
+def remote():
+    """A fresh s3:// store under a prefix of its own."""
+    location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/mount-{uuid.uuid4().hex[:12]}"
+    graphfs("init", location)
+    return location
+
+
+@pytest.fixture
+def remote_mounter(tmp_path, request):
+    """remote_mounter(location, options=(), env=None) mounts an s3:// store; torn down after the test."""
+    mounts = []
+
+    def mount(location, options=(), env=None):
+        mountpoint = tmp_path / f"mnt{len(mounts)}"
+        mountpoint.mkdir()
+        stderr_path = tmp_path / f"daemon{len(mounts)}.stderr"
+        saved = dict(os.environ)
+        os.environ.update(env or {})
+        try:
+            process = start_daemon(location, mountpoint, stderr_path, options)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        target = Mount(tmp_path, mountpoint, process, stderr_path, options)
+        mounts.append(target)
+        return target
+
+    yield mount
+    failed = call_failed(request)
+    for target in reversed(mounts):
+        tear_down(target, failed or target.process.poll() is not None)
+
+
+def import_rows(location, table, rows, tmp_path, mode="overwrite", branch=None):
+    source = tmp_path / f"rows-{uuid.uuid4().hex[:8]}.jsonl"
+    source.write_text(jsonl(rows))
+    args = ["import", location, table, source, "--mode", mode] + (["--branch", branch] if branch else [])
+    graphfs(*args)
+
+
+def test_a_mounted_object_store_reads_and_writes_tables_like_a_local_one(remote, remote_mounter, tmp_path):
+    import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}], tmp_path)
+    mnt = remote_mounter(remote)
+    assert mnt.read("tables", "Person.jsonl") == jsonl([{"id": "ada", "name": "Ada"}])
+    mnt.write("tables/Person.jsonl", jsonl([{"id": "bob", "name": "Bob"}]), mode="a")
+    rows = [{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Bob"}]
+    assert mnt.read("tables", "Person.jsonl") == jsonl(rows)
+    assert graphfs("export", remote, "Person").stdout.decode() == jsonl(rows)
+    assert mnt.read("history", "@1", "tables", "Person.jsonl") == jsonl(rows[:1])
+
+
+def test_a_commit_from_another_host_shows_in_the_mount_within_the_refresh_bound(remote, remote_mounter, tmp_path):
+    import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}], tmp_path)
+    mnt = remote_mounter(remote)
+    assert mnt.read("tables", "Person.jsonl") == jsonl([{"id": "ada", "name": "Ada"}])
+    import_rows(remote, "Person", [{"id": "bob", "name": "Bob"}], tmp_path, mode="merge")
+    expected = jsonl([{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Bob"}])
+    # the mount looks at most every second (refresh_ms), its store at most every 100 ms
+    assert wait_for(lambda: mnt.read("tables", "Person.jsonl") == expected, timeout=5.0)
+
+
+def test_a_branch_a_mount_serves_cannot_be_deleted_from_another_host_until_unmounted(remote, remote_mounter, tmp_path):
+    import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}], tmp_path)
+    graphfs("branch", remote, "create", "dev")
+    mnt = remote_mounter(remote, options=("branch=dev",))
+    refused = graphfs("branch", remote, "delete", "dev", check=False)
+    assert refused.returncode == 1
+    assert f"mounted at {mnt.root}" in refused.stderr.decode()
+    tear_down(mnt, False)
+    graphfs("branch", remote, "delete", "dev")
+
+
+def test_the_lease_of_a_killed_mount_expires_and_frees_its_branch(remote, remote_mounter, tmp_path):
+    graphfs("branch", remote, "create", "dev")
+    mnt = remote_mounter(remote, options=("branch=dev",), env={"GRAPHFS_LEASE_SECONDS": "2"})
+    time.sleep(1.2)   # one renewal (every third of the lease) has happened
+    kill_daemon(mnt)
+    assert graphfs("branch", remote, "delete", "dev", check=False).returncode == 1   # the lease still holds
+    assert wait_for(lambda: graphfs("branch", remote, "delete", "dev", check=False).returncode == 0, timeout=6.0)
+
+
+def test_a_cold_mount_reads_every_head_with_the_same_requests_at_any_depth(remote_mounter, tmp_path):
+    asked = {}
+    for commits in (6, 30):
+        location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/mount-{uuid.uuid4().hex[:12]}"
+        graphfs("init", location)
+        for i in range(commits):
+            import_rows(location, f"T{i % 3}", [{"id": "r", "value": i}], tmp_path, mode="merge")
+        mnt = remote_mounter(location)
+        for table in ("T0", "T1", "T2"):
+            mnt.read("heads", f"{table}.json")
+        sent = json.loads(mnt.read(".graphfs", "stats"))["object_store"]
+        asked[commits] = (sent["gets"], sent["heads"], sent["lists"])
+        tear_down(mnt, False)
+    assert asked[6] == asked[30]
