@@ -37,14 +37,17 @@ static int fork_depth(struct manifest *manifest, const struct root_record *root,
 	return depth;
 }
 
-int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
-			   const struct manifest_condition *condition, struct error_info *error)
+struct branch_call {
+	const char *name, *from, *mounted_branch;
+	const struct manifest_condition *condition;
+};
+
+static int branch_create_once(struct manifest *manifest, void *context, struct error_info *error)
 {
-	int rc = manifest_name_check("branch", name, error);
-	if (rc < 0)
-		return rc;
-	if (!from || !*from)
-		from = "main";
+	const struct branch_call *call = context;
+	const char *name = call->name, *from = call->from;
+	const struct manifest_condition *condition = call->condition;
+	int rc;
 	struct manifest_publish publish;
 	struct buf bytes;
 	buf_init(&bytes);
@@ -93,6 +96,16 @@ out:
 	return rc;
 }
 
+int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
+			   const struct manifest_condition *condition, struct error_info *error)
+{
+	int rc = manifest_name_check("branch", name, error);
+	if (rc < 0)
+		return rc;
+	struct branch_call call = { name, from && *from ? from : "main", NULL, condition };
+	return manifest_race_retry(manifest, branch_create_once, &call, error);
+}
+
 struct fork_search {
 	const char *name;
 	char child[JOURNAL_NAME_MAX + 1];
@@ -131,17 +144,13 @@ int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *ma
 	return rc;
 }
 
-int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
-			   const struct manifest_condition *condition, struct error_info *error)
+static int branch_delete_once(struct manifest *manifest, void *context, struct error_info *error)
 {
-	int rc = manifest_name_check("branch", name, error);
-	if (rc < 0)
-		return rc;
-	if (strcmp(name, "main") == 0)
-		return error_info_set(error, -EBUSY, "branch main cannot be deleted");
-	if (mounted_branch && strcmp(name, mounted_branch) == 0)
-		return error_info_set(error, -EBUSY, "branch %s is the mounted branch", name);
+	const struct branch_call *call = context;
+	const char *name = call->name;
+	const struct manifest_condition *condition = call->condition;
 	struct manifest_publish publish;
+	int rc;
 	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
 		return rc;
 	struct branch_record branch;
@@ -172,4 +181,18 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
 out:
 	manifest_publish_end(&publish);
 	return rc;
+}
+
+int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
+			   const struct manifest_condition *condition, struct error_info *error)
+{
+	int rc = manifest_name_check("branch", name, error);
+	if (rc < 0)
+		return rc;
+	if (strcmp(name, "main") == 0)
+		return error_info_set(error, -EBUSY, "branch main cannot be deleted");
+	if (mounted_branch && strcmp(name, mounted_branch) == 0)
+		return error_info_set(error, -EBUSY, "branch %s is the mounted branch", name);
+	struct branch_call call = { name, NULL, mounted_branch, condition };
+	return manifest_race_retry(manifest, branch_delete_once, &call, error);
 }

@@ -260,6 +260,16 @@ enum publish_state {
 	PUBLISH_PUBLISHED,  /* the handle's state and the meta slot show the new root */
 };
 
+/*
+ * Runs once(manifest, context, error) again, after a short random pause, while
+ * it loses an object store's race for the next piece (-ESTALE: nothing was
+ * written; io_remote.c), up to 64 times; a local store runs it once (its store
+ * lock orders writers). Returns what the last run returned.
+ */
+int manifest_race_retry(struct manifest *manifest,
+			int (*once)(struct manifest *manifest, void *context, struct error_info *error), void *context,
+			struct error_info *error);
+
 struct manifest_publish {
 	struct manifest *manifest;
 	enum publish_state state;

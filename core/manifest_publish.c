@@ -1307,18 +1307,38 @@ out:
  */
 #define COMMIT_RACE_ATTEMPTS 64
 
-int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
-		    struct manifest_commit_result *result, struct error_info *error)
+int manifest_race_retry(struct manifest *manifest,
+			int (*once)(struct manifest *manifest, void *context, struct error_info *error), void *context,
+			struct error_info *error)
 {
-	int rc = commit_once(manifest, request, result, error);
+	int rc = once(manifest, context, error);
 	for (int attempt = 1; rc == -ESTALE && io_file_is_remote(&manifest->file) && attempt < COMMIT_RACE_ATTEMPTS;
 	     attempt++) {
 		struct timespec pause = { 0, (long)(rand() % (1000 * attempt)) * 1000L };
 		nanosleep(&pause, NULL);
-		rc = commit_once(manifest, request, result, error);
+		error_info_clear(error);
+		rc = once(manifest, context, error);
 	}
 	if (rc == -ESTALE && io_file_is_remote(&manifest->file))
-		error_info_set(error, rc, "%d other writers published first, one after another: the commit was not made; run it again",
+		error_info_set(error, rc, "%d other writers published first, one after another: nothing was published; run it again",
 			       COMMIT_RACE_ATTEMPTS);
 	return rc;
+}
+
+struct commit_call {
+	const struct manifest_commit_request *request;
+	struct manifest_commit_result *result;
+};
+
+static int commit_call_once(struct manifest *manifest, void *context, struct error_info *error)
+{
+	struct commit_call *call = context;
+	return commit_once(manifest, call->request, call->result, error);
+}
+
+int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
+		    struct manifest_commit_result *result, struct error_info *error)
+{
+	struct commit_call call = { request, result };
+	return manifest_race_retry(manifest, commit_call_once, &call, error);
 }

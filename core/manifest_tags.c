@@ -168,17 +168,22 @@ out:
 	return rc;
 }
 
-int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_request *request,
-			struct manifest_tag *out, struct error_info *error)
+struct tag_call {
+	const struct manifest_tag_request *request;
+	struct manifest_tag *out;
+	const char *name;
+	const struct manifest_condition *condition;
+	const struct manifest_tag *tag;
+};
+
+static int tag_create_once(struct manifest *manifest, void *context, struct error_info *error)
 {
-	int rc = manifest_tag_name_check(request->name, error);
-	if (rc < 0)
-		return rc;
+	const struct tag_call *call = context;
+	const struct manifest_tag_request *request = call->request;
+	struct manifest_tag *out = call->out;
 	const char *actor = request->actor ? request->actor : "";
 	const char *message = request->message ? request->message : "";
-	if (strlen(actor) >= sizeof out->actor || strlen(message) >= sizeof out->message)
-		return error_info_set(error, -E2BIG, "a tag's actor is at most %zu bytes and its message %zu",
-				      sizeof out->actor - 1, sizeof out->message - 1);
+	int rc;
 	struct manifest_tag *tag = calloc(1, sizeof *tag);
 	if (!tag)
 		return error_info_set(error, -ENOMEM, "out of memory");
@@ -241,12 +246,27 @@ out_free:
 	return rc;
 }
 
-int manifest_tag_delete(struct manifest *manifest, const char *name, const struct manifest_condition *condition,
-			struct error_info *error)
+int manifest_tag_create(struct manifest *manifest, const struct manifest_tag_request *request,
+			struct manifest_tag *out, struct error_info *error)
 {
-	int rc = manifest_tag_name_check(name, error);
+	int rc = manifest_tag_name_check(request->name, error);
 	if (rc < 0)
 		return rc;
+	const char *actor = request->actor ? request->actor : "";
+	const char *message = request->message ? request->message : "";
+	if (strlen(actor) >= sizeof out->actor || strlen(message) >= sizeof out->message)
+		return error_info_set(error, -E2BIG, "a tag's actor is at most %zu bytes and its message %zu",
+				      sizeof out->actor - 1, sizeof out->message - 1);
+	struct tag_call call = { .request = request, .out = out };
+	return manifest_race_retry(manifest, tag_create_once, &call, error);
+}
+
+static int tag_delete_once(struct manifest *manifest, void *context, struct error_info *error)
+{
+	const struct tag_call *call = context;
+	const char *name = call->name;
+	const struct manifest_condition *condition = call->condition;
+	int rc;
 	struct manifest_publish publish;
 	if ((rc = manifest_publish_begin(manifest, &publish, error)) < 0)
 		return rc;
@@ -292,11 +312,20 @@ out:
 	return rc;
 }
 
-int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error)
+int manifest_tag_delete(struct manifest *manifest, const char *name, const struct manifest_condition *condition,
+			struct error_info *error)
 {
-	int rc = manifest_tag_name_check(tag->name, error);
+	int rc = manifest_tag_name_check(name, error);
 	if (rc < 0)
 		return rc;
+	struct tag_call call = { .name = name, .condition = condition };
+	return manifest_race_retry(manifest, tag_delete_once, &call, error);
+}
+
+static int tag_put_once(struct manifest *manifest, void *context, struct error_info *error)
+{
+	const struct manifest_tag *tag = ((const struct tag_call *)context)->tag;
+	int rc;
 	struct manifest_publish publish;
 	struct buf bytes;
 	buf_init(&bytes);
@@ -323,6 +352,15 @@ out:
 	manifest_publish_end(&publish);
 	buf_free(&bytes);
 	return rc;
+}
+
+int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, struct error_info *error)
+{
+	int rc = manifest_tag_name_check(tag->name, error);
+	if (rc < 0)
+		return rc;
+	struct tag_call call = { .tag = tag };
+	return manifest_race_retry(manifest, tag_put_once, &call, error);
 }
 
 /* ---- what retention keeps --------------------------------------------------------------- */

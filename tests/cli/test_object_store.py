@@ -148,3 +148,22 @@ def test_every_version_reads_back_across_the_pieces_of_a_long_history(cli, remot
         assert cli.export(remote, "Person", at=str(version)) == jsonl(rows)
     assert "clean (version 12)" in cli.ok("verify", remote).stdout.decode()
     assert json.loads(cli.ok("stats", remote).stdout)["store"]["manifest_end"] >= 12 * 65536
+
+
+def test_branches_and_tags_made_while_another_host_commits_all_land(cli, remote):
+    # a branch or tag publish that loses the race for the next piece is built again, like a commit
+    cli.import_rows(remote, "A", [{"id": "r", "value": 0}])
+    row = cli.write_file('{"id":"r","value":1}\n')
+    writer = subprocess.Popen(["/bin/sh", "-c", f'for i in $(seq 15); do "{cli.binary}" import {remote} A {row} '
+                               f'--mode merge >/dev/null || exit 1; done'], stderr=subprocess.PIPE)
+    namer = subprocess.Popen(["/bin/sh", "-c", f'for i in $(seq 8); do "{cli.binary}" branch {remote} create b$i >/dev/null '
+                              f'&& "{cli.binary}" tag {remote} create t$i >/dev/null || exit 1; done'],
+                             stderr=subprocess.PIPE)
+    for process in (writer, namer):
+        _, error = process.communicate(timeout=300)
+        assert process.returncode == 0, error
+    branches = cli.ok("branch", remote, "list").stdout.decode()
+    assert all(f"b{i}" in branches for i in range(1, 9))
+    tags = cli.ok("tag", remote, "list").stdout.decode()
+    assert all(f"t{i}" in tags for i in range(1, 9))
+    assert "clean (version 16)" in cli.ok("verify", remote).stdout.decode()
