@@ -13,7 +13,8 @@
  *      the codec layer per verified block (io_count_block), never here, so
  *      counts do not depend on read sizes. Directory syncs are not counted.
  *   4. At most one failpoint is armed. The GRAPHFS_FAILPOINT environment
- *      variable is read once, before the first arm or hit, in any thread.
+ *      variable is read once, before the first arm or hit, in any thread:
+ *      NAME[=crash|=error][@N], @N firing at the Nth hit (default the first).
  *
  * Failpoint states: off -> armed(crash|error) -> (crash: process exits 86)
  *                                             -> (error: hit once, back to off).
@@ -116,6 +117,8 @@ static const char *const failpoint_names[] = {
 
 /* 0 when nothing is armed, else (index + 1) << 2 | action. */
 static _Atomic int failpoint_armed;
+/* hits of the armed point to let pass before it fires (GRAPHFS_FAILPOINT=...@N: N - 1) */
+static _Atomic long failpoint_skip;
 static pthread_once_t failpoint_environment_once = PTHREAD_ONCE_INIT;
 
 const char *const *io_failpoint_names(void)
@@ -142,7 +145,20 @@ static void failpoint_read_environment(void)
 	const char *setting = getenv("GRAPHFS_FAILPOINT");
 	if (!setting || !*setting)
 		return;
-	char name[256];
+	char name[256], copy[300];
+	const char *at = strchr(setting, '@');
+	if (at) {
+		char *end;
+		long nth = strtol(at + 1, &end, 10);
+		if (*end || nth < 1 || (size_t)(at - setting) >= sizeof copy) {
+			io_log(LOG_ERR, "GRAPHFS_FAILPOINT=%s: @N must be a hit number from 1", setting);
+			abort();
+		}
+		atomic_store(&failpoint_skip, nth - 1);
+		memcpy(copy, setting, (size_t)(at - setting));
+		copy[at - setting] = 0;
+		setting = copy;
+	}
 	const char *equals = strchr(setting, '=');
 	size_t length = equals ? (size_t)(equals - setting) : strlen(setting);
 	enum io_failpoint_action action = IO_FAILPOINT_CRASH;
@@ -188,6 +204,7 @@ int io_failpoint_arm(const char *name, enum io_failpoint_action action)
 			atomic_compare_exchange_strong(&failpoint_armed, &armed, 0);
 		return 0;
 	}
+	atomic_store(&failpoint_skip, 0);
 	failpoint_store(index, action);
 	return 0;
 }
@@ -204,6 +221,8 @@ int io_failpoint(const char *name)
 	int armed = atomic_load(&failpoint_armed);
 	if (!armed || (armed >> 2) - 1 != index)
 		return 0;
+	if (atomic_fetch_sub(&failpoint_skip, 1) > 0)
+		return 0;   /* not yet its hit */
 	if ((armed & 3) == IO_FAILPOINT_CRASH)
 		_exit(IO_FAILPOINT_EXIT_CODE);
 	/* Error: fire once; a concurrent hitter that loses the exchange proceeds normally. */
@@ -302,8 +321,22 @@ void io_log(int priority, const char *format, ...)
 	pthread_mutex_unlock(&log_lock);
 	if (hook)
 		hook(context, priority, line);
-	else
+	else if (priority <= LOG_NOTICE)   /* without a hook, informational lines are not shown */
 		fprintf(stderr, "graphfs: %s\n", line);
+}
+
+static __thread int failure_code;
+static __thread char failure_message[512];
+
+void io_failure_note(int rc, const char *message)
+{
+	failure_code = rc;
+	snprintf(failure_message, sizeof failure_message, "%s", message);
+}
+
+const char *io_strerror(int rc)
+{
+	return rc < 0 && rc == failure_code && failure_message[0] ? failure_message : strerror(-rc);
 }
 
 bool io_is_remote(int directory)

@@ -116,6 +116,11 @@ typedef void (*io_log_fn)(void *context, int priority, const char *message);
 void io_log_set(io_log_fn log, void *context);
 /* Reports one diagnostic line through the hook. */
 void io_log(int priority, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* What an error rc from an io call of this thread means: the object store's
+ * answer when this thread's last failed request there failed with rc (say,
+ * "PUT manifest/…: Couldn't connect to server (http://…)"), else
+ * strerror(-rc). The text stays valid until this thread's next failure. */
+const char *io_strerror(int rc);
 
 /* Opens a directory (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC); returns fd >= 0 or -errno. */
 int io_directory_open(const char *path);

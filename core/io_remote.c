@@ -112,10 +112,14 @@ struct io_remote_file {
 	uint64_t range_bytes, tick;
 };
 
+/* A failed request: the reason the error carries up (io_strerror), and a log line for a
+ * daemon's log (informational: the caller's error says what failed). */
 static void log_remote(const struct error_info *error)
 {
-	if (error->code)
-		io_log(LOG_ERR, "%s", error->message);
+	if (error->code) {
+		io_failure_note(error->code, error->message);
+		io_log(LOG_INFO, "%s", error->message);
+	}
 }
 
 static struct remote_directory *directory_of(int directory)

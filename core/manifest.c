@@ -679,7 +679,7 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 		rc = manifest->damage;
 	if (rc < 0) {
 		error_info_set(error, rc, "%s: cannot read the latest root: %s", manifest->path,
-			       manifest->damage ? manifest->damage_message : strerror(-rc));
+			       manifest->damage ? manifest->damage_message : io_strerror(rc));
 		goto out;
 	}
 	if (manifest->flags & MANIFEST_READ_ONLY)
@@ -935,7 +935,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		if (rc == -ENOENT)
 			error_info_set(error, rc, "%s is not a graphfs store (no manifest file)", path);
 		else
-			error_info_set(error, rc, "cannot open %s/manifest: %s", path, strerror(-rc));
+			error_info_set(error, rc, "cannot open %s/manifest: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	/* OPENING: the header (and so the format version) before anything else */

@@ -174,7 +174,7 @@ static int publish_write(struct manifest_publish *publish, struct error_info *er
 		    io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
 		    io_truncate(&manifest->file, publish->base_size) == 0)
 			io_fsync(&manifest->file);
-		return error_info_set(error, rc, "cannot write the manifest: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot write the manifest: %s", io_strerror(rc));
 	}
 	return 0;
 }

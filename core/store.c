@@ -580,7 +580,7 @@ int store_branch_create(struct store *store, const char *name, const char *from,
 				      name ? name : "");
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
 	struct manifest_condition check;
 	store_condition_to_manifest(condition, &check);
 	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
@@ -595,7 +595,7 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
 	struct manifest_condition check;
 	store_condition_to_manifest(condition, &check);
 	return manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
@@ -677,7 +677,7 @@ int store_repair(struct store *store, int *repaired_branches, struct error_info 
 		return error_info_set(error, -EROFS, "the store is open read-only");
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
 	return manifest_repair(store->manifest, repaired_branches, error);
 }
 

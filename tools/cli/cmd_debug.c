@@ -18,7 +18,7 @@ static const char usage[] =
 	"\n"
 	"Tools for tests.\n"
 	"failpoints     lists every failpoint compiled in, one per line; arm one with\n"
-	"               GRAPHFS_FAILPOINT=<name>[=crash|error] in the environment\n"
+	"               GRAPHFS_FAILPOINT=<name>[=crash|error][@N] in the environment (@N: at its Nth hit)\n"
 	"stamp-format   rewrites the format version recorded in STORE's manifest header\n"
 	"               to N, so that tests can check stores of other formats are refused\n";
 
