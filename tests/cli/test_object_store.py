@@ -237,3 +237,39 @@ def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, r
     assert "clean" in cli.ok("verify", remote).stdout.decode()
     cli.import_rows(remote, "Person", [{"id": "zzz"}], mode="merge")
     assert cli.export(remote, "Person").endswith('{"id":"zzz"}\n')
+
+
+def test_writers_on_two_hosts_killed_at_random_lose_no_acknowledged_commit(cli, remote):
+    # kill -9 at random instants of commits from two "hosts" at once: every commit a writer saw
+    # acknowledged is there, the history is one line, verify is clean
+    import random
+    import threading
+    cli.import_rows(remote, "A", [{"id": "a000"}])
+    cli.import_rows(remote, "B", [{"id": "b000"}])
+    acknowledged = {"A": [], "B": []}
+    randomness = random.Random(7)
+
+    def host(table):
+        for i in range(1, 26):
+            source = cli.write_file(f'{{"id":"{table.lower()}{i:03}"}}\n')
+            process = subprocess.Popen([cli.binary, "import", remote, table, str(source), "--mode", "merge"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if randomness.random() < 0.5:
+                time.sleep(randomness.uniform(0, 0.03))
+                process.kill()
+            if process.wait() == 0:
+                acknowledged[table].append(f"{table.lower()}{i:03}")
+
+    threads = [threading.Thread(target=host, args=(table,)) for table in ("A", "B")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for table, ids in acknowledged.items():
+        exported = cli.export(remote, table)
+        for row_id in ids:
+            assert f'"{row_id}"' in exported, f"{row_id} was acknowledged and is gone"
+    assert acknowledged["A"] and acknowledged["B"]
+    log = cli.ok("log", remote).stdout.decode().splitlines()
+    assert linear(log)
+    assert "clean" in cli.ok("verify", remote).stdout.decode()
