@@ -21,13 +21,21 @@
  * then the sidecar, "recovery.before_sidecar_remove"). Stale temp files of
  * dead writers are removed.
  *
+ * In an object store no lock crosses hosts, so a writer's liveness is a
+ * lease (lease.h): recovery/<ULID>.lease, stored before the sidecar and
+ * renewed while the intent lives; the sidecar is stored whole under its final
+ * name (a PUT is atomic: no temporary, no rename). Recovery judges a sidecar
+ * whose lease is absent or expired, and removes an expired lease whose
+ * sidecar is gone (FORMAT.md §17).
+ *
  * Invariants kept:
  *   1. A segment file exists only if a durable sidecar names it, or a
  *      published commit references it.
  *   2. Recovery is idempotent: every step removes something that the next
  *      run would remove anyway, and removing a missing file is success.
- *   3. A live writer's sidecar is never touched: it is flock-held, and a
- *      lock taken on a file that was meanwhile replaced by rename is ignored.
+ *   3. A live writer's sidecar is never touched: it is flock-held (in an
+ *      object store: its lease has not expired), and a lock taken on a file
+ *      that was meanwhile replaced by rename is ignored.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +47,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "manifest_int.h"
 
 #define SIDECAR_FILE_HEADER 8   /* u32 magic, u32 sidecar version */
@@ -49,6 +58,7 @@ struct manifest_intent {
 	uint64_t base_version;          /* the store version when the intent began */
 	char name[ULID_TEXT_SIZE];      /* the sidecar's file name under recovery/ */
 	struct io_file file;            /* the current sidecar, flock-held; -1 before the first segment */
+	struct lease *lease;            /* in an object store: the writer's lease, from the first segment */
 	size_t segment_count;
 	uint64_t *segments;
 };
@@ -142,9 +152,6 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
 {
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		return -EROFS;
-	/* a sidecar's liveness is a local flock: no use across hosts (docs/MOUNT.md) */
-	if (io_is_remote(manifest->directory))
-		return -EOPNOTSUPP;
 	struct manifest_intent *intent = calloc(1, sizeof *intent);
 	if (!intent)
 		return -ENOMEM;
@@ -170,9 +177,43 @@ void manifest_request_attach_intent(struct manifest_commit_request *request,
 	request->intent = intent;
 }
 
+static void lease_name(const struct manifest_intent *intent, char out[80])
+{
+	snprintf(out, 80, "%s.lease", intent->name);
+}
+
+/* sidecar_write in an object store: the lease first (once), then the sidecar, whole. */
+static int sidecar_store_remotely(struct manifest_intent *intent)
+{
+	struct manifest *manifest = intent->manifest;
+	char final[64], lease[80], first_line[32];
+	snprintf(final, sizeof final, "recovery/%s", intent->name);
+	lease_name(intent, lease);
+	snprintf(first_line, sizeof first_line, "%ld", (long)getpid());
+	struct buf bytes;
+	buf_init(&bytes);
+	struct io_file file = { -1, IO_MANIFEST, NULL };
+	int rc = io_failpoint("sidecar.before_write");
+	if (rc == 0 && !intent->lease)
+		rc = lease_begin(manifest->path, "recovery", lease, first_line, &intent->lease);
+	if (rc == 0 && (rc = sidecar_encode(intent, &bytes)) == 0 &&
+	    (rc = io_file_open(manifest->directory, final, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &file)) == 0 &&
+	    (rc = io_pwrite(&file, bytes.data, bytes.size, 0)) == 0 && (rc = io_fsync(&file)) == 0) {
+		io_file_close(&intent->file);
+		intent->file = file;
+		file = (struct io_file){ -1, IO_MANIFEST, NULL };   /* moved */
+		rc = io_failpoint("sidecar.after_write");
+	}
+	io_file_close(&file);
+	buf_free(&bytes);
+	return rc;
+}
+
 /* ANNOUNCED: the sidecar naming every segment so far, durable, replaced atomically. */
 static int sidecar_write(struct manifest_intent *intent)
 {
+	if (io_is_remote(intent->manifest->directory))
+		return sidecar_store_remotely(intent);
 	struct manifest *manifest = intent->manifest;
 	char temporary[64], final[64];
 	snprintf(temporary, sizeof temporary, "recovery/%s.tmp", intent->name);
@@ -241,6 +282,14 @@ int manifest_intent_new_segment(void *context, uint64_t *segment_id_out)
 
 static void intent_free(struct manifest_intent *intent)
 {
+	if (intent->lease) {
+		/* the writer is done: its lease goes, so recovery may judge what is left at once */
+		char name[80], path[100];
+		lease_end(intent->lease);
+		lease_name(intent, name);
+		snprintf(path, sizeof path, "recovery/%s", name);
+		io_unlink(intent->manifest->directory, path);
+	}
 	io_file_close(&intent->file);
 	free(intent->segments);
 	free(intent);
@@ -310,6 +359,19 @@ static int dead_writer_file(struct manifest *manifest, const char *name, struct 
 {
 	char path[300];
 	snprintf(path, sizeof path, "recovery/%s", name);
+	if (io_is_remote(manifest->directory)) {
+		/* the writer lives while its lease does */
+		char lease[320];
+		snprintf(lease, sizeof lease, "%s.lease", name);
+		int directory = io_directory_open_at(manifest->directory, "recovery");
+		int alive = directory < 0 ? directory : lease_alive(directory, lease, NULL, 0);
+		if (directory >= 0)
+			close(directory);
+		if (alive != 0)
+			return alive < 0 ? alive : 0;
+		int rc = io_file_open(manifest->directory, path, O_RDONLY, IO_MANIFEST, file);
+		return rc == -ENOENT ? 0 : rc < 0 ? rc : 1;
+	}
 	int rc = io_file_open(manifest->directory, path, O_RDWR, IO_MANIFEST, file);
 	if (rc == -ENOENT)
 		return 0;
@@ -427,6 +489,11 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 		rc = 0;
 	if (rc == 0)
 		rc = subdirectory_sync(manifest, "recovery");
+	if (rc == 0 && io_is_remote(manifest->directory)) {
+		char lease[320];
+		snprintf(lease, sizeof lease, "%s.lease", path);
+		io_unlink(manifest->directory, lease);   /* expired: its writer is gone */
+	}
 out:
 	if (rc < 0 && error && !error->code)
 		error_info_set(error, rc, "recovery of %s/%s failed: %s", manifest->path, path, strerror(-rc));
@@ -453,6 +520,26 @@ static int temporary_settle(struct manifest *manifest, const char *name)
 	return rc;
 }
 
+/* An expired lease whose sidecar is gone (its writer died after removing it) goes. */
+static int lease_settle(struct manifest *manifest, const char *name)
+{
+	int directory = io_directory_open_at(manifest->directory, "recovery");
+	if (directory < 0)
+		return directory == -ENOENT ? 0 : directory;
+	char sidecar[300];
+	snprintf(sidecar, sizeof sidecar, "%.*s", (int)(strlen(name) - strlen(".lease")), name);
+	struct io_file file;
+	int rc = io_file_open(directory, sidecar, O_RDONLY, IO_MANIFEST, &file);
+	if (rc == 0) {
+		io_file_close(&file);   /* the sidecar's own settling judges it */
+	} else if (rc == -ENOENT && (rc = lease_alive(directory, name, NULL, 0)) == 0) {
+		rc = io_unlink(directory, name);
+		rc = rc == -ENOENT ? 0 : rc;
+	}
+	close(directory);
+	return rc < 0 ? rc : 0;
+}
+
 int manifest_recover(struct manifest *manifest, struct error_info *error)
 {
 	struct manifest_name_list list = { 0 };
@@ -470,6 +557,8 @@ int manifest_recover(struct manifest *manifest, struct error_info *error)
 	for (size_t i = 0; i < list.count && rc == 0; i++) {
 		if (has_suffix(list.names[i], ".tmp"))
 			rc = temporary_settle(manifest, list.names[i]);
+		else if (has_suffix(list.names[i], ".lease"))
+			rc = lease_settle(manifest, list.names[i]);
 		else
 			rc = sidecar_settle(manifest, list.names[i], error);
 	}

@@ -39,7 +39,7 @@ struct store {
 	atomic_long open_snapshots;       /* snapshots not yet released (checked at close) */
 	struct io_file serving;           /* store_serving.c: the locked serving/ file, or closed */
 	char serving_name[JOURNAL_NAME_MAX + 32 + 72];
-	struct serving_lease *lease;      /* store_serving.c: in an object store, the renewed lease, or NULL */
+	struct lease *lease;              /* store_serving.c: in an object store, the renewed lease, or NULL */
 	/* Parsed schemas by schema block (immutable at its address), so that a writer
 	 * does not parse its table's schema JSON again for every transaction. */
 	pthread_mutex_t schemas_lock;

@@ -29,19 +29,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "s3.h"
 
 #define SERVING_DIRECTORY "serving"
-#define LEASE_SECONDS 30
-#define LEASE_TEXT_MAX 4400
 
 /* Opens the store directory and its serving/ subdirectory (created if missing and
  * create is set: only a mount that serves makes it). */
@@ -78,140 +74,7 @@ static int branch_still_exists(struct manifest *manifest, void *context)
 	return rc;
 }
 
-/* ---- leases (an object store) ------------------------------------------------------------- */
-
-enum lease_state { LEASE_RENEWING, LEASE_STOPPING };
-
-struct serving_lease {
-	struct store *store;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	enum lease_state state;       /* guarded by lock */
-	unsigned seconds;
-	char where[4200];
-};
-
-static unsigned lease_seconds(void)
-{
-	const char *text = getenv("GRAPHFS_LEASE_SECONDS");
-	unsigned long seconds = text && *text ? strtoul(text, NULL, 10) : 0;
-	return seconds >= 1 && seconds <= 3600 ? (unsigned)seconds : LEASE_SECONDS;
-}
-
-static uint64_t wall_us(void)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
-}
-
-/* Stores the lease object, expiring lease->seconds from now. 0 or -errno. */
-static int lease_write(struct serving_lease *lease)
-{
-	struct store *store = lease->store;
-	int store_directory, serving;
-	int rc = serving_directory_open(store, true, &store_directory, &serving);
-	if (rc < 0)
-		return rc;
-	char text[LEASE_TEXT_MAX];
-	int length = snprintf(text, sizeof text, "%ld %s\nexpires %llu\n", (long)getpid(), lease->where,
-			      (unsigned long long)(wall_us() + (uint64_t)lease->seconds * 1000000u));
-	struct io_file file;
-	if ((rc = io_file_open(serving, store->serving_name, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &file)) == 0) {
-		rc = io_pwrite(&file, text, (size_t)length < sizeof text ? (size_t)length : sizeof text - 1, 0);
-		if (rc == 0)
-			rc = io_fsync(&file);   /* stored: the lease holds from here */
-		io_file_close(&file);
-	}
-	close(serving);
-	close(store_directory);
-	return rc;
-}
-
-/* Renews the lease every third of its length until told to stop. */
-static void *lease_renew(void *context)
-{
-	struct serving_lease *lease = context;
-	pthread_mutex_lock(&lease->lock);
-	while (lease->state == LEASE_RENEWING) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += lease->seconds / 3 ? lease->seconds / 3 : 1;
-		if (pthread_cond_timedwait(&lease->wake, &lease->lock, &until) == 0 || lease->state != LEASE_RENEWING)
-			continue;
-		pthread_mutex_unlock(&lease->lock);
-		int rc = lease_write(lease);
-		if (rc < 0)
-			io_log(LOG_ERR, "%s: cannot renew the lease serving/%s: %s (it expires unless a renewal works)",
-			       lease->store->path, lease->store->serving_name, strerror(-rc));
-		pthread_mutex_lock(&lease->lock);
-	}
-	pthread_mutex_unlock(&lease->lock);
-	return NULL;
-}
-
-/* Takes the first lease and starts renewing it. 0 or -errno (nothing left behind). */
-static int lease_begin(struct store *store, const char *branch, const char *where)
-{
-	char host[64] = "";
-	gethostname(host, sizeof host - 1);
-	for (char *at = host; *at; at++)
-		if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
-			*at = '-';
-	snprintf(store->serving_name, sizeof store->serving_name, "%s.%s-%ld", branch, host[0] ? host : "host",
-		 (long)getpid());
-	struct serving_lease *lease = calloc(1, sizeof *lease);
-	if (!lease)
-		return -ENOMEM;
-	lease->store = store;
-	lease->seconds = lease_seconds();
-	lease->state = LEASE_RENEWING;
-	snprintf(lease->where, sizeof lease->where, "%s", where ? where : "");
-	pthread_mutex_init(&lease->lock, NULL);
-	pthread_cond_init(&lease->wake, NULL);
-	int rc = lease_write(lease);
-	if (rc == 0 && (rc = -pthread_create(&lease->thread, NULL, lease_renew, lease)) < 0) {
-		int store_directory, serving;
-		if (serving_directory_open(store, false, &store_directory, &serving) == 0) {
-			io_unlink(serving, store->serving_name);
-			close(serving);
-			close(store_directory);
-		}
-	}
-	if (rc < 0) {
-		pthread_cond_destroy(&lease->wake);
-		pthread_mutex_destroy(&lease->lock);
-		free(lease);
-		store->serving_name[0] = '\0';
-		return rc;
-	}
-	store->lease = lease;
-	return 0;
-}
-
-static void lease_end(struct store *store)
-{
-	struct serving_lease *lease = store->lease;
-	pthread_mutex_lock(&lease->lock);
-	lease->state = LEASE_STOPPING;
-	pthread_cond_signal(&lease->wake);
-	pthread_mutex_unlock(&lease->lock);
-	pthread_join(lease->thread, NULL);
-	pthread_cond_destroy(&lease->wake);
-	pthread_mutex_destroy(&lease->lock);
-	free(lease);
-	store->lease = NULL;
-}
-
-/* Whether the lease text names an expiry still to come. */
-static bool lease_alive(const char *text)
-{
-	const char *expires = strstr(text, "\nexpires ");
-	return expires && strtoull(expires + 9, NULL, 10) > wall_us();
-}
-
-/* store_serve_branch in an object store: a lease, then the same check as below. */
+/* store_serve_branch in an object store: a lease (lease.h), then the same check as below. */
 static int serve_remotely(struct store *store, const char *branch, const char *where, struct error_info *error);
 
 int store_serve_branch(struct store *store, const char *branch, const char *where,
@@ -269,10 +132,20 @@ out:
 
 static int serve_remotely(struct store *store, const char *branch, const char *where, struct error_info *error)
 {
-	int rc = lease_begin(store, branch, where);
-	if (rc < 0)
+	char host[64] = "", first_line[4200];
+	gethostname(host, sizeof host - 1);
+	for (char *at = host; *at; at++)
+		if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
+			*at = '-';
+	snprintf(store->serving_name, sizeof store->serving_name, "%s.%s-%ld", branch, host[0] ? host : "host",
+		 (long)getpid());
+	snprintf(first_line, sizeof first_line, "%ld %s", (long)getpid(), where ? where : "");
+	int rc = lease_begin(store->path, SERVING_DIRECTORY, store->serving_name, first_line, &store->lease);
+	if (rc < 0) {
+		store->serving_name[0] = '\0';
 		return error_info_set(error, rc, "cannot store the lease %s/%s/%s.*: %s", store->path, SERVING_DIRECTORY,
-				      branch, strerror(-rc));
+				      branch, io_strerror(rc));
+	}
 	/* Served from here on; a delete that published before the lease was stored is seen now. */
 	struct branch_check check = { store, branch };
 	rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
@@ -287,7 +160,8 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 void store_unserve(struct store *store)
 {
 	if (store->lease) {
-		lease_end(store);
+		lease_end(store->lease);
+		store->lease = NULL;
 		int store_directory, serving;
 		if (serving_directory_open(store, false, &store_directory, &serving) == 0) {
 			io_unlink(serving, store->serving_name);
@@ -327,19 +201,13 @@ static int serving_visit(const char *name, void *context)
 	if (io_file_open(search->directory, name, O_RDONLY, IO_MANIFEST, &file) < 0)
 		return 0;
 	if (io_file_is_remote(&file)) {
-		/* a lease: served until it expires */
-		char text[LEASE_TEXT_MAX];
-		ssize_t got = io_pread_some(&file, text, sizeof text - 1, 0);
-		text[got > 0 ? got : 0] = '\0';
+		/* a lease: served until it expires; an expired one is removed */
 		io_file_close(&file);
-		if (!lease_alive(text)) {
+		int alive = lease_alive(search->directory, name, search->where, search->where_size);
+		if (alive == 0)
 			io_unlink(search->directory, name);
-			return 0;
-		}
-		text[strcspn(text, "\n")] = '\0';
-		snprintf(search->where, search->where_size, "%s", text);
-		search->found = true;
-		return 1;
+		search->found = alive > 0;
+		return search->found ? 1 : 0;
 	}
 	int rc = io_lock(&file, true, false);
 	if (rc == 0) {

@@ -89,6 +89,48 @@ def test_a_damaged_object_is_found_and_never_read_as_data(cli, remote):
     assert result.returncode != 0 or result.stdout.decode() == jsonl([{"id": "ada", "name": "Ada"}])
 
 
+def big_rows(count):
+    return [{"id": f"r{i:07}", "name": "x" * 40} for i in range(count)]
+
+
+def listed(location, prefix):
+    bucket, _, store = location[len("s3://"):].partition("/")
+    listing = curl(f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}?list-type=2&prefix={store}%2F{prefix}%2F").decode()
+    return [part.split("</Key>")[0].rsplit("/", 1)[1] for part in listing.split("<Key>")[1:]]
+
+
+def test_a_commit_larger_than_4_mib_writes_a_segment_object_and_reads_back(cli, remote):
+    rows = big_rows(100000)   # 7 MiB of lines: the stage spills into a segment
+    cli.import_rows(remote, "Big", rows)
+    assert cli.export(remote, "Big") == jsonl(rows)
+    assert len(listed(remote, "segments")) == 1
+    assert listed(remote, "recovery") == []   # the sidecar and its lease are gone once committed
+    assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
+
+
+def test_a_writer_that_died_before_publishing_is_rolled_back_once_its_lease_expires(cli, remote, tmp_path):
+    source = cli.write_file(jsonl(big_rows(100000)))
+    short = {"GRAPHFS_LEASE_SECONDS": "1"}
+    died = cli.run("import", remote, "Big", source, env={"GRAPHFS_FAILPOINT": "segment.after_fsync=crash", **short})
+    assert died.returncode == 86
+    assert len(listed(remote, "segments")) == 1
+    assert sorted(listed(remote, "recovery"))[1].endswith(".lease")   # the sidecar, and its lease
+    time.sleep(1.5)   # the lease is not renewed by a dead writer
+    cli.import_rows(remote, "Small", [{"id": "a"}])   # a read-write open recovers
+    assert listed(remote, "segments") == [] and listed(remote, "recovery") == []
+    assert cli.run("export", remote, "Big").returncode != 0
+    assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
+
+
+def test_a_live_writers_sidecar_is_left_alone_by_another_hosts_recovery(cli, remote):
+    source = cli.write_file(jsonl(big_rows(100000)))
+    died = cli.run("import", remote, "Big", source, env={"GRAPHFS_FAILPOINT": "segment.after_fsync=crash",
+                                                         "GRAPHFS_LEASE_SECONDS": "60"})
+    assert died.returncode == 86
+    cli.import_rows(remote, "Small", [{"id": "a"}])   # the lease has a minute to run: not judged
+    assert len(listed(remote, "segments")) == 1
+
+
 def test_commands_not_yet_built_for_object_stores_say_so(cli, remote, tmp_path):
     for command in (["gc", remote, "--keep-versions", "1"], ["snapshot", remote, tmp_path / "copy"]):
         error = cli.fail(*command)

@@ -110,3 +110,13 @@ def test_a_cold_mount_reads_every_head_with_the_same_requests_at_any_depth(remot
         asked[commits] = (sent["gets"], sent["heads"], sent["lists"])
         tear_down(mnt, False)
     assert asked[6] == asked[30]
+
+
+def test_a_table_larger_than_4_mib_copied_into_the_mount_is_committed_whole(remote, remote_mounter, tmp_path):
+    rows = [{"id": f"r{i:07}", "name": "x" * 40} for i in range(100000)]
+    source = tmp_path / "big.jsonl"
+    source.write_text(jsonl(rows))
+    mnt = remote_mounter(remote)
+    mnt.sh(f"cp {source} tables/Big.jsonl")
+    assert mnt.read("tables", "Big.jsonl") == jsonl(rows)
+    assert graphfs("export", remote, "Big").stdout.decode() == jsonl(rows)
