@@ -187,6 +187,7 @@ __attribute__((destructor)) static void directories_free(void)
 
 int io_remote_open_root(const char *location)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	/* the same store opened again shares its client (one request at a time, s3.h) */
 	int rc = directory_register(location, "", NULL, false);
 	if (rc >= 0)
@@ -403,6 +404,7 @@ static int pieced_open(struct io_remote_file *file, int flags)
 
 int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	out->descriptor = -1;
 	out->class = class;
 	out->remote = NULL;
@@ -906,6 +908,7 @@ static int whole_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_
 
 ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
 	ssize_t got = remote->kind == REMOTE_PIECED ? pieced_pread(remote, out, size, offset)
@@ -916,6 +919,7 @@ ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t o
 
 int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
 	int rc = remote->kind == REMOTE_PIECED ? pieced_pwrite(remote, bytes, size, offset)
@@ -926,6 +930,7 @@ int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint6
 
 int io_remote_sync(struct io_file *file)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
 	/* a piece or meta slot is durable when its PUT returns */
 	if (remote->kind == REMOTE_PIECED || !remote->writable)
@@ -965,6 +970,7 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 
 int io_remote_truncate(struct io_file *file, uint64_t size)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
 	int rc = 0;
@@ -992,6 +998,7 @@ int io_remote_truncate(struct io_file *file, uint64_t size)
 
 int io_remote_size(struct io_file *file, uint64_t *size_out)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
 	int rc = 0;
@@ -1067,6 +1074,7 @@ int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uin
 
 int io_remote_unlink(int directory, const char *name)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct remote_directory *parent = directory_of(directory);
 	if (!parent)
 		return -EBADF;
@@ -1084,6 +1092,7 @@ int io_remote_unlink(int directory, const char *name)
 
 int io_remote_rename(int directory, const char *from, const char *to)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct remote_directory *parent = directory_of(directory);
 	if (!parent)
 		return -EBADF;
@@ -1129,6 +1138,7 @@ static int list_one(const char *key, uint64_t size, void *context)
 int io_remote_list(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
 		   void *context)
 {
+	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct remote_directory *parent = directory_of(directory);
 	if (!parent)
 		return -EBADF;

@@ -24,15 +24,25 @@ unsigned lease_seconds(void);
 
 /*
  * Stores the lease NAME in the directory subdirectory of the store at path
- * (created if missing), holding first_line, and starts renewing it. Returns 0
- * with *out once it is stored, or -errno (nothing renewing; an object that
- * may have been stored is left for its expiry).
+ * (created if missing), holding first_line, and starts renewing it. exclusive:
+ * only if no object of that name exists (-EEXIST otherwise: someone holds
+ * it). Returns 0 with *out once it is stored, or -errno (nothing renewing).
  */
 int lease_begin(const char *path, const char *subdirectory, const char *name, const char *first_line,
-		struct lease **out);
+		bool exclusive, struct lease **out);
 
-/* Stops renewing and frees the lease (the object stays: remove it with io_unlink, or let it expire). */
-void lease_end(struct lease *lease);
+/*
+ * A lease stored only when it says something for a while: nothing is stored
+ * until lease_set gives a non-empty line, which the thread stores once it has
+ * stood LEASE_SETTLE_MS (a line set and cleared sooner costs nothing), and an
+ * empty line removes the object. 0 or -errno.
+ */
+int lease_open(const char *path, const char *subdirectory, const char *name, struct lease **out);
+void lease_set(struct lease *lease, const char *first_line);
+#define LEASE_SETTLE_MS 400
+
+/* Stops renewing and frees the lease; remove: also removes its object (if stored). */
+void lease_end(struct lease *lease, bool remove);
 
 /*
  * Reads the lease NAME in directory: 1 if it has not expired, 0 if it has or

@@ -540,6 +540,8 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 		struct root_record announced;
 		const struct meta_slot *used = newest;
 		rc = meta_root(manifest, newest, &announced);
+		if (rc < 0 && rc != -EIO)
+			return rc;   /* unreadable for now (an object store out of reach), not damaged */
 		if (rc < 0) {
 			damage_record(manifest, "the root record at offset %llu, named by a meta slot, is damaged",
 				      newest->root_offset);
@@ -701,7 +703,7 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 			rc = io_fsync(&manifest->file);
 		if (rc < 0) {
 			error_info_set(error, rc, "%s: cannot truncate the torn tail of the manifest: %s",
-				       manifest->path, strerror(-rc));
+				       manifest->path, io_strerror(rc));
 			goto out;
 		}
 		manifest->observed_size = manifest->written_size;
@@ -762,7 +764,7 @@ int manifest_lock(struct manifest *manifest, struct error_info *error)
 		return error_info_set(error, -EAGAIN,
 				      "store is locked by another process (waited %u s for %s/lock)",
 				      MANIFEST_LOCK_WAIT_US / 1000000u, manifest->path);
-	return error_info_set(error, rc, "cannot lock %s/lock: %s", manifest->path, strerror(-rc));
+	return error_info_set(error, rc, "cannot lock %s/lock: %s", manifest->path, io_strerror(rc));
 }
 
 void manifest_unlock(struct manifest *manifest)
@@ -803,7 +805,7 @@ int manifest_directory_prepare(const char *path, bool *created, struct error_inf
 			io_directory_sync(parent_directory);
 		close(parent_directory);
 		if (rc < 0)
-			return error_info_set(error, rc, "cannot create %s: %s", path, strerror(-rc));
+			return error_info_set(error, rc, "cannot create %s: %s", path, io_strerror(rc));
 		*created = true;
 		directory = io_directory_open(path);
 	}
@@ -815,7 +817,7 @@ int manifest_directory_prepare(const char *path, bool *created, struct error_inf
 			close(directory);
 			if (rc > 0)
 				return error_info_set(error, -EEXIST, "%s exists and is not empty", path);
-			return error_info_set(error, rc, "cannot list %s: %s", path, strerror(-rc));
+			return error_info_set(error, rc, "cannot list %s: %s", path, io_strerror(rc));
 		}
 	}
 	return directory;
@@ -847,7 +849,7 @@ int manifest_create(const char *path, struct error_info *error)
 	    (rc = io_file_open(directory, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock_file)) < 0 ||
 	    (rc = io_file_open(directory, "pins", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &pins_file)) < 0 ||
 	    (rc = io_file_open(directory, "manifest", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &file)) < 0) {
-		error_info_set(error, rc, "cannot create the files of %s: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot create the files of %s: %s", path, io_strerror(rc));
 		goto out;
 	}
 	/* header, then two empty meta slots */
@@ -886,7 +888,7 @@ int manifest_create(const char *path, struct error_info *error)
 		goto failed_write;
 	goto out;
 failed_write:
-	error_info_set(error, rc, "cannot write the new store %s: %s", path, strerror(-rc));
+	error_info_set(error, rc, "cannot write the new store %s: %s", path, io_strerror(rc));
 out:
 	buf_free(&bytes);
 	btree_free(branches);
@@ -923,7 +925,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		else if (rc == -ENOTDIR)
 			error_info_set(error, -EINVAL, "%s is not a graphfs store (not a directory)", path), rc = -EINVAL;
 		else
-			error_info_set(error, rc, "cannot open %s: %s", path, strerror(-rc));
+			error_info_set(error, rc, "cannot open %s: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	manifest->directory = rc;
@@ -942,7 +944,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 	ssize_t got = io_pread_some(&manifest->file, header, sizeof header, 0);
 	if (got < 0) {
 		rc = (int)got;
-		error_info_set(error, rc, "cannot read %s/manifest: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	if ((size_t)got < sizeof header) {
@@ -954,17 +956,17 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		goto failed;
 	rc = pager_init(manifest->directory, &manifest->file, &manifest->pager);
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot read %s/manifest: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	rc = io_file_open(manifest->directory, "lock", read_only ? O_RDONLY : O_RDWR | O_CREAT, IO_MANIFEST,
 			  &manifest->lock_file);
 	if (rc < 0 && !(read_only && rc == -ENOENT)) {
-		error_info_set(error, rc, "cannot open %s/lock: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot open %s/lock: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	if ((rc = manifest_pins_open(manifest, read_only)) < 0) {
-		error_info_set(error, rc, "cannot open %s/pins: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot open %s/pins: %s", path, io_strerror(rc));
 		goto failed;
 	}
 	if (read_only) {
@@ -972,7 +974,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		rc = manifest_state_refresh(manifest, NULL);
 		pthread_mutex_unlock(&manifest->state_mutex);
 		if (rc < 0 && !manifest->damage) {
-			error_info_set(error, rc, "cannot read %s/manifest: %s", path, strerror(-rc));
+			error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
 			goto failed;
 		}
 		/* a damaged read-only handle opens so that verify can report; reads answer -EIO */

@@ -85,7 +85,7 @@ static int branch_create_once(struct manifest *manifest, void *context, struct e
 	branch.created_time_us = manifest_publish_time(&publish);
 	if ((rc = manifest_branch_encode(&branch, &bytes)) < 0 ||
 	    (rc = btree_put(publish.branches, name, strlen(name), bytes.data, bytes.size)) < 0) {
-		error_info_set(error, rc, "cannot create branch %s: %s", name, strerror(-rc));
+		error_info_set(error, rc, "cannot create branch %s: %s", name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, branch.created_time_us,
@@ -173,7 +173,7 @@ static int branch_delete_once(struct manifest *manifest, void *context, struct e
 	if (manifest->delete_check && (rc = manifest->delete_check(name, manifest->delete_check_context, error)) < 0)
 		goto out;
 	if ((rc = btree_delete(publish.branches, name, strlen(name))) < 0) {
-		error_info_set(error, rc, "cannot delete branch %s: %s", name, strerror(-rc));
+		error_info_set(error, rc, "cannot delete branch %s: %s", name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish), NULL,

@@ -127,7 +127,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	/* no gc returns space while the copy reads it (a running one is waited for) */
 	int rc = manifest_gc_hold(manifest);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot wait for gc to finish: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot wait for gc to finish: %s", io_strerror(rc));
 	rc = read_only ? manifest_refresh(manifest, NULL) : manifest_lock(manifest, error);
 	if (rc < 0) {
 		manifest_gc_unlock(manifest);
@@ -151,7 +151,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	result->manifest_bytes = committed_size;
 	/* 2. what it references */
 	if ((rc = manifest_retained_segments(manifest, &root, &segments, &segment_count)) < 0) {
-		error_info_set(error, rc, "cannot walk the versions to copy: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot walk the versions to copy: %s", io_strerror(rc));
 		goto out;
 	}
 	bool created;
@@ -165,7 +165,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	if ((rc = io_directory_make(destination, "segments")) < 0 || (rc = io_directory_make(destination, "recovery")) < 0 ||
 	    (rc = io_file_open(destination, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock)) < 0 ||
 	    (rc = io_file_open(destination, "pins", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &pins)) < 0) {
-		error_info_set(error, rc, "cannot create the files of %s: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot create the files of %s: %s", path, io_strerror(rc));
 		goto out;
 	}
 	/* 3. segments (invariant 3) */
@@ -185,7 +185,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 		snprintf(name, sizeof name, "segments/%016" PRIx64, segments[i]);
 		rc = bring_segment(manifest, destination, name, result, &done, total, progress, context);
 		if (rc < 0)
-			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, strerror(-rc));
+			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, io_strerror(rc));
 	}
 	if (rc < 0)
 		goto out;
@@ -209,16 +209,16 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 			rc = packs;
 		}
 		if (rc < 0) {
-			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, strerror(-rc));
+			error_info_set(error, rc, "cannot copy %s/%s: %s", manifest->path, name, io_strerror(rc));
 			goto out;
 		}
 	} else if (rc != -ENOENT) {
-		error_info_set(error, rc, "cannot list %s/packs: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot list %s/packs: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	rc = 0;
 	if ((rc = io_failpoint("snapshot.after_segments")) < 0) {
-		error_info_set(error, rc, "the snapshot stopped after its segments: %s", strerror(-rc));
+		error_info_set(error, rc, "the snapshot stopped after its segments: %s", io_strerror(rc));
 		goto out;
 	}
 	/* 4. the manifest, up to the root's end, its meta slots naming that root alone (invariants 2, 4) */
@@ -236,7 +236,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	if (rc == 0 && (rc = io_rename(destination, "manifest.tmp", "manifest")) == 0)
 		rc = io_directory_sync(destination);
 	if (rc < 0)
-		error_info_set(error, rc, "cannot write the snapshot's manifest: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot write the snapshot's manifest: %s", io_strerror(rc));
 out:
 	free(zeros);
 	io_file_close(&source);

@@ -377,6 +377,8 @@ static int sweep_run(uint64_t start, uint64_t end, void *context)
  */
 static int trim_preallocation(struct manifest *manifest, struct error_info *error)
 {
+	if (io_file_is_remote(&manifest->file))
+		return 0;   /* nothing preallocated there, and what follows the end is other writers' */
 	int rc = manifest_lock(manifest, error);
 	if (rc < 0)
 		return rc;
@@ -385,7 +387,7 @@ static int trim_preallocation(struct manifest *manifest, struct error_info *erro
 		uint64_t keep = (manifest_end(manifest) + GC_PAGE - 1) / GC_PAGE * GC_PAGE;
 		if (size > keep && (rc = io_truncate(&manifest->file, keep)) < 0)
 			error_info_set(error, rc, "cannot return the preallocated space of %s/manifest: %s", manifest->path,
-				       strerror(-rc));
+				       io_strerror(rc));
 	}
 	manifest_unlock(manifest);
 	return rc;
@@ -498,7 +500,7 @@ static int sweep_segments(struct gc *gc, const struct gc_mark *mark, const struc
 			rc = pager_segment_remove(gc->manifest->pager, id);
 		if (rc < 0 && rc != -ENOENT)
 			return error_info_set(gc->error, rc, "cannot remove %s/%s: %s", gc->manifest->path, name,
-					      strerror(-rc));
+					      io_strerror(rc));
 	}
 	return 0;
 }
@@ -533,7 +535,7 @@ static int pack_retained(struct gc *gc, struct gc_mark *mark, uint64_t below)
 	buf_free(&bytes);
 	if (rc < 0)
 		return error_info_set(gc->error, rc, "cannot write the pack of retained history %s/packs/%016llx: %s",
-				      manifest->path, (unsigned long long)below, strerror(-rc));
+				      manifest->path, (unsigned long long)below, io_strerror(rc));
 	if ((rc = io_failpoint("gc.after_pack")) < 0)
 		return rc;
 	if ((rc = pager_pack_refresh(manifest->pager)) < 0 || pager_pack_covered_below(manifest->pager, NULL) != below)
@@ -552,7 +554,7 @@ static int remove_older_packs(struct gc *gc, uint64_t keep)
 		rc = pack_remove_others(gc->manifest->directory, keep, &bytes);
 	if (rc < 0)
 		return error_info_set(gc->error, rc, "cannot remove the older packs of %s/packs: %s", gc->manifest->path,
-				      strerror(-rc));
+				      io_strerror(rc));
 	return 0;
 }
 
@@ -561,22 +563,39 @@ static int remove_older_packs(struct gc *gc, uint64_t keep)
 /* One root without a new version: the horizon raised to horizon, and (prune)
  * the version index without what is not retained and swept_below set to the
  * root's own offset. 0 or -errno with error set. */
-static int publish_retention(struct gc *gc, uint64_t horizon, bool prune, const struct manifest_pin_list *pins,
-			     struct root_record *root_out)
+struct retention_call {
+	struct gc *gc;
+	uint64_t horizon;
+	bool prune;
+	const struct manifest_pin_list *pins;
+	struct root_record *root_out;
+};
+
+static int publish_retention_once(struct manifest *manifest, void *context, struct error_info *error)
 {
+	struct retention_call *call = context;
+	uint64_t horizon = call->horizon;
 	struct manifest_publish publish;
-	int rc = manifest_publish_begin(gc->manifest, &publish, gc->error);
+	int rc = manifest_publish_begin(manifest, &publish, error);
 	if (rc < 0)
 		return rc;
 	publish.retention.active = true;
 	publish.retention.horizon = horizon > publish.base.horizon ? horizon : publish.base.horizon;
-	publish.retention.prune = prune;
+	publish.retention.prune = call->prune;
 	publish.retention.keep = pinned_between;
-	publish.retention.keep_context = (void *)pins;
+	publish.retention.keep_context = (void *)call->pins;
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
-				     root_out, gc->error);
+				     call->root_out, error);
 	manifest_publish_end(&publish);
 	return rc;
+}
+
+/* (in an object store, built again while other hosts' commits win the race for the next piece) */
+static int publish_retention(struct gc *gc, uint64_t horizon, bool prune, const struct manifest_pin_list *pins,
+			     struct root_record *root_out)
+{
+	struct retention_call call = { gc, horizon, prune, pins, root_out };
+	return manifest_race_retry(gc->manifest, publish_retention_once, &call, gc->error);
 }
 
 /* ---- the horizon ------------------------------------------------------------------------- */
@@ -640,7 +659,7 @@ static int choose_horizon(struct gc *gc, const struct root_record *latest, uint6
 		if (rc == -ENOENT)
 			by_time = 0;
 		else if (rc < 0)
-			return error_info_set(gc->error, rc, "cannot resolve --keep-since: %s", strerror(-rc));
+			return error_info_set(gc->error, rc, "cannot resolve --keep-since: %s", io_strerror(rc));
 	}
 	if (given) {
 		uint64_t allowed = request->keep_versions && request->keep_since_us ? (by_count < by_time ? by_count : by_time)
@@ -654,7 +673,7 @@ static int choose_horizon(struct gc *gc, const struct root_record *latest, uint6
 	struct merge_base_hold hold = { .gc = gc, .latest = latest, .horizon = horizon };
 	int rc = manifest_branches_each(gc->manifest, latest, hold_merge_base, &hold);
 	if (rc < 0)
-		return error_info_set(gc->error, rc, "cannot find the merge bases of the branches: %s", strerror(-rc));
+		return error_info_set(gc->error, rc, "cannot find the merge bases of the branches: %s", io_strerror(rc));
 	horizon = hold.horizon;
 	if (horizon < latest->horizon)
 		horizon = latest->horizon;
@@ -695,11 +714,11 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	if (rc < 0)
 		return error_info_set(error, rc, rc == -EBUSY ? "another gc, a snapshot or a restore is running on %s: let it finish, then run gc again"
 							      : "cannot take the gc lock of %s: %s",
-				      manifest->path, strerror(-rc));
+				      manifest->path, io_strerror(rc));
 	gc_enter(&gc, GC_LOCKED);
 	struct root_record latest;
 	if ((rc = manifest_refresh(manifest, NULL)) < 0 || (rc = manifest_latest(manifest, &latest)) < 0) {
-		error_info_set(error, rc, "cannot read %s: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot read %s: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	uint64_t horizon = 0;
@@ -721,12 +740,12 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 		}
 		/* readers that resolved before the horizon are pinned by now, or see the new sequence */
 		if ((rc = manifest_sweep_sequence_advance(manifest)) < 0) {
-			error_info_set(error, rc, "cannot write %s/pins: %s", manifest->path, strerror(-rc));
+			error_info_set(error, rc, "cannot write %s/pins: %s", manifest->path, io_strerror(rc));
 			goto out;
 		}
 	}
 	if (horizon > 0 && (rc = manifest_pins_list(manifest, 1, horizon, &pins)) < 0) {
-		error_info_set(error, rc, "cannot list the readers' pins of %s: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot list the readers' pins of %s: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	if (!request->dry_run) {
@@ -738,16 +757,16 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	}
 	/* segments first, then sidecars, then the root to mark from (invariant 1) */
 	if ((rc = io_directory_list(manifest->directory, "segments", collect_segment, &listed)) < 0 && rc != -ENOENT) {
-		error_info_set(error, rc, "cannot list %s/segments: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot list %s/segments: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	struct sidecar_scan scan = { manifest, &sidecars };
 	if ((rc = io_directory_list(manifest->directory, "recovery", collect_sidecar, &scan)) < 0 && rc != -ENOENT) {
-		error_info_set(error, rc, "cannot list %s/recovery: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot list %s/recovery: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	if ((rc = manifest_refresh(manifest, NULL)) < 0 || (rc = manifest_latest(manifest, &latest)) < 0) {
-		error_info_set(error, rc, "cannot read %s: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot read %s: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	mark.manifest = manifest;
@@ -757,7 +776,7 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	mark.progress = request->progress;
 	mark.progress_context = request->progress_context;
 	if ((rc = mark_retained(&mark, &latest)) < 0) {
-		error_info_set(error, rc, "cannot walk what %s retains: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot walk what %s retains: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	if (!request->dry_run)
@@ -782,7 +801,7 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
 	if (rc < 0) {
 		error_info_set(error, rc, rc == -EOPNOTSUPP ? "the file system of %s cannot punch holes: gc cannot return the manifest's space"
 							    : "cannot return the space of %s/manifest: %s",
-			       manifest->path, strerror(-rc));
+			       manifest->path, io_strerror(rc));
 		goto out;
 	}
 	result->manifest_bytes_reclaimed = sweep.bytes;

@@ -65,6 +65,8 @@ struct manifest_pins {
 	struct io_file file;            /* pins (descriptor -1: none, read-only without the file) */
 	struct pin_range *ranges;
 	size_t count, capacity;
+	struct lease *lease;            /* in an object store: this handle's pins as a lease, or NULL */
+	struct lease *gc_lease;         /* in an object store: held while this handle runs gc */
 };
 
 struct manifest {

@@ -23,22 +23,37 @@
  * reader resolves again (store.c). Either gc sees the pin, or the reader sees
  * the horizon.
  *
+ * In an object store no lock crosses hosts: a handle's pins are a lease
+ * (lease.h), pins.d/<host>-<pid>-<n> saying "pins FIRST-LAST ...", stored
+ * once a pin has stood LEASE_SETTLE_MS (a short read costs no request), and
+ * the gc lock is the lease leases/gc, created only if absent. There is no
+ * sweep sequence: gc waits PINS_GRACE_MS after publishing its horizon before
+ * it lists the pins, longer than a pin takes to be stored plus the 100 ms a
+ * reader's view of the latest root may lag (docs/FORMAT.md §21), so a reader
+ * that resolved before the horizon is listed, and one after it sees it.
+ *
  * Invariants kept:
- *   1. A range pinned through this handle is locked in the file for as long as
- *      its count is positive, without a gap (unlock only uncovered bytes).
+ *   1. A range pinned through this handle is locked in the file (in an object
+ *      store: named by its lease) for as long as its count is positive,
+ *      without a gap (unlock only uncovered bytes).
  *   2. The sweep sequence only grows; it is written only by the gc holding
  *      the gc lock (byte PINS_GC_LOCK, exclusive). A snapshot copy holds the
  *      same byte shared for as long as it copies: no gc runs meanwhile.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <syslog.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "manifest_int.h"
 
+#define PINS_GRACE_MS 1500       /* object store: gc's wait between its horizon and listing the pins */
 #define PINS_SEQUENCE_OFFSET 0   /* u64 sweep sequence, then its bitwise complement */
 #define PINS_GC_LOCK 16          /* one byte: exclusively locked by the running gc */
 #define PINS_BASE 4096           /* version V's pin is the byte PINS_BASE + V */
@@ -53,9 +68,43 @@ int manifest_pins_open(struct manifest *manifest, bool read_only)
 	return rc;
 }
 
+static bool pins_remote(const struct manifest_pins *pins)
+{
+	return io_file_is_remote(&pins->file);
+}
+
+/* The lease's line for the handle's pins: "pins FIRST-LAST ..." ("" when none). Caller holds the mutex. */
+static void pins_publish(struct manifest *manifest)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	if (!pins->lease) {
+		static _Atomic unsigned handles;
+		char host[64] = "", name[160];
+		gethostname(host, sizeof host - 1);
+		for (char *at = host; *at; at++)
+			if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
+				*at = '-';
+		snprintf(name, sizeof name, "%s-%ld-%u", host[0] ? host : "host", (long)getpid(), handles++);
+		if (lease_open(manifest->path, "pins.d", name, &pins->lease) < 0)
+			return;   /* gc cannot see these pins; logged by nobody: lease_open fails only without memory */
+	}
+	char line[LEASE_TEXT_MAX - 64];
+	size_t length = 0;
+	line[0] = '\0';
+	for (size_t i = 0; i < pins->count && length + 48 < sizeof line; i++)
+		length += (size_t)snprintf(line + length, sizeof line - length, "%s %llu-%llu", length ? "" : "pins",
+					   (unsigned long long)pins->ranges[i].first,
+					   (unsigned long long)pins->ranges[i].last);
+	lease_set(pins->lease, line);
+}
+
 void manifest_pins_close(struct manifest *manifest)
 {
 	struct manifest_pins *pins = &manifest->pins;
+	lease_end(pins->lease, true);
+	pins->lease = NULL;
+	lease_end(pins->gc_lease, true);
+	pins->gc_lease = NULL;
 	if (pins->file.descriptor >= 0)
 		io_file_close(&pins->file);
 	free(pins->ranges);
@@ -67,8 +116,8 @@ void manifest_pins_close(struct manifest *manifest)
 uint64_t manifest_sweep_sequence(struct manifest *manifest)
 {
 	struct manifest_pins *pins = &manifest->pins;
-	if (pins->file.descriptor < 0)
-		return 0;
+	if (pins->file.descriptor < 0 || pins_remote(pins))
+		return 0;   /* in an object store gc waits out a grace period instead */
 	for (int attempt = 0; attempt < 16; attempt++) {
 		uint8_t bytes[16] = { 0 };
 		ssize_t got = io_file_is_remote(&pins->file)
@@ -86,6 +135,8 @@ uint64_t manifest_sweep_sequence(struct manifest *manifest)
 int manifest_sweep_sequence_advance(struct manifest *manifest)
 {
 	struct manifest_pins *pins = &manifest->pins;
+	if (pins_remote(pins))
+		return 0;
 	uint64_t next = manifest_sweep_sequence(manifest) + 1;
 	uint8_t bytes[16];
 	buf_store_u64(bytes, next);
@@ -94,10 +145,30 @@ int manifest_sweep_sequence_advance(struct manifest *manifest)
 	return io_pwrite(&pins->file, bytes, sizeof bytes, PINS_SEQUENCE_OFFSET);
 }
 
+/* The gc lock in an object store: the lease leases/gc, created only if absent (an expired one goes first). */
+static int gc_lock_remotely(struct manifest *manifest)
+{
+	struct manifest_pins *pins = &manifest->pins;
+	int directory = io_directory_open_at(manifest->directory, "leases");
+	int alive = directory < 0 ? 0 : lease_alive(directory, "gc", NULL, 0);
+	if (alive == 0 && directory >= 0)
+		io_unlink(directory, "gc");   /* a dead host's gc */
+	if (directory >= 0)
+		close(directory);
+	if (alive != 0)
+		return alive < 0 ? alive : -EBUSY;
+	char line[32];
+	snprintf(line, sizeof line, "gc %ld", (long)getpid());
+	int rc = lease_begin(manifest->path, "leases", "gc", line, true, &pins->gc_lease);
+	return rc == -EEXIST ? -EBUSY : rc;
+}
+
 int manifest_gc_lock(struct manifest *manifest)
 {
 	if (manifest->pins.file.descriptor < 0)
 		return -EROFS;
+	if (pins_remote(&manifest->pins))
+		return gc_lock_remotely(manifest);
 	int rc = io_range_lock(&manifest->pins.file, PINS_GC_LOCK, 1, true);
 	return rc == -EAGAIN ? -EBUSY : rc;
 }
@@ -111,7 +182,12 @@ int manifest_gc_hold(struct manifest *manifest)
 
 void manifest_gc_unlock(struct manifest *manifest)
 {
-	if (manifest->pins.file.descriptor >= 0)
+	if (manifest->pins.gc_lease) {
+		lease_end(manifest->pins.gc_lease, true);
+		manifest->pins.gc_lease = NULL;
+		return;
+	}
+	if (manifest->pins.file.descriptor >= 0 && !pins_remote(&manifest->pins))
 		io_range_unlock(&manifest->pins.file, PINS_GC_LOCK, 1);
 }
 
@@ -137,9 +213,11 @@ int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last)
 	}
 	if ((rc = MANIFEST_ARRAY_GROW(pins->ranges, pins->capacity, pins->count)) < 0)
 		goto out;
-	if ((rc = io_range_lock(&pins->file, PINS_BASE + first, last - first + 1, false)) < 0)
+	if (!pins_remote(pins) && (rc = io_range_lock(&pins->file, PINS_BASE + first, last - first + 1, false)) < 0)
 		goto out;
 	pins->ranges[pins->count++] = (struct pin_range){ first, last, 1 };
+	if (pins_remote(pins))
+		pins_publish(manifest);
 out:
 	pthread_mutex_unlock(&pins->mutex);
 	return rc;
@@ -161,6 +239,10 @@ void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last)
 	if (found < 0 || --pins->ranges[found].count > 0)
 		goto out;
 	pins->ranges[found] = pins->ranges[--pins->count];
+	if (pins_remote(pins)) {
+		pins_publish(manifest);
+		goto out;
+	}
 	/* unlock [first, last] minus what the handle's other pins still cover (invariant 1) */
 	if (pins->count > 1)
 		qsort(pins->ranges, pins->count, sizeof *pins->ranges, compare_ranges);
@@ -227,11 +309,74 @@ static int list_probe(struct io_file *probe, uint64_t low, uint64_t high, struct
 	return rc;
 }
 
+struct lease_scan {
+	int directory;
+	uint64_t low, high;
+	struct manifest_pin_list *list;
+	int rc;
+};
+
+/* One handle's pins lease: each range of a live one, clipped to [low, high]. */
+static int scan_lease(const char *name, void *context)
+{
+	struct lease_scan *scan = context;
+	char text[LEASE_TEXT_MAX];
+	int alive = lease_alive(scan->directory, name, text, sizeof text);
+	if (alive < 0)
+		return scan->rc = alive;
+	if (alive == 0) {
+		io_unlink(scan->directory, name);   /* its holder died */
+		return 0;
+	}
+	const char *at = strncmp(text, "pins", 4) == 0 ? text + 4 : "";
+	unsigned long long first, last;
+	int used;
+	while (sscanf(at, " %llu-%llu%n", &first, &last, &used) == 2) {
+		at += used;
+		if (last < scan->low || first > scan->high)
+			continue;
+		if ((scan->rc = list_add(scan->list, first < scan->low ? scan->low : first,
+					 last > scan->high ? scan->high : last)) < 0)
+			return scan->rc;
+	}
+	return 0;
+}
+
+/* manifest_pins_list in an object store: after the grace period, every live pins lease. */
+static int pins_list_remotely(struct manifest *manifest, uint64_t low, uint64_t high, struct manifest_pin_list *list)
+{
+	struct timespec grace = { PINS_GRACE_MS / 1000, (long)(PINS_GRACE_MS % 1000) * 1000000L };
+	nanosleep(&grace, NULL);
+	int rc = 0;
+	struct manifest_pins *pins = &manifest->pins;
+	pthread_mutex_lock(&pins->mutex);   /* this handle's own, stored or not */
+	for (size_t i = 0; i < pins->count && rc == 0; i++)
+		if (pins->ranges[i].last >= low && pins->ranges[i].first <= high)
+			rc = list_add(list, pins->ranges[i].first < low ? low : pins->ranges[i].first,
+				      pins->ranges[i].last > high ? high : pins->ranges[i].last);
+	pthread_mutex_unlock(&pins->mutex);
+	int directory = rc == 0 ? io_directory_open_at(manifest->directory, "pins.d") : -1;
+	if (directory >= 0) {
+		struct lease_scan scan = { directory, low, high, list, 0 };
+		rc = io_directory_list(directory, NULL, scan_lease, &scan);
+		if (rc == 0)
+			rc = scan.rc;
+		close(directory);
+	}
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc == 0 && list->count > 1)
+		qsort(list->ranges, list->count, sizeof *list->ranges, compare_ranges);
+	return rc;
+}
+
 int manifest_pins_list(struct manifest *manifest, uint64_t low, uint64_t high, struct manifest_pin_list *list)
 {
 	memset(list, 0, sizeof *list);
 	if (manifest->pins.file.descriptor < 0 || low > high)
 		return 0;
+	if (pins_remote(&manifest->pins))
+		return pins_list_remotely(manifest, low, high, list);
 	/* a descriptor of its own, so that this handle's pins are listed too */
 	struct io_file probe;
 	int rc = io_file_open(manifest->directory, "pins", O_RDWR, IO_MANIFEST, &probe);

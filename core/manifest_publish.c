@@ -112,7 +112,7 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
 	    (!remote && (rc = pager_append_preallocate(publish->append, file_size, manifest_preallocation(allocated))) < 0) ||
 	    (rc = btree_open(manifest->pager, publish->base.branches, &publish->branches)) < 0) {
-		error_info_set(error, rc, "cannot start the publish: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot start the publish: %s", io_strerror(rc));
 		goto failed;
 	}
 	return 0;
@@ -292,7 +292,7 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 		*root_out = root;
 	goto out;
 failed:
-	error_info_set(error, rc, "cannot build the publish: %s", strerror(-rc));
+	error_info_set(error, rc, "cannot build the publish: %s", io_strerror(rc));
 out:
 	buf_free(&bytes);
 	return rc;
@@ -324,7 +324,7 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 	if ((rc = commit_record_encode(record, &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_COMMIT, CODEC_ZSTD, bytes.data, bytes.size,
 				     &address)) < 0) {
-		error_info_set(error, rc, "cannot encode the commit record: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot encode the commit record: %s", io_strerror(rc));
 		goto out;
 	}
 	branch->head_commit = record->id;
@@ -336,7 +336,7 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 	if ((rc = manifest_branch_encode(branch, &bytes)) < 0 ||
 	    (rc = btree_put(publish->branches, branch->name, strlen(branch->name), bytes.data,
 			    bytes.size)) < 0) {
-		error_info_set(error, rc, "cannot update branch %s: %s", branch->name, strerror(-rc));
+		error_info_set(error, rc, "cannot update branch %s: %s", branch->name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(publish, &record->id, address, record->time_us, root_out, error);
@@ -572,7 +572,7 @@ static int table_create(struct commit_state *state, const char *name, const stru
 		rc = table_info_append(state->publish->append, &info, &address);
 	}
 	if (rc < 0)
-		return error_info_set(state->error, rc, "cannot write table %s: %s", name, strerror(-rc));
+		return error_info_set(state->error, rc, "cannot write table %s: %s", name, io_strerror(rc));
 	struct touched_table *entry;
 	if ((rc = touched_record(state, &info, schema, &entry)) < 0)
 		return rc;
@@ -641,11 +641,11 @@ static int op_write_refining(struct commit_state *state, const struct manifest_o
 	struct table_info base = table->info, info;
 	struct block_address schema_block, address;
 	if ((rc = schema_block_append(state, op->schema, &schema_block)) < 0)
-		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, io_strerror(rc));
 	rc = table_apply(state->manifest->pager, state->publish->append, &base, op->stage, schema_block,
 			 &info, &address);
 	if (rc < 0)
-		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, io_strerror(rc));
 	if ((rc = touched_record(state, &info, op->schema, &table)) < 0)
 		return rc;
 	table->written = true;
@@ -695,7 +695,7 @@ static int op_write(struct commit_state *state, const struct manifest_op *op, st
 	rc = table_apply(state->manifest->pager, state->publish->append, &base, op->stage, base.schema,
 			 &info, &address);
 	if (rc < 0)
-		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, io_strerror(rc));
 	table->info = info;
 	table->written = true;
 	table->has_base = true;
@@ -732,7 +732,7 @@ static int op_schema(struct commit_state *state, const struct manifest_op *op, s
 	info.table_version++;
 	if ((rc = schema_block_append(state, op->schema, &info.schema)) < 0 ||
 	    (rc = table_info_append(state->publish->append, &info, &address)) < 0)
-		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, strerror(-rc));
+		return error_info_set(state->error, rc, "cannot write table %s: %s", op->name, io_strerror(rc));
 	if ((rc = touched_record(state, &info, op->schema, &table)) < 0)
 		return rc;
 	table->check_endpoints = op->schema->kind == SCHEMA_EDGE;
@@ -802,7 +802,7 @@ static int op_restore(struct commit_state *state, const struct manifest_op *op, 
 	if (rc == 0)
 		rc = table_schema_read(state->manifest->pager, info.schema, &schema);
 	if (rc < 0) {
-		error_info_set(state->error, rc, "cannot read the past version of table %s: %s", op->name, strerror(-rc));
+		error_info_set(state->error, rc, "cannot read the past version of table %s: %s", op->name, io_strerror(rc));
 		goto out;
 	}
 	int found = live_head(state, op->name, &head);
@@ -971,7 +971,7 @@ static int reference_visit(void *context, const uint8_t *id, size_t id_size)
 					   reference->end, id, id_size, &check->edge);
 		if (rc < 0)
 			return error_info_set(state->error, rc, "cannot read the edges of %s: %s", reference->edge_table,
-					      strerror(-rc));
+					      io_strerror(rc));
 		if (rc == 1)
 			return error_info_set(state->error, -EINVAL,
 					      "node \"%.*s\" of %s is still referenced by edge \"%.*s\" of %s (its %s): "
@@ -1087,7 +1087,7 @@ static int rename_references(struct commit_state *state, const char *old_name, c
 		    (rc = table_info_append(state->publish->append, &info, &address)) < 0 ||
 		    (rc = touched_record(state, &info, &renamed, &table)) < 0) {
 			schema_free(&renamed);
-			error_info_set(state->error, rc, "cannot rename the node table of %s: %s", head.name, strerror(-rc));
+			error_info_set(state->error, rc, "cannot rename the node table of %s: %s", head.name, io_strerror(rc));
 			break;
 		}
 		change->op = CHANGE_SCHEMA;
@@ -1174,7 +1174,7 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 		if (rc == -ENOENT)
 			error_info_set(error, rc, "no branch %s", request->branch);
 		else
-			error_info_set(error, rc, "cannot read branch %s: %s", request->branch, strerror(-rc));
+			error_info_set(error, rc, "cannot read branch %s: %s", request->branch, io_strerror(rc));
 		goto out;
 	}
 	if ((rc = manifest_condition_check(&request->condition, &publish.base, &branch, error)) < 0)
@@ -1285,7 +1285,7 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 	}
 out:
 	if (rc < 0 && error && !error->code)
-		error_info_set(error, rc, "the commit failed: %s", strerror(-rc));
+		error_info_set(error, rc, "the commit failed: %s", io_strerror(rc));
 	btree_free(state.heads);
 	btree_free(state.names);
 	for (size_t i = 0; i < state.touched_count; i++)

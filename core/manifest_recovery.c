@@ -195,7 +195,7 @@ static int sidecar_store_remotely(struct manifest_intent *intent)
 	struct io_file file = { -1, IO_MANIFEST, NULL };
 	int rc = io_failpoint("sidecar.before_write");
 	if (rc == 0 && !intent->lease)
-		rc = lease_begin(manifest->path, "recovery", lease, first_line, &intent->lease);
+		rc = lease_begin(manifest->path, "recovery", lease, first_line, false, &intent->lease);
 	if (rc == 0 && (rc = sidecar_encode(intent, &bytes)) == 0 &&
 	    (rc = io_file_open(manifest->directory, final, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &file)) == 0 &&
 	    (rc = io_pwrite(&file, bytes.data, bytes.size, 0)) == 0 && (rc = io_fsync(&file)) == 0) {
@@ -282,14 +282,8 @@ int manifest_intent_new_segment(void *context, uint64_t *segment_id_out)
 
 static void intent_free(struct manifest_intent *intent)
 {
-	if (intent->lease) {
-		/* the writer is done: its lease goes, so recovery may judge what is left at once */
-		char name[80], path[100];
-		lease_end(intent->lease);
-		lease_name(intent, name);
-		snprintf(path, sizeof path, "recovery/%s", name);
-		io_unlink(intent->manifest->directory, path);
-	}
+	/* the writer is done: its lease goes, so recovery may judge what is left at once */
+	lease_end(intent->lease, true);
 	io_file_close(&intent->file);
 	free(intent->segments);
 	free(intent);
@@ -496,7 +490,7 @@ static int sidecar_settle(struct manifest *manifest, const char *name, struct er
 	}
 out:
 	if (rc < 0 && error && !error->code)
-		error_info_set(error, rc, "recovery of %s/%s failed: %s", manifest->path, path, strerror(-rc));
+		error_info_set(error, rc, "recovery of %s/%s failed: %s", manifest->path, path, io_strerror(rc));
 	manifest_sidecar_free(&sidecar);
 	free(bytes);
 	io_file_close(&file);
@@ -551,7 +545,7 @@ int manifest_recover(struct manifest *manifest, struct error_info *error)
 		goto out;
 	}
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot list %s/recovery: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot list %s/recovery: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	for (size_t i = 0; i < list.count && rc == 0; i++) {
@@ -563,7 +557,7 @@ int manifest_recover(struct manifest *manifest, struct error_info *error)
 			rc = sidecar_settle(manifest, list.names[i], error);
 	}
 	if (rc < 0 && error && !error->code)
-		error_info_set(error, rc, "recovery of %s failed: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "recovery of %s failed: %s", manifest->path, io_strerror(rc));
 out:
 	free(list.names);
 	return rc;

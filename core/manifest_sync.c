@@ -61,12 +61,12 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 	if (rc < 0) {
 		pthread_mutex_unlock(&manifest->sync_mutex);
 		return error_info_set(error, rc, "cannot lock %s/lock for the sync: %s", manifest->path,
-				      strerror(-rc));
+				      io_strerror(rc));
 	}
 	struct meta_slot announced;
 	if ((rc = manifest_meta_newest(manifest, &announced)) < 0) {
 		error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s", manifest->path,
-			       strerror(-rc));
+			       io_strerror(rc));
 		goto out;
 	}
 	if (announced.valid && announced.sequence >= root->sequence) {
@@ -80,12 +80,12 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 	bool have = true, torn;
 	if ((rc = io_size(&manifest->file, &file_size)) < 0 ||
 	    (rc = manifest_scan_tail(manifest, end, file_size, &newest, &have, &newest_end, &torn)) < 0) {
-		error_info_set(error, rc, "cannot read %s/manifest: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot read %s/manifest: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	state = SYNC_FLUSHING;
 	if ((rc = io_datasync(&manifest->file)) < 0) {
-		error_info_set(error, rc, "cannot make %s/manifest durable: %s", manifest->path, strerror(-rc));
+		error_info_set(error, rc, "cannot make %s/manifest durable: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	manifest_state_durable(manifest, &newest, newest_end);

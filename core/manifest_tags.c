@@ -205,7 +205,7 @@ static int tag_create_once(struct manifest *manifest, void *context, struct erro
 		else if (rc == -ENOENT)
 			error_info_set(error, rc, "branch %s does not exist or has no commit to tag", branch);
 		else
-			error_info_set(error, rc, "cannot resolve branch %s: %s", branch, strerror(-rc));
+			error_info_set(error, rc, "cannot resolve branch %s: %s", branch, io_strerror(rc));
 		goto out;
 	}
 	struct manifest_snapshot head;
@@ -232,7 +232,7 @@ static int tag_create_once(struct manifest *manifest, void *context, struct erro
 	if ((rc = tag_encode(tag, &bytes)) < 0 ||
 	    (rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||
 	    (rc = btree_put(publish.tags, tag->name, strlen(tag->name), bytes.data, bytes.size)) < 0) {
-		error_info_set(error, rc, "cannot create tag %s: %s", request->name, strerror(-rc));
+		error_info_set(error, rc, "cannot create tag %s: %s", request->name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, tag->time_us, NULL, error);
@@ -297,12 +297,12 @@ static int tag_delete_once(struct manifest *manifest, void *context, struct erro
 		}
 	}
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot list the readers of tag %s: %s", name, strerror(-rc));
+		error_info_set(error, rc, "cannot list the readers of tag %s: %s", name, io_strerror(rc));
 		goto out;
 	}
 	if ((rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||
 	    (rc = btree_delete(publish.tags, name, strlen(name))) < 0) {
-		error_info_set(error, rc, "cannot delete tag %s: %s", name, strerror(-rc));
+		error_info_set(error, rc, "cannot delete tag %s: %s", name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
@@ -343,7 +343,7 @@ static int tag_put_once(struct manifest *manifest, void *context, struct error_i
 	if ((rc = tag_encode(tag, &bytes)) < 0 ||
 	    (rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||
 	    (rc = btree_put(publish.tags, tag->name, strlen(tag->name), bytes.data, bytes.size)) < 0) {
-		error_info_set(error, rc, "cannot write tag %s: %s", tag->name, strerror(-rc));
+		error_info_set(error, rc, "cannot write tag %s: %s", tag->name, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),

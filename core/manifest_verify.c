@@ -1103,7 +1103,7 @@ static void verify_pack(struct verify *verify, uint64_t swept_below)
 	if (rc == -ENOENT)
 		return;
 	if (rc < 0) {
-		finding(verify, "packs: cannot be listed: %s", strerror(-rc));
+		finding(verify, "packs: cannot be listed: %s", io_strerror(rc));
 		return;
 	}
 	rc = pager_pack_refresh(verify->manifest->pager);
@@ -1118,7 +1118,7 @@ static void verify_pack(struct verify *verify, uint64_t swept_below)
 			(unsigned long long)newest, (unsigned long long)swept_below);
 	rc = pager_pack_verify(verify->manifest->pager, pack_problem, verify);
 	if (rc < 0)
-		finding(verify, "packs/%016llx: cannot be checked: %s", (unsigned long long)newest, strerror(-rc));
+		finding(verify, "packs/%016llx: cannot be checked: %s", (unsigned long long)newest, io_strerror(rc));
 }
 
 int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
@@ -1244,7 +1244,7 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 	/* differences, or a heads/names tree that cannot even be read: rebuild both */
 	struct block_address heads, names;
 	if ((rc = build_trees(&publish, &replay, &heads, &names)) < 0) {
-		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, strerror(-rc));
+		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, io_strerror(rc));
 		goto out;
 	}
 	struct ulid base_id;
@@ -1282,7 +1282,7 @@ int manifest_repair(struct manifest *manifest, int *repaired_branches, struct er
 	if (rc == 0)
 		rc = manifest_branches_each(manifest, &latest, collect_branch, &list);
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the branches: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot read the branches: %s", io_strerror(rc));
 		goto out;
 	}
 	for (size_t i = 0; i < list.count; i++) {

@@ -283,6 +283,7 @@ static int status_error(long status, const struct buf *body, const char *what, s
 		 : status == 412 ? -EEXIST
 		 : status == 401 || status == 403 ? -EACCES
 		 : status == 416 ? -ERANGE
+		 : status >= 500 ? -EREMOTEIO
 				 : -EIO;
 	return error_info_set(error, rc, "%s: the object store answered %ld%s%s", what, status, code[0] ? " " : "",
 			      code);
@@ -371,7 +372,12 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 			rc = 0;
 			break;
 		}
-		rc = error_info_set(error, -EIO, "%s: %s (%s)%s", what, curl_easy_strerror(result),
+		/* not -EIO: the layers above read -EIO as damage, and a store out of reach is not damaged */
+		int code = result == CURLE_COULDNT_CONNECT ? -ECONNREFUSED
+			   : result == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+			   : result == CURLE_COULDNT_RESOLVE_HOST ? -EHOSTUNREACH
+								  : -ECOMM;
+		rc = error_info_set(error, code, "%s: %s (%s)%s", what, curl_easy_strerror(result),
 				    client->location.endpoint,
 				    repeatable ? "" : "; the outcome is unknown: the object may or may not exist");
 		if (!repeatable)

@@ -12,7 +12,10 @@
  *   -EEXIST  a conditional create found the object there (412)
  *   -EACCES  refused (401, 403): wrong credentials or no permission
  *   -EINVAL  a bad key or location
- *   -EIO     anything else: the network, the server (5xx), a malformed answer
+ *   -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ECOMM  no answer (the network;
+ *            for a conditional create the outcome is then unknown)
+ *   -EREMOTEIO  the server failed (5xx, after retries)
+ *   -EIO     anything else: a malformed answer, an unexpected status
  * A client serves one request at a time (its own lock); open one per thread
  * that needs parallel requests.
  */

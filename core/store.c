@@ -52,7 +52,7 @@ int store_unsupported_remotely(const char *path, const char *what, struct error_
 		return 0;
 	return error_info_set(error, -EPROTONOSUPPORT,
 			      "%s: %s is not supported on stores in an object store (s3://) yet; "
-			      "init, import, export, mount, branches, tags, merges, log, stats and verify are",
+			      "init, import, export, mount, gc, branches, tags, merges, log, stats and verify are",
 			      path, what);
 }
 
@@ -182,7 +182,7 @@ int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *vie
 		pthread_mutex_destroy(&snapshot->time_lock);
 		free(snapshot);
 		return error_info_set(error, rc, "cannot pin version %llu: %s", (unsigned long long)view->version,
-				      strerror(-rc));
+				      io_strerror(rc));
 	}
 	snprintf(snapshot->branch, sizeof snapshot->branch, "%s", branch);
 	atomic_init(&snapshot->references, 1);
@@ -207,7 +207,7 @@ static int snapshot_resolve(struct store *store, const char *branch, uint64_t ve
 		return store_version_missing(store, branch, version, error);
 	}
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch, strerror(-rc));
+		return error_info_set(error, rc, "cannot resolve branch \"%s\": %s", branch, io_strerror(rc));
 	return 0;
 }
 
@@ -692,6 +692,6 @@ int store_stamp_format(const char *path, uint32_t format_version, struct error_i
 {
 	int rc = manifest_stamp_format(path, format_version);
 	if (rc < 0)
-		error_info_set(error, rc, "cannot stamp the format of %s: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot stamp the format of %s: %s", path, io_strerror(rc));
 	return rc;
 }

@@ -171,7 +171,7 @@ static int restore_steps_held(struct store *store, const char *path, store_repor
 		return rc;
 	if ((rc = manifest_latest(snapshot->manifest, &snapshot_root)) < 0 ||
 	    (rc = names_of(snapshot->manifest, &snapshot_root, &theirs)) < 0) {
-		error_info_set(error, rc, "cannot read the snapshot %s: %s", path, strerror(-rc));
+		error_info_set(error, rc, "cannot read the snapshot %s: %s", path, io_strerror(rc));
 		goto out;
 	}
 	rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
@@ -264,7 +264,7 @@ static int restore_steps(struct store *store, const char *path, store_report_fn 
 {
 	int rc = manifest_gc_hold(store->manifest);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot wait for gc to finish: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot wait for gc to finish: %s", io_strerror(rc));
 	rc = restore_steps_held(store, path, report, context, error);
 	manifest_gc_unlock(store->manifest);
 	return rc;
@@ -362,7 +362,7 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 				      "%s is not a snapshot of %s (another store, or one whose history was rewritten): move data between stores with graphfs dump and graphfs load",
 				      path, store->path);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot read the snapshot %s: %s", path, strerror(-rc));
+		return error_info_set(error, rc, "cannot read the snapshot %s: %s", path, io_strerror(rc));
 	if (condition && condition->has_version) {
 		struct version_check check = { condition->version, error };
 		if ((rc = manifest_run_locked(store->manifest, check_version, &check, error)) < 0)
@@ -372,12 +372,12 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	struct io_file marker = { -1, IO_MANIFEST, NULL };
 	if ((rc = marker_open(store, absolute, &directory, &marker)) < 0)
 		return error_info_set(error, rc, rc == -EWOULDBLOCK ? "another process is restoring %s" : "cannot mark the restore of %s: %s",
-				      store->path, strerror(-rc));
+				      store->path, io_strerror(rc));
 	rc = io_failpoint("restore.after_marker");
 	if (rc == 0)
 		rc = restore_steps(store, absolute, report, context, error);
 	else
-		error_info_set(error, rc, "the restore stopped after its marker: %s", strerror(-rc));
+		error_info_set(error, rc, "the restore stopped after its marker: %s", io_strerror(rc));
 	if (rc == 0)
 		marker_remove(directory, &marker);
 	else {
@@ -411,7 +411,7 @@ void store_restore_resume(struct store *store)
 		return;
 	}
 	io_log(LOG_ERR, "%s: the interrupted restore from %s cannot be completed (%s): its branches may be partly restored; run graphfs restore again",
-	       store->path, path, error.message[0] ? error.message : strerror(-rc));
+	       store->path, path, error.message[0] ? error.message : io_strerror(rc));
 	io_file_close(&marker);
 	close(directory);
 }

@@ -69,7 +69,7 @@ int store_snapshot_open_named(struct store *store, const char *branch, const cha
 	if (text[0] != '@') {
 		int rc = store_snapshot_open(store, text, STORE_LATEST, out, NULL);
 		if (rc != -ENOENT && rc != -EINVAL)
-			return rc < 0 ? error_info_set(error, rc, "cannot read branch %s: %s", text, strerror(-rc)) : 0;
+			return rc < 0 ? error_info_set(error, rc, "cannot read branch %s: %s", text, io_strerror(rc)) : 0;
 	}
 	int rc = store_snapshot_open_at(store, branch, text[0] == '@' ? text + 1 : text, out, error);
 	if (rc == -ENOENT && error && (!error->message[0] || strstr(error->message, "no tag")))

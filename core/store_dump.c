@@ -153,7 +153,7 @@ static int dump_rows(struct dump_output *output, struct store_snapshot *snapshot
 	if (rc == 0 && carry.size)
 		rc = -EIO;   /* a table's rendering ends with "\n" */
 	if (rc < 0 && !error->message[0])
-		error_info_set(error, rc, "cannot dump table %s: %s", table, strerror(-rc));
+		error_info_set(error, rc, "cannot dump table %s: %s", table, io_strerror(rc));
 	buf_free(&carry);
 	free(chunk);
 	store_table_close(opened);
@@ -193,7 +193,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 	if (rc < 0)
 		return rc;
 	if ((rc = store_snapshot_heads(snapshot, false, collect_table, &tables)) < 0) {
-		error_info_set(error, rc, "cannot list the tables: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot list the tables: %s", io_strerror(rc));
 		goto out;
 	}
 	/* schemas: node tables first (heads come in name order), then edge tables */
@@ -203,7 +203,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 				continue;
 			buf_reset(&schema);
 			if ((rc = store_snapshot_schema(snapshot, tables.names[i], &schema)) < 0) {
-				error_info_set(error, rc, "cannot read the schema of %s: %s", tables.names[i], strerror(-rc));
+				error_info_set(error, rc, "cannot read the schema of %s: %s", tables.names[i], io_strerror(rc));
 				break;
 			}
 			output_text(&output, "{\"schema\":\"");
@@ -220,7 +220,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 	if (rc == 0)
 		rc = output_flush(&output);
 	if (rc < 0 && !error->message[0])
-		error_info_set(error, rc, "cannot write the dump: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot write the dump: %s", io_strerror(rc));
 out:
 	free(tables.names);
 	free(tables.edge);

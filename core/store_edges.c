@@ -226,7 +226,7 @@ int pending_check(struct store_writer *writer, struct error_info *error)
 		if ((rc = buf_reserve(&chunk, size)) < 0 ||
 		    (rc = io_pread(&writer->pending_file, chunk.data, size, offset)) < 0) {
 			error_info_set(error, rc, "cannot read back the deferred endpoint checks of %s: %s",
-				       writer->path, strerror(-rc));
+				       writer->path, io_strerror(rc));
 			break;
 		}
 		chunk.size = size;
@@ -359,7 +359,7 @@ int references_check(struct store_writer *writer, uint64_t line, struct error_in
 	int rc = references_load(writer);
 	if (rc < 0)
 		return writer_fail(writer, error, rc, line, "cannot read the edge tables that refer to %s: %s",
-				   writer->table, strerror(-rc));
+				   writer->table, io_strerror(rc));
 	for (size_t i = 0; i < writer->reference_count; i++) {
 		struct reference_walk walk = { writer, &writer->references[i], line, error };
 		rc = table_adjacency_each(writer->references[i].adjacency, node->data, node->size, refuse_unhandled,
@@ -367,7 +367,7 @@ int references_check(struct store_writer *writer, uint64_t line, struct error_in
 		if (rc < 0)
 			return writer->failure.code ? rc
 						    : writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
-								  writer->references[i].name, strerror(-rc));
+								  writer->references[i].name, io_strerror(rc));
 	}
 	return 0;
 }
@@ -397,7 +397,7 @@ int detach_collect(struct store_writer *writer, uint64_t line, struct error_info
 	}
 	if (rc < 0)
 		return writer_fail(writer, error, rc, line, "cannot collect the edges of \"%.200s\" to detach: %s",
-				   buf_cstr(&writer->row.id), strerror(-rc));
+				   buf_cstr(&writer->row.id), io_strerror(rc));
 	return 0;
 }
 
@@ -435,7 +435,7 @@ static int detach_apply_one(struct store_txn *txn, struct store_writer *node_wri
 		row.is_delete = true;
 		if ((rc = buf_append(&row.id, edge, edge_size)) < 0 || (rc = table_stage_add(writer->stage, &row)) < 0) {
 			error_info_set(error, rc, "cannot delete edge \"%.*s\" of %s to detach its node: %s",
-				       (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge, table, strerror(-rc));
+				       (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge, table, io_strerror(rc));
 			break;
 		}
 		atomic_fetch_add(&writer->lines, 1);

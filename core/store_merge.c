@@ -855,7 +855,7 @@ static int find_base(struct merge *merge, const char *source, const char *dest, 
 	}
 	if (rc < 0)
 		return error_info_set(merge->error, rc, "cannot find the merge base of %s and %s: %s", source, dest,
-				      strerror(-rc));
+				      io_strerror(rc));
 	out->base_version = version;
 	ulid_format(&base, out->base_commit);
 	if (ulid_compare(&base, &theirs->head_commit) == 0) {
@@ -880,7 +880,7 @@ static int find_base(struct merge *merge, const char *source, const char *dest, 
 		rc = store_snapshot_wrap(merge->store, &view, NULL, &merge->base, merge->error);
 	if (rc < 0 && merge->error && !merge->error->message[0])
 		error_info_set(merge->error, rc, "cannot read the merge base (version %llu): %s", (unsigned long long)version,
-			       strerror(-rc));
+			       io_strerror(rc));
 	return rc;
 }
 
@@ -901,14 +901,14 @@ int merge_compute(struct merge *merge, const char *source, const char *dest, str
 		return rc;
 	merge->state = MERGE_PLANNED;
 	if ((rc = store_heads_collect(merge->ours, &merge->ours_heads)) < 0)
-		return error_info_set(error, rc, "cannot read the heads: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot read the heads: %s", io_strerror(rc));
 	if (out->outcome == STORE_MERGE_UP_TO_DATE) {
 		merge->state = MERGE_CHECKED;
 		return 0;
 	}
 	if ((merge->base && (rc = store_heads_collect(merge->base, &merge->base_heads)) < 0) ||
 	    (rc = store_heads_collect(merge->theirs, &merge->theirs_heads)) < 0)
-		return error_info_set(error, rc, "cannot read the heads: %s", strerror(-rc));
+		return error_info_set(error, rc, "cannot read the heads: %s", io_strerror(rc));
 	const struct store_head_list *lists[3] = { &merge->base_heads, &merge->ours_heads, &merge->theirs_heads };
 	for (int l = 0; l < 3 && rc == 0; l++)
 		for (size_t i = 0; i < lists[l]->count && rc == 0; i++)
@@ -926,7 +926,7 @@ int merge_compute(struct merge *merge, const char *source, const char *dest, str
 		rc = check_orphans(merge);
 	merge->state = MERGE_CHECKED;
 	if (rc < 0 && error && !error->message[0])
-		error_info_set(error, rc, "cannot merge %s into %s: %s", source, dest, strerror(-rc));
+		error_info_set(error, rc, "cannot merge %s into %s: %s", source, dest, io_strerror(rc));
 	out->conflicts = merge->conflicts;
 	out->resolved = merge->resolved;
 	if (rc == 0 && merge->conflicts)

@@ -96,14 +96,14 @@ int store_version_at_time(struct store *store, const char *branch, uint64_t time
 	if (rc == -ENOENT)
 		return error_info_set(error, rc, "nothing was committed at or before %s", when);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot resolve %s: %s", when, strerror(-rc));
+		return error_info_set(error, rc, "cannot resolve %s: %s", when, io_strerror(rc));
 	struct manifest_snapshot view;
 	rc = manifest_snapshot_at(store->manifest, branch, store_version_then, &view);
 	if (rc == -ENOENT)
 		return error_info_set(error, rc, "branch \"%s\" has no commit at or before %s", branch, when);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot resolve branch \"%s\" at %s: %s", branch, when,
-				      strerror(-rc));
+				      io_strerror(rc));
 	*version = view.branch.head_version;
 	return 0;
 }
@@ -144,7 +144,7 @@ static int resolve_tag(struct store *store, void *context, struct manifest_snaps
 	if (rc == -ENOENT)
 		return error_info_set(error, rc, "no tag named \"%s\" (see 'graphfs tag STORE list')", tag);
 	if (rc < 0)
-		return error && error->code ? rc : error_info_set(error, rc, "cannot read tag \"%s\": %s", tag, strerror(-rc));
+		return error && error->code ? rc : error_info_set(error, rc, "cannot read tag \"%s\": %s", tag, io_strerror(rc));
 	return 0;
 }
 

@@ -67,7 +67,7 @@ int store_import(struct store *store, const char *branch, const char *table, con
 		if (got < 0) {
 			rc = (int)got;
 			error_info_locate(error, path, 0);
-			error_info_set(error, rc, "cannot read: %s", strerror(-rc));
+			error_info_set(error, rc, "cannot read: %s", io_strerror(rc));
 			goto cleanup;
 		}
 		if (got == 0)
@@ -120,7 +120,7 @@ int store_export(struct store *store, const char *branch, const char *table, uin
 		if (rc == -ENOENT)
 			error_info_set(error, rc, "no table named %.128s", table ? table : "");
 		else
-			error_info_set(error, rc, "cannot open table %.128s: %s", table, strerror(-rc));
+			error_info_set(error, rc, "cannot open table %.128s: %s", table, io_strerror(rc));
 		goto cleanup;
 	}
 	chunk = malloc(STORE_CHUNK);
@@ -134,7 +134,7 @@ int store_export(struct store *store, const char *branch, const char *table, uin
 		ssize_t got = store_table_pread(opened, chunk, STORE_CHUNK, offset);
 		if (got < 0) {
 			rc = (int)got;
-			error_info_set(error, rc, "cannot read table %s: %s", table, strerror(-rc));
+			error_info_set(error, rc, "cannot read table %s: %s", table, io_strerror(rc));
 			goto cleanup;
 		}
 		if (got == 0) {
@@ -144,7 +144,7 @@ int store_export(struct store *store, const char *branch, const char *table, uin
 		}
 		rc = write_all(fd, chunk, (size_t)got);
 		if (rc < 0) {
-			error_info_set(error, rc, "cannot write the output: %s", strerror(-rc));
+			error_info_set(error, rc, "cannot write the output: %s", io_strerror(rc));
 			goto cleanup;
 		}
 		offset += (uint64_t)got;

@@ -17,10 +17,7 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	memset(out, 0, sizeof *out);
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
-	/* pins are process-local locks there: gc cannot see another host's readers yet */
-	int rc = store_unsupported_remotely(store->path, "gc", error);
-	if (rc < 0)
-		return rc;
+	int rc;
 	struct manifest_gc_request request = {
 		.keep_versions = options->keep_versions,
 		.keep_since_us = options->keep_since_us,
@@ -104,7 +101,7 @@ static int feed_rows(struct store_snapshot *snapshot, const char *name, struct s
 	struct store_table *table = NULL;
 	int rc = store_table_open(snapshot, name, &table);
 	if (rc < 0)
-		return error_info_set(error, rc, "cannot read table %s: %s", name, strerror(-rc));
+		return error_info_set(error, rc, "cannot read table %s: %s", name, io_strerror(rc));
 	enum { CHUNK = 1 << 20 };
 	char *chunk = malloc(CHUNK);
 	uint64_t size = store_table_size(table);
@@ -141,7 +138,7 @@ int store_optimize(struct store *store, const char *branch, const char *table, c
 		return rc;
 	store_txn_set_condition(txn, condition);
 	if ((rc = store_snapshot_heads(txn->snapshot, false, collect_table, &list)) < 0) {
-		error_info_set(error, rc, "cannot list the tables of branch %s: %s", branch, strerror(-rc));
+		error_info_set(error, rc, "cannot list the tables of branch %s: %s", branch, io_strerror(rc));
 		goto out;
 	}
 	if (table && list.count == 0) {

@@ -139,7 +139,7 @@ int store_revert_to(struct store *store, const char *branch, struct store_snapsh
 	if ((rc = store_snapshot_heads(now, false, store_head_list_add, &now_heads)) < 0 ||
 	    (rc = store_snapshot_heads(then, false, store_head_list_add, &then_heads)) < 0 ||
 	    (rc = plan(store, &now_heads, &then_heads, &ops)) < 0) {
-		error_info_set(error, rc, "cannot read the heads of branch %s: %s", branch, strerror(-rc));
+		error_info_set(error, rc, "cannot read the heads of branch %s: %s", branch, io_strerror(rc));
 		goto out;
 	}
 	if (ops.count == 0) {

@@ -91,14 +91,14 @@ int store_serve_branch(struct store *store, const char *branch, const char *wher
 	int rc = serving_directory_open(store, true, &store_directory, &serving);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot open %s/%s: %s", store->path, SERVING_DIRECTORY,
-				      strerror(-rc));
+				      io_strerror(rc));
 	char name[JOURNAL_NAME_MAX + 32];
 	snprintf(name, sizeof name, "%s.%ld", branch, (long)getpid());
 	struct io_file file;
 	rc = io_file_open(serving, name, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &file);
 	if (rc < 0) {
 		error_info_set(error, rc, "cannot create %s/%s/%s: %s", store->path, SERVING_DIRECTORY, name,
-			       strerror(-rc));
+			       io_strerror(rc));
 		goto out;
 	}
 	rc = io_lock(&file, true, false);
@@ -109,7 +109,7 @@ int store_serve_branch(struct store *store, const char *branch, const char *wher
 	}
 	if (rc < 0) {
 		error_info_set(error, rc, "cannot lock %s/%s/%s: %s", store->path, SERVING_DIRECTORY, name,
-			       strerror(-rc));
+			       io_strerror(rc));
 		io_file_close(&file);
 		io_unlink(serving, name);
 		goto out;
@@ -140,7 +140,7 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 	snprintf(store->serving_name, sizeof store->serving_name, "%s.%s-%ld", branch, host[0] ? host : "host",
 		 (long)getpid());
 	snprintf(first_line, sizeof first_line, "%ld %s", (long)getpid(), where ? where : "");
-	int rc = lease_begin(store->path, SERVING_DIRECTORY, store->serving_name, first_line, &store->lease);
+	int rc = lease_begin(store->path, SERVING_DIRECTORY, store->serving_name, first_line, false, &store->lease);
 	if (rc < 0) {
 		store->serving_name[0] = '\0';
 		return error_info_set(error, rc, "cannot store the lease %s/%s/%s.*: %s", store->path, SERVING_DIRECTORY,
@@ -160,14 +160,8 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 void store_unserve(struct store *store)
 {
 	if (store->lease) {
-		lease_end(store->lease);
+		lease_end(store->lease, true);
 		store->lease = NULL;
-		int store_directory, serving;
-		if (serving_directory_open(store, false, &store_directory, &serving) == 0) {
-			io_unlink(serving, store->serving_name);
-			close(serving);
-			close(store_directory);
-		}
 		store->serving_name[0] = '\0';
 		return;
 	}
@@ -258,6 +252,6 @@ int store_delete_check(const char *name, void *context, struct error_info *error
 	}
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot tell whether branch %s is mounted: %s", name,
-				      strerror(-rc));
+				      io_strerror(rc));
 	return 0;
 }

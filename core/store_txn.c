@@ -322,7 +322,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 	}
 	rc = txn_resolve(txn, table, &state);
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, io_strerror(rc));
 		goto cleanup;
 	}
 	if (state.written) {
@@ -348,7 +348,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 		rc = schema_inference_open(&writer->inference);
 	}
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the schema of %s: %s", table, strerror(-rc));
+		error_info_set(error, rc, "cannot read the schema of %s: %s", table, io_strerror(rc));
 		goto cleanup;
 	}
 	if (state.in_snapshot && based_on_version)
@@ -361,7 +361,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 			rc = endpoint_table_open(txn, writer->schema.to, from, to);
 		if (rc < 0) {
 			error_info_set(error, rc, "cannot read the node tables of %s: %s", table,
-				       strerror(-rc));
+				       io_strerror(rc));
 			goto cleanup;
 		}
 	}
@@ -371,7 +371,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 	if (rc == 0 && writer->is_edge)
 		rc = table_stage_track_edges(writer->stage);
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot stage rows: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot stage rows: %s", io_strerror(rc));
 		goto cleanup;
 	}
 	op = calloc(1, sizeof *op);
@@ -488,7 +488,7 @@ static int writer_stage_row(struct store_writer *writer, uint64_t number, struct
 	}
 	if (rc < 0) {
 		rc = writer_fail(writer, error, rc, number, "cannot stage the row: %s",
-				 strerror(-rc));
+				 io_strerror(rc));
 		goto out;
 	}
 	txn->staged_bytes += cost;
@@ -504,7 +504,7 @@ static int writer_parse_failed(struct store_writer *writer, uint64_t number, int
 {
 	name_the_table(parse_error->message, sizeof parse_error->message, writer->table);
 	return writer_fail(writer, error, rc, number, "%s",
-			   parse_error->message[0] ? parse_error->message : strerror(-rc));
+			   parse_error->message[0] ? parse_error->message : io_strerror(rc));
 }
 
 static int writer_line(struct store_writer *writer, const char *line, size_t size,
@@ -834,7 +834,7 @@ int store_txn_schema(struct store_txn *txn, const char *table, const char *json,
 	struct table_state state;
 	rc = txn_resolve(txn, table, &state);
 	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, io_strerror(rc));
 	} else if (state.pending_schema) {
 		rc = schema_check_compatible(state.pending_schema, &schema, error);
 	} else if (state.in_snapshot) {
@@ -842,7 +842,7 @@ int store_txn_schema(struct store_txn *txn, const char *table, const char *json,
 		rc = store_head_schema(txn->store, &state.head, &info, &old);
 		if (rc < 0)
 			error_info_set(error, rc, "cannot read the schema of %s: %s", table,
-				       strerror(-rc));
+				       io_strerror(rc));
 		else if (!(state.head.row_count == 0 && schema_is_undeclared(&old) &&
 			   schema.kind == SCHEMA_NODE))
 			rc = schema_check_compatible(&old, &schema, error);
@@ -865,7 +865,7 @@ int store_txn_drop(struct store_txn *txn, const char *table, struct error_info *
 	struct table_state state;
 	rc = txn_resolve(txn, table, &state);
 	if (rc < 0)
-		error_info_set(error, rc, "cannot read the head of %s: %s", table, strerror(-rc));
+		error_info_set(error, rc, "cannot read the head of %s: %s", table, io_strerror(rc));
 	else if (!state.exists)
 		rc = error_info_set(error, -ENOENT, "no table named %s", table);
 	else
@@ -897,7 +897,7 @@ int store_txn_rename(struct store_txn *txn, const char *from, const char *to,
 	if (rc == 0)
 		rc = txn_add_named_op(txn, MANIFEST_RENAME, from, to, NULL, error);
 	else if (error && !error->message[0])
-		error_info_set(error, rc, "cannot read the heads: %s", strerror(-rc));
+		error_info_set(error, rc, "cannot read the heads: %s", io_strerror(rc));
 	pthread_mutex_unlock(&txn->lock);
 	return rc;
 }
@@ -1071,7 +1071,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 			if (rc < 0) {
 				error_info_locate(error, writer->path, 0);
 				error_info_set(error, rc, "cannot infer the schema of %s: %s",
-					       op->name, strerror(-rc));
+					       op->name, io_strerror(rc));
 				goto cleanup;
 			}
 			request_op->schema = &writer->inferred;
@@ -1095,7 +1095,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		included[i]->writer->sealed = true;
 		if (rc < 0) {
 			error_info_locate(error, included[i]->writer->path, 0);
-			error_info_set(error, rc, "cannot write the staged rows: %s", strerror(-rc));
+			error_info_set(error, rc, "cannot write the staged rows: %s", io_strerror(rc));
 			goto cleanup;
 		}
 	}
@@ -1120,7 +1120,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		txn->intent = NULL;   /* its sidecar stays for recovery */
 	if (rc < 0) {
 		if (error && !error->message[0])
-			error_info_set(error, rc, "the commit was refused: %s", strerror(-rc));
+			error_info_set(error, rc, "the commit was refused: %s", io_strerror(rc));
 		goto cleanup;
 	}
 

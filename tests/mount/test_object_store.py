@@ -120,3 +120,27 @@ def test_a_table_larger_than_4_mib_copied_into_the_mount_is_committed_whole(remo
     mnt.sh(f"cp {source} tables/Big.jsonl")
     assert mnt.read("tables", "Big.jsonl") == jsonl(rows)
     assert graphfs("export", remote, "Big").stdout.decode() == jsonl(rows)
+
+
+def test_a_version_a_mount_on_one_host_reads_survives_a_gc_run_from_another(remote, remote_mounter, tmp_path):
+    for value in range(6):
+        import_rows(remote, "Counter", [{"id": "c", "value": value}], tmp_path)
+    mnt = remote_mounter(remote)
+    expected = jsonl([{"id": "c", "value": 1}])
+    handle = open(mnt.path("history", "@2", "tables", "Counter.jsonl"))
+    try:
+        first = handle.read(5)
+        # the mount's pins are a lease in the store; gc (another host) waits a grace period, then lists them
+        report = graphfs("gc", remote, "--keep-versions", "1").stdout.decode()
+        assert "reclaimed versions 1..5" in report
+        assert "1 version below the horizon kept for open readers" in report
+        handle.seek(0)
+        assert handle.read() == expected
+        assert first == expected[:5]
+    finally:
+        handle.close()
+    time.sleep(1.0)   # the lease says the pin is gone (stored within LEASE_SETTLE_MS)
+    report = graphfs("gc", remote, "--keep-versions", "1").stdout.decode()
+    assert "kept for open readers" not in report
+    assert "clean" in graphfs("verify", remote).stdout.decode()
+    assert mnt.read("tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}])
