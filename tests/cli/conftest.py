@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -140,9 +141,31 @@ def cli(graphfs, tmp_path):
     return Cli(graphfs, work)
 
 
+# Suites that run twice where an object store is given (tools/test starts one): on a local store
+# and on an s3:// store, so that what works on a disk is shown to work on an object store too.
+BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "test_gc", "test_graph",
+               "test_heads", "test_history", "test_log", "test_merge", "test_names", "test_progress",
+               "test_row_history", "test_rows"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "local_only: a test of BOTH_STORES that reads the store's files itself "
+                            "or uses what an s3:// store does not do yet (snapshot)")
+
+
+def pytest_generate_tests(metafunc):
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if ("store" in metafunc.fixturenames and module in BOTH_STORES and os.environ.get("GRAPHFS_TEST_BUCKET")
+            and not metafunc.definition.get_closest_marker("local_only")):
+        metafunc.parametrize("store", ["local", "s3"], indirect=True)
+
+
 @pytest.fixture
-def store(cli, tmp_path):
-    """A fresh, empty store."""
-    path = tmp_path / "store"
+def store(cli, tmp_path, request):
+    """A fresh, empty store: a directory, or (the "s3" case of BOTH_STORES) an s3:// location."""
+    if getattr(request, "param", "local") == "s3":
+        path = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
+    else:
+        path = tmp_path / "store"
     cli.ok("init", path)
     return path
