@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import graphfs, import_rows
+from conftest import beside, graphfs, import_rows, wait_for
 
 PERSON = {"kind": "node", "properties": {"n": {"type": "i64", "nullable": True},
                                          "s": {"type": "string", "nullable": True}}}
@@ -13,7 +13,7 @@ PERSON = {"kind": "node", "properties": {"n": {"type": "i64", "nullable": True},
 
 @pytest.fixture
 def forked(store):
-    path = store.parent / "person.schema.json"
+    path = beside(store, "person.schema.json")
     path.write_text(json.dumps(PERSON))
     graphfs("schema", store, "Person", "--set", path)
     import_rows(store, "Person", [{"id": "a", "n": 1, "s": "x"}, {"id": "b", "n": 2, "s": "y"},
@@ -31,10 +31,11 @@ def test_merge_lists_every_other_branch_and_previews_its_status(forked, mounter)
     assert os.listdir(m.path("merge")) == ["dev"]
     assert sorted(os.listdir(m.path("merge", "dev"))) == [".commit", "conflicts", "status", "tables"]
     assert m.read("merge", "dev", "status") == "up-to-date\n"
+    # another process's commits show within the refresh bound (docs/MOUNT.md)
     import_rows(forked, "Person", [{"id": "d", "n": 4, "s": "w"}], mode="merge", branch="dev")
-    assert m.read("merge", "dev", "status") == "fast-forward\n"
+    assert wait_for(lambda: m.read("merge", "dev", "status") == "fast-forward\n", timeout=5.0)
     import_rows(forked, "Person", [{"id": "e", "n": 5, "s": "v"}], mode="merge")
-    assert m.read("merge", "dev", "status") == "merge\n"
+    assert wait_for(lambda: m.read("merge", "dev", "status") == "merge\n", timeout=5.0)
 
 
 def test_the_preview_is_byte_for_byte_what_the_commit_publishes(forked, mounter):

@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from conftest import graphfs, import_rows, jsonl
+from conftest import beside, graphfs, import_rows, jsonl
 
 PERSON = {"kind": "node", "properties": {"name": {"type": "string", "nullable": True}}}
 CITY = {"kind": "node", "properties": {}}
 
 
 def set_schema(store, table, schema):
-    path = store.parent / f"{table}.schema.json"
+    path = beside(store, f"{table}.schema.json")
     path.write_text(json.dumps(schema))
     graphfs("schema", store, table, "--set", path)
 
