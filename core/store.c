@@ -52,7 +52,7 @@ int store_unsupported_remotely(const char *path, const char *what, struct error_
 		return 0;
 	return error_info_set(error, -EPROTONOSUPPORT,
 			      "%s: %s is not supported on stores in an object store (s3://) yet; "
-			      "init, import, export, mount, gc, branches, tags, merges, log, stats and verify are",
+			      "`graphfs dump STORE | graphfs load OTHER -` copies a branch's state between any two stores",
 			      path, what);
 }
 

@@ -135,6 +135,19 @@ def test_commands_not_yet_built_for_object_stores_say_so(cli, remote, tmp_path):
     for command in (["snapshot", remote, tmp_path / "copy"],):
         error = cli.fail(*command)
         assert "not supported on stores in an object store (s3://) yet" in error, error
+        assert "graphfs dump STORE | graphfs load OTHER -" in error
+
+
+def test_a_graph_moves_between_a_directory_and_an_object_store_by_dump_and_load(cli, remote, tmp_path):
+    cli.import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Bob"}])
+    local = tmp_path / "local"
+    cli.ok("init", local)
+    dumped = cli.ok("dump", remote).stdout
+    cli.ok("load", local, "-", input=dumped)
+    again = f"{remote}-again"
+    cli.ok("init", again)
+    cli.ok("load", again, "-", input=cli.ok("dump", local).stdout)
+    assert cli.ok("dump", again).stdout == dumped
 
 
 def test_a_missing_credential_is_named_before_anything_is_sent(cli, tmp_path):
