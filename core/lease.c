@@ -57,6 +57,16 @@ unsigned lease_seconds(void)
 	return seconds >= 1 && seconds <= 3600 ? (unsigned)seconds : LEASE_DEFAULT_SECONDS;
 }
 
+void lease_holder(char *out, size_t size)
+{
+	char host[64] = "";
+	gethostname(host, sizeof host - 1);
+	for (char *at = host; *at; at++)
+		if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
+			*at = '-';
+	snprintf(out, size, "%s-%ld", host[0] ? host : "host", (long)getpid());
+}
+
 static uint64_t clock_us(clockid_t clock)
 {
 	struct timespec now;

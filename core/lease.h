@@ -22,6 +22,9 @@ struct lease;
 /* The length of a lease: GRAPHFS_LEASE_SECONDS (1..3600) or 30. */
 unsigned lease_seconds(void);
 
+/* "<host>-<pid>" (the host name with characters outside [A-Za-z0-9-] as '-'): who holds a lease. */
+void lease_holder(char *out, size_t size);
+
 /*
  * Stores the lease NAME in the directory subdirectory of the store at path
  * (created if missing), holding first_line, and starts renewing it. exclusive:

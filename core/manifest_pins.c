@@ -79,12 +79,9 @@ static void pins_publish(struct manifest *manifest)
 	struct manifest_pins *pins = &manifest->pins;
 	if (!pins->lease) {
 		static _Atomic unsigned handles;
-		char host[64] = "", name[160];
-		gethostname(host, sizeof host - 1);
-		for (char *at = host; *at; at++)
-			if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
-				*at = '-';
-		snprintf(name, sizeof name, "%s-%ld-%u", host[0] ? host : "host", (long)getpid(), handles++);
+		char holder[100], name[160];
+		lease_holder(holder, sizeof holder);
+		snprintf(name, sizeof name, "%s-%u", holder, handles++);
 		if (lease_open(manifest->path, "pins.d", name, &pins->lease) < 0)
 			return;   /* gc cannot see these pins; logged by nobody: lease_open fails only without memory */
 	}

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "lease.h"
 #include "s3.h"
 
 const char *store_branch_or_main(const char *branch)
@@ -598,7 +599,12 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
 	struct manifest_condition check;
 	store_condition_to_manifest(condition, &check);
-	return manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
+	struct lease *announced;
+	if ((rc = store_delete_announce(store, name, &announced)) < 0)
+		return error_info_set(error, rc, "cannot announce the delete of branch %s: %s", name, io_strerror(rc));
+	rc = manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
+	lease_end(announced, true);
+	return rc;
 }
 
 /* ---- stats, verify, repair ------------------------------------------------------------ */

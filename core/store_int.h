@@ -55,6 +55,11 @@ struct store {
 void store_unserve(struct store *store);
 /* The manifest's delete check: -EBUSY (saying where) for a branch a running mount serves. */
 int store_delete_check(const char *name, void *context, struct error_info *error);
+/* In an object store, announces a delete of branch (a lease in deleting/, which a mount starting
+ * meanwhile waits for) before its check: *out to lease_end(*out, true) once it is published or
+ * refused; NULL locally. 0 or -errno. */
+struct lease;
+int store_delete_announce(struct store *store, const char *branch, struct lease **out);
 
 struct store_snapshot {
 	atomic_long references;

@@ -14,7 +14,12 @@
  * "expires UNIX_MICROSECONDS", rewritten by a thread of the mount every third
  * of the lease (30 s; GRAPHFS_LEASE_SECONDS). A branch is served while some
  * serving/<B>.* object has not expired; an expired one (its host died or was
- * cut off) is removed by whoever finds it (docs/FORMAT.md §19).
+ * cut off) is removed by whoever finds it (docs/FORMAT.md §19). With no
+ * store lock across hosts, a delete stores deleting/<B>.<host>-<pid> (a
+ * lease) before it checks the serving leases and removes it once published;
+ * a mount stores its own lease, then waits while such a delete is live,
+ * then checks the branch exists: each writes before it reads, so either the
+ * delete sees the mount or the mount sees the delete (invariant 3).
  *
  * Invariants:
  *   1. A store handle serves at most one branch; the lock (or lease) lives
@@ -38,6 +43,7 @@
 #include "s3.h"
 
 #define SERVING_DIRECTORY "serving"
+#define DELETING_DIRECTORY "deleting"   /* an object store: deletes in progress (store_delete_announce) */
 
 /* Opens the store directory and its serving/ subdirectory (created if missing and
  * create is set: only a mount that serves makes it). */
@@ -76,6 +82,7 @@ static int branch_still_exists(struct manifest *manifest, void *context)
 
 /* store_serve_branch in an object store: a lease (lease.h), then the same check as below. */
 static int serve_remotely(struct store *store, const char *branch, const char *where, struct error_info *error);
+static int deletes_wait(struct store *store, const char *branch);
 
 int store_serve_branch(struct store *store, const char *branch, const char *where,
 		       struct error_info *error)
@@ -132,13 +139,9 @@ out:
 
 static int serve_remotely(struct store *store, const char *branch, const char *where, struct error_info *error)
 {
-	char host[64] = "", first_line[4200];
-	gethostname(host, sizeof host - 1);
-	for (char *at = host; *at; at++)
-		if (!((*at >= 'a' && *at <= 'z') || (*at >= 'A' && *at <= 'Z') || (*at >= '0' && *at <= '9') || *at == '-'))
-			*at = '-';
-	snprintf(store->serving_name, sizeof store->serving_name, "%s.%s-%ld", branch, host[0] ? host : "host",
-		 (long)getpid());
+	char holder[100], first_line[4200];
+	lease_holder(holder, sizeof holder);
+	snprintf(store->serving_name, sizeof store->serving_name, "%s.%s", branch, holder);
 	snprintf(first_line, sizeof first_line, "%ld %s", (long)getpid(), where ? where : "");
 	int rc = lease_begin(store->path, SERVING_DIRECTORY, store->serving_name, first_line, false, &store->lease);
 	if (rc < 0) {
@@ -146,7 +149,13 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 		return error_info_set(error, rc, "cannot store the lease %s/%s/%s.*: %s", store->path, SERVING_DIRECTORY,
 				      branch, io_strerror(rc));
 	}
-	/* Served from here on; a delete that published before the lease was stored is seen now. */
+	/* Served from here on. A delete that announced itself before the lease was stored may not
+	 * have seen it: wait until it is done, then see whether the branch is still there. */
+	if ((rc = deletes_wait(store, branch)) < 0) {
+		error_info_set(error, rc, "cannot tell whether branch %s is being deleted: %s", branch, io_strerror(rc));
+		store_unserve(store);
+		return rc;
+	}
 	struct branch_check check = { store, branch };
 	rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
 	if (rc < 0) {
@@ -155,6 +164,61 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 		store_unserve(store);
 	}
 	return rc;
+}
+
+int store_delete_announce(struct store *store, const char *branch, struct lease **out)
+{
+	*out = NULL;
+	if (!s3_location_is_s3(store->path))
+		return 0;   /* a local delete and mount meet under the store lock instead */
+	char holder[100], name[JOURNAL_NAME_MAX + 110];
+	lease_holder(holder, sizeof holder);
+	snprintf(name, sizeof name, "%s.%s", branch, holder);
+	return lease_begin(store->path, DELETING_DIRECTORY, name, "delete", false, out);
+}
+
+struct delete_search {
+	int directory;
+	const char *branch;
+	size_t branch_length;
+	bool found;
+};
+
+static int delete_visit(const char *name, void *context)
+{
+	struct delete_search *search = context;
+	if (strncmp(name, search->branch, search->branch_length) != 0 || name[search->branch_length] != '.')
+		return 0;
+	int alive = lease_alive(search->directory, name, NULL, 0);
+	if (alive < 0)
+		return alive;
+	if (alive == 0)
+		io_unlink(search->directory, name);   /* a deleter that died */
+	search->found = alive > 0;
+	return search->found ? 1 : 0;
+}
+
+static int deletes_wait(struct store *store, const char *branch)
+{
+	struct timespec pause = { 0, 50 * 1000000L };
+	for (unsigned waited_ms = 0;; waited_ms += 50) {
+		int store_directory = io_directory_open(store->path);
+		if (store_directory < 0)
+			return store_directory;
+		int directory = io_directory_open_at(store_directory, DELETING_DIRECTORY);
+		struct delete_search search = { directory, branch, strlen(branch), false };
+		int rc = directory < 0 ? 0 : io_directory_list(directory, NULL, delete_visit, &search);
+		if (directory >= 0)
+			close(directory);
+		close(store_directory);
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
+		if (!search.found)
+			return 0;
+		if (waited_ms > (lease_seconds() + 1) * 1000u)
+			return -EBUSY;   /* a lease's time and more: no delete takes that long */
+		nanosleep(&pause, NULL);
+	}
 }
 
 void store_unserve(struct store *store)

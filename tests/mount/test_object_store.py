@@ -3,6 +3,7 @@ its own over one bucket. Runs against the object store tools/test starts (tools/
 environment (AWS_*, GRAPHFS_TEST_BUCKET) it inherits; skipped without one."""
 import json
 import os
+import subprocess
 import time
 import uuid
 
@@ -144,3 +145,20 @@ def test_a_version_a_mount_on_one_host_reads_survives_a_gc_run_from_another(remo
     assert "kept for open readers" not in report
     assert "clean" in graphfs("verify", remote).stdout.decode()
     assert mnt.read("tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}])
+
+
+def test_a_mount_starting_while_another_host_deletes_its_branch_waits_for_the_delete(remote, remote_mounter, tmp_path):
+    # the delete announces itself (deleting/<branch>.<host>-<pid>) before it checks the mounts' leases;
+    # a mount stores its lease, then waits while such a delete is live, then checks the branch
+    graphfs("branch", remote, "create", "dev")
+    bucket, _, prefix = remote[len("s3://"):].partition("/")
+    until = int((time.time() + 1.5) * 1e6)
+    subprocess.run(["curl", "-sS", "-f", "--aws-sigv4", f"aws:amz:{os.environ['AWS_REGION']}:s3", "--user",
+                    f"{os.environ['AWS_ACCESS_KEY_ID']}:{os.environ['AWS_SECRET_ACCESS_KEY']}",
+                    "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-X", "PUT", "--data-binary", "@-",
+                    f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}/{prefix}/deleting/dev.otherhost-1"],
+                   input=f"delete\nexpires {until}\n".encode(), check=True, capture_output=True)
+    started = time.monotonic()
+    mnt = remote_mounter(remote, options=("branch=dev",))
+    assert time.monotonic() - started >= 1.0   # it waited for the announced delete to end
+    assert "Person.jsonl" not in os.listdir(mnt.path("tables"))
