@@ -748,6 +748,11 @@ int io_size(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
+uint64_t io_last_append_start(struct io_file *file)
+{
+	return file->remote ? io_remote_last_append_start(file) : 0;
+}
+
 uint64_t io_append_offset(const struct io_file *file, uint64_t end)
 {
 	return file->remote ? io_remote_append_offset(file, end) : end;

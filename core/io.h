@@ -168,6 +168,10 @@ int io_size_known(struct io_file *file, uint64_t *size_out);
  * store's manifest, where each tail after the first starts at a multiple of
  * 64 KiB and the bytes between read as zeros (docs/FORMAT.md §23). */
 uint64_t io_append_offset(const struct io_file *file, uint64_t end);
+/* Where the last append known began: in an object store's manifest the start
+ * of its last piece (which ends with the newest root: a refresh need read
+ * nothing before it); 0 for a local file (unknown). */
+uint64_t io_last_append_start(struct io_file *file);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);

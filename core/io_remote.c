@@ -1023,6 +1023,17 @@ int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
+uint64_t io_remote_last_append_start(struct io_file *file)
+{
+	struct io_remote_file *remote = file->remote;
+	if (remote->kind != REMOTE_PIECED)
+		return 0;
+	pthread_mutex_lock(&remote->lock);
+	uint64_t start = remote->piece_count ? remote->pieces[remote->piece_count - 1].start : 0;
+	pthread_mutex_unlock(&remote->lock);
+	return start;
+}
+
 uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end)
 {
 	return file->remote->kind == REMOTE_PIECED ? append_offset(end) : end;

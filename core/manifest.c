@@ -488,6 +488,13 @@ static int remote_refresh(struct manifest *manifest, bool *changed, bool scan)
 		struct root_record candidate = manifest->written;
 		bool have = true, torn;
 		uint64_t end = manifest->written_size;
+		/* every piece is whole and ends with its root: the newest root is the last piece's,
+		 * and the pieces between need not be read (a writer that lost a race retries at once) */
+		uint64_t last = io_last_append_start(&manifest->file);
+		if (last > end) {
+			end = last;
+			have = false;
+		}
 		if ((rc = manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn)) < 0)
 			return rc;
 		if (candidate.sequence > manifest->written.sequence) {

@@ -1305,23 +1305,35 @@ out:
  * waiting for the local store lock. Bounded; the conditions of the request
  * (--if-version, --if-commit) are checked again each time.
  */
-#define COMMIT_RACE_ATTEMPTS 64
+#define COMMIT_RACE_SECONDS 30   /* as long as a local writer waits for the store lock */
+
+static uint64_t race_clock_us(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
 
 int manifest_race_retry(struct manifest *manifest,
 			int (*once)(struct manifest *manifest, void *context, struct error_info *error), void *context,
 			struct error_info *error)
 {
 	int rc = once(manifest, context, error);
-	for (int attempt = 1; rc == -ESTALE && io_file_is_remote(&manifest->file) && attempt < COMMIT_RACE_ATTEMPTS;
-	     attempt++) {
-		struct timespec pause = { 0, (long)(rand() % (1000 * attempt)) * 1000L };
+	uint64_t began = race_clock_us();
+	unsigned attempts = 1;
+	/* a short pause, never a long one: the longer a loser waits, the staler its view and the
+	 * likelier it loses again; the refresh after a loss reads only the newest piece */
+	while (rc == -ESTALE && io_file_is_remote(&manifest->file) &&
+	       race_clock_us() - began < COMMIT_RACE_SECONDS * 1000000ull) {
+		struct timespec pause = { 0, (long)(rand() % 500) * 1000L };   /* (measured: longer, growing pauses lose more) */
 		nanosleep(&pause, NULL);
 		error_info_clear(error);
 		rc = once(manifest, context, error);
+		attempts++;
 	}
 	if (rc == -ESTALE && io_file_is_remote(&manifest->file))
-		error_info_set(error, rc, "%d other writers published first, one after another: nothing was published; run it again",
-			       COMMIT_RACE_ATTEMPTS);
+		error_info_set(error, rc, "other writers published first for %d s (%u attempts): nothing was published; run it again",
+			       COMMIT_RACE_SECONDS, attempts);
 	return rc;
 }
 
