@@ -354,3 +354,17 @@ def test_a_gc_another_host_runs_makes_this_one_wait_until_its_lease_expires(cli,
     curl("-X", "PUT", "--data-binary", "@-", key_url(remote, "leases/gc"), data=f"gc 1\nexpires {past}\n".encode())
     cli.ok("gc", remote, "--keep-versions", "1")   # a dead host's gc lease is taken over
     assert listed(remote, "leases") == []
+
+
+def test_four_writers_racing_without_pause_all_land(cli, remote):
+    # long-lived writers committing back to back: a loser refreshes from the newest piece only and
+    # retries at once, so none is starved out (64 lost races in a row used to refuse a commit)
+    driver = Path(cli.binary).parent / "graphfs-bench"
+    writers = [subprocess.Popen([driver, "commits", remote, "60", "--tables", "1", "--prefix", f"W{w}_"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in range(4)]
+    for writer in writers:
+        _, error = writer.communicate(timeout=600)
+        assert writer.returncode == 0, error
+    assert json.loads(cli.ok("stats", remote).stdout)["store"]["version"] == 240
+    log = cli.ok("log", remote).stdout.decode().splitlines()
+    assert len(log) == 240 and linear(log)
