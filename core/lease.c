@@ -3,7 +3,8 @@
  *
  * States of a lease: RENEWING (its thread stores what changed and rewrites
  * the object every third of the lease while it says something) -> STOPPING
- * (lease_end: the thread is told and joined).
+ * (lease_end: the thread is told and joined); RENEWING -> PAUSED (no thread,
+ * around a fork) -> RENEWING (a new thread).
  *
  * Invariants:
  *   1. lease_begin returns only after the object is stored: from then on it
@@ -31,7 +32,7 @@
 #define LEASE_DEFAULT_SECONDS 30
 #define LINE_MAX_BYTES (LEASE_TEXT_MAX - 64)
 
-enum lease_state { LEASE_RENEWING, LEASE_STOPPING };
+enum lease_state { LEASE_RENEWING, LEASE_STOPPING, LEASE_PAUSED };
 
 struct lease {
 	char path[4096];
@@ -229,15 +230,41 @@ int lease_begin(const char *path, const char *subdirectory, const char *name, co
 	return 0;
 }
 
+/* Tells the thread to stop and joins it (if there is one). */
+static void thread_stop(struct lease *lease, enum lease_state next)
+{
+	pthread_mutex_lock(&lease->lock);
+	bool running = lease->state == LEASE_RENEWING;
+	lease->state = LEASE_STOPPING;
+	pthread_cond_signal(&lease->wake);
+	pthread_mutex_unlock(&lease->lock);
+	if (running)
+		pthread_join(lease->thread, NULL);
+	lease->state = next;
+}
+
+void lease_pause(struct lease *lease)
+{
+	if (lease)
+		thread_stop(lease, LEASE_PAUSED);
+}
+
+int lease_resume(struct lease *lease)
+{
+	if (!lease || lease->state != LEASE_PAUSED)
+		return 0;
+	lease->state = LEASE_RENEWING;
+	int rc = -pthread_create(&lease->thread, NULL, lease_renew, lease);
+	if (rc < 0)
+		lease->state = LEASE_PAUSED;
+	return rc;
+}
+
 void lease_end(struct lease *lease, bool remove)
 {
 	if (!lease)
 		return;
-	pthread_mutex_lock(&lease->lock);
-	lease->state = LEASE_STOPPING;
-	pthread_cond_signal(&lease->wake);
-	pthread_mutex_unlock(&lease->lock);
-	pthread_join(lease->thread, NULL);
+	thread_stop(lease, LEASE_STOPPING);
 	if (remove && lease->stored[0])
 		lease_store(lease, "", false);
 	pthread_cond_destroy(&lease->wake);

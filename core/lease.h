@@ -44,6 +44,14 @@ int lease_open(const char *path, const char *subdirectory, const char *name, str
 void lease_set(struct lease *lease, const char *first_line);
 #define LEASE_SETTLE_MS 400
 
+/*
+ * Stops the lease's thread (lease_pause) and starts a new one (lease_resume),
+ * around a fork(2) that must keep the lease: a forked child has no threads.
+ * Nothing is stored in between. lease_resume returns 0 or -errno.
+ */
+void lease_pause(struct lease *lease);
+int lease_resume(struct lease *lease);
+
 /* Stops renewing and frees the lease; remove: also removes its object (if stored). */
 void lease_end(struct lease *lease, bool remove);
 

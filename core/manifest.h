@@ -126,6 +126,10 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
  */
 int manifest_stamp_format(const char *path, uint32_t format_version);
 void manifest_close(struct manifest *manifest);
+/* In an object store: pauses (resumes) the threads of this handle's leases (readers' pins, gc)
+ * around a fork(2), which keeps no thread. manifest_leases_resume returns 0 or -errno. */
+void manifest_leases_pause(struct manifest *manifest);
+int manifest_leases_resume(struct manifest *manifest);
 struct pager *manifest_pager(struct manifest *manifest);
 
 /*

@@ -68,6 +68,22 @@ int manifest_pins_open(struct manifest *manifest, bool read_only)
 	return rc;
 }
 
+void manifest_leases_pause(struct manifest *manifest)
+{
+	pthread_mutex_lock(&manifest->pins.mutex);
+	lease_pause(manifest->pins.lease);
+	pthread_mutex_unlock(&manifest->pins.mutex);
+	lease_pause(manifest->pins.gc_lease);
+}
+
+int manifest_leases_resume(struct manifest *manifest)
+{
+	pthread_mutex_lock(&manifest->pins.mutex);
+	int rc = lease_resume(manifest->pins.lease);
+	pthread_mutex_unlock(&manifest->pins.mutex);
+	return rc < 0 ? rc : lease_resume(manifest->pins.gc_lease);
+}
+
 static bool pins_remote(const struct manifest_pins *pins)
 {
 	return io_file_is_remote(&pins->file);

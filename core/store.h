@@ -79,6 +79,15 @@ int store_init(const char *path, struct error_info *error);
 int store_open(const char *path, const struct store_options *options, struct store **out,
 	       struct error_info *error);
 void store_close(struct store *store);
+/*
+ * Around a fork(2) that keeps the store (a mount daemonizing): pauses the
+ * threads that renew its leases in an object store (the served branch, the
+ * readers' pins), then resumes them in the process that goes on. Nothing
+ * else of the store runs a thread while it is idle. store_threads_resume
+ * returns 0 or -errno (a lease that is not renewed lapses).
+ */
+void store_threads_pause(struct store *store);
+int store_threads_resume(struct store *store);
 /* Picks up commits made by other processes; *changed (may be NULL) says whether
  * anything moved. Operations that mean "latest" (snapshot_open, txn_begin,
  * branches, commit_find) refresh by themselves. Returns 0 or -errno. */

@@ -166,6 +166,19 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 	return rc;
 }
 
+void store_threads_pause(struct store *store)
+{
+	lease_pause(store->lease);
+	manifest_leases_pause(store->manifest);
+}
+
+int store_threads_resume(struct store *store)
+{
+	int rc = lease_resume(store->lease);
+	int pins = manifest_leases_resume(store->manifest);
+	return rc < 0 ? rc : pins;
+}
+
 int store_delete_announce(struct store *store, const char *branch, struct lease **out)
 {
 	*out = NULL;

@@ -427,10 +427,17 @@ int graphfs_mount_main(int argc, char **argv)
 		openlog("graphfs", LOG_PID, LOG_DAEMON);
 		log_to_stderr = false;
 	}
-	if (fuse_daemonize(options.foreground) != 0) {
+	/* a forked child keeps no thread: the store's lease renewers stop before and start after */
+	mountfs_fork_before(mount);
+	rc = fuse_daemonize(options.foreground);
+	int resumed = mountfs_fork_after(mount);
+	if (rc != 0) {
 		daemon_log(NULL, LOG_ERR, "cannot daemonize");
 		goto out;
 	}
+	if (resumed < 0)
+		daemon_logf(LOG_ERR, "cannot restart the lease renewals: %s (another host may take this mount's branch)",
+			    strerror(-resumed));
 	daemon_logf(LOG_INFO, "mounted %s (branch %s%s) on %s", store_path, options.branch,
 			 options.read_only ? ", read-only" : "", mountpoint);
 

@@ -105,6 +105,16 @@ void mountfs_free(struct mountfs *mount)
 	free(mount);
 }
 
+void mountfs_fork_before(struct mountfs *mount)
+{
+	store_threads_pause(mount->store);
+}
+
+int mountfs_fork_after(struct mountfs *mount)
+{
+	return store_threads_resume(mount->store);
+}
+
 void mountfs_set_notify(struct mountfs *mount, const struct mountfs_notify *notify)
 {
 	if (notify)

@@ -118,6 +118,10 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out);
 /* Frees every open file, staging area and node, then closes the store. */
 void mountfs_free(struct mountfs *mount);
 void mountfs_set_notify(struct mountfs *mount, const struct mountfs_notify *notify);
+/* Around the daemon's fork (fuse_daemonize): the store's background threads stop, then start
+ * again in the process that serves (store_threads_pause). mountfs_fork_after returns 0 or -errno. */
+void mountfs_fork_before(struct mountfs *mount);
+int mountfs_fork_after(struct mountfs *mount);
 
 /* ---- names ------------------------------------------------------------------------ */
 

@@ -162,3 +162,24 @@ def test_a_mount_starting_while_another_host_deletes_its_branch_waits_for_the_de
     mnt = remote_mounter(remote, options=("branch=dev",))
     assert time.monotonic() - started >= 1.0   # it waited for the announced delete to end
     assert "Person.jsonl" not in os.listdir(mnt.path("tables"))
+
+
+def test_a_mount_that_daemonizes_keeps_renewing_its_lease(remote, tmp_path):
+    # fuse_daemonize forks, and a forked child keeps no thread: the lease renewer starts again in it
+    from conftest import FUSERMOUNT, is_mountpoint, lazy_unmount
+    graphfs("branch", remote, "create", "dev")
+    mountpoint = tmp_path / "background"
+    mountpoint.mkdir()
+    environment = dict(os.environ, GRAPHFS_LEASE_SECONDS="2")
+    started = subprocess.run([os.environ.get("GRAPHFS", ""), "mount", remote, str(mountpoint), "-o", "branch=dev"],
+                             env=environment, capture_output=True, timeout=60)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert wait_for(lambda: is_mountpoint(mountpoint), timeout=10.0)
+        time.sleep(4.5)   # two lease lengths: only renewals keep it
+        refused = graphfs("branch", remote, "delete", "dev", check=False)
+        assert refused.returncode == 1 and "mounted at" in refused.stderr.decode()
+    finally:
+        if subprocess.run([FUSERMOUNT, "-u", str(mountpoint)], capture_output=True).returncode != 0:
+            lazy_unmount(mountpoint)   # the daemon ends once unmounted
+    assert wait_for(lambda: graphfs("branch", remote, "delete", "dev", check=False).returncode == 0, timeout=10.0)
