@@ -227,7 +227,8 @@ def call_failed(request):
 
 # Suites that run twice where an object store is given (tools/test starts one): on a local store
 # and on an s3:// store (a mount of it), so that what works on a disk is shown to work there too.
-BOTH_STORES = {"test_branches", "test_changes", "test_graph", "test_isolation", "test_model", "test_names", "test_posix",
+BOTH_STORES = {"test_branches", "test_changes", "test_concurrency", "test_gc", "test_graph", "test_isolation", "test_kill9",
+               "test_model", "test_names", "test_posix",
                "test_staging", "test_tree", "test_write"}
 
 

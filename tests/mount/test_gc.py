@@ -19,6 +19,8 @@ def m(store, mounter):
     return mounter(store)
 
 
+@pytest.mark.local_only   # s3: a history lookup resolves from the mount's last refresh, which a live request
+                          # makes; tests/mount/test_object_store.py has this test's pin half for s3
 def test_an_open_history_file_survives_a_gc_byte_for_byte_and_the_next_gc_after_close_reclaims_it(m):
     expected = jsonl([{"id": "c", "value": 1}])
     handle = open(m.path("history", "@2", "tables", "Counter.jsonl"))
@@ -65,6 +67,7 @@ def test_the_log_file_ends_with_the_reclaimed_line_after_a_gc(m):
     assert m.log()[-1].get("reclaimed") is True
 
 
+@pytest.mark.local_only   # lists the store's packs/ directory
 def test_a_mount_reads_the_retained_history_a_gc_moved_into_its_pack(m):
     # read every version once, so the daemon has read those blocks from the manifest before the gc
     before = {version: m.read("history", f"@{version}", "tables", "Counter.jsonl") for version in range(3, 7)}

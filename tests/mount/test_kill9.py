@@ -12,6 +12,8 @@ import random
 import threading
 import time
 
+import pytest
+
 from conftest import graphfs, import_rows, jsonl, kill_daemon
 from mountpoints import detach_killed, mount, mountpoint_directory, unmount
 
@@ -157,6 +159,7 @@ def kill_and_check_cycles(store, tmp_path, directory):
         unmount(final, failed)
 
 
+@pytest.mark.local_only   # looks into the store's recovery/ and segments/ directories
 def test_a_daemon_killed_during_a_write_too_large_to_stage_in_memory_leaves_the_store_as_before(store, tmp_path):
     """The stage of a 1,300,000-row overwrite has spilled its rows to a segment and its ids
     to sorted runs in a scratch file when the daemon dies: the next open rolls the segment
