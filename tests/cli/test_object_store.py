@@ -263,47 +263,20 @@ def test_a_commit_stopped_at_any_request_leaves_the_store_before_or_after_it(cli
         assert outcomes == {"before", "after"}
 
 
-@pytest.fixture
-def private_store(tmp_path):
-    """An object store of this test's own (tools/objectstore on ports of its own), for a test that
-    restarts its gateway: the shared one serves other suites running at the same time."""
-    repository = Path(__file__).resolve().parents[2]
-    tool = repository / "tools" / "objectstore"
-    for attempt in range(3):   # another store may hold a port: try others
-        directory = tmp_path / f"objectstore{attempt}"
-        port = 30000 + (os.getpid() * 7 + int(time.time()) + attempt * 1013) % 9000 * 2
-        environment = dict(os.environ, GRAPHFS_OBJECTSTORE_PORT=str(port), GRAPHFS_OBJECTSTORE_MON_PORT=str(port + 1))
-        started = subprocess.run([tool, "start", directory], env=environment, capture_output=True, timeout=300)
-        if started.returncode == 0:
-            break
-        subprocess.run([tool, "stop", directory], capture_output=True, timeout=120)
-    else:
-        pytest.fail(f"a private object store did not start: {started.stderr.decode()[-500:]}")
-    settings = dict(line[len("export "):].split("=", 1) for line in started.stdout.decode().splitlines()
-                    if line.startswith("export "))
-    try:
-        yield tool, directory, settings
-    finally:
-        subprocess.run([tool, "stop", directory], capture_output=True, timeout=120)
-
-
 @pytest.mark.skipif(not os.environ.get("GRAPHFS_OBJECTSTORE_DIR"),
-                    reason="restarting a gateway needs tools/objectstore's test bed")
-def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, private_store, monkeypatch):
+                    reason="restarting the gateway needs the object store of tools/objectstore")
+def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, remote):
     # radosgw killed (-9) and started again in the middle of a run of commits: each commit either
     # says it failed or is there; nothing half-made is visible; the next commit works
-    tool, directory, settings = private_store
-    for name, value in settings.items():
-        monkeypatch.setenv(name, value)
-    remote = f"s3://{settings['GRAPHFS_TEST_BUCKET']}/restart"
-    cli.ok("init", remote)
     cli.import_rows(remote, "Person", [{"id": "p000"}])
     sources = [cli.write_file(f'{{"id":"q{i:03}"}}\n') for i in range(80)]
     script = "; ".join(f'"{cli.binary}" import {remote} Person {source} --mode merge >/dev/null 2>>"{source}.err"; '
                        f'echo "{i} $?"' for i, source in enumerate(sources))
     writer = subprocess.Popen(["/bin/sh", "-c", script], stdout=subprocess.PIPE, text=True)
     time.sleep(0.4)
-    subprocess.run([tool, "restart-gateway", directory], check=True, capture_output=True, timeout=120)
+    repository = Path(__file__).resolve().parents[2]
+    subprocess.run([repository / "tools" / "objectstore", "restart-gateway", os.environ["GRAPHFS_OBJECTSTORE_DIR"]],
+                   check=True, capture_output=True, timeout=120)
     output, _ = writer.communicate(timeout=600)
     statuses = dict(tuple(map(int, line.split())) for line in output.splitlines())
     assert len(statuses) == 80
