@@ -267,7 +267,8 @@ def test_a_commit_stopped_at_any_request_leaves_the_store_before_or_after_it(cli
                     reason="restarting the gateway needs the object store of tools/objectstore")
 def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, remote):
     # radosgw killed (-9) and started again in the middle of a run of commits: each commit either
-    # says it failed or is there; nothing half-made is visible; the next commit works
+    # says it failed or is there; nothing half-made is visible; the next commit works. (meson runs
+    # this suite alone, is_parallel: false, so no other suite uses the gateway meanwhile.)
     cli.import_rows(remote, "Person", [{"id": "p000"}])
     sources = [cli.write_file(f'{{"id":"q{i:03}"}}\n') for i in range(80)]
     script = "; ".join(f'"{cli.binary}" import {remote} Person {source} --mode merge >/dev/null 2>>"{source}.err"; '
