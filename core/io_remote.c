@@ -29,7 +29,9 @@
  *      never cached. Each carries, after its 4096 bytes, the start of the
  *      last piece its writer knew: where a cold open lists from.
  *   3. A WHOLE file written by this process is stored only by fsync or close,
- *      created with If-None-Match: * when it was opened with O_EXCL.
+ *      created with If-None-Match: * when it was opened with O_EXCL. What is
+ *      written is kept in memory up to SPILL_BYTES, beyond that in an unnamed
+ *      file of $TMPDIR (a large segment costs disk there, not memory).
  *   4. Locks are process-local no-ops: what serializes writers across
  *      processes and hosts is the conditional create of pieces.
  *   5. A piece is never deleted by a failed publish: its create either
@@ -45,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "error_info.h"
@@ -60,6 +63,7 @@
 #define GRANULE (64u << 10)           /* FORMAT.md §23: tails after the first start at its multiples */
 #define WHOLE_MAX (256u << 10)        /* a piece up to this size is read whole */
 #define READ_MIN 4096u                /* a read of a larger one asks for at least this much */
+#define SPILL_BYTES (8u << 20)        /* a WHOLE file being written moves to a local file beyond this */
 #define RANGES 64                     /* cached ranges of pieces (invariant 1) */
 #define RANGE_BYTES_MAX (16u << 20)   /* ... and their bytes at most */
 #define HINT_MAGIC 0x48534647u        /* "GFSH": the trailer of a meta slot object (invariant 2) */
@@ -101,7 +105,9 @@ struct io_remote_file {
 	bool exists;                   /* stored in the object store */
 	uint64_t size;
 	bool writable, exclusive, dirty, loaded;
-	struct buf content;            /* while writable: the whole object */
+	struct buf content;            /* while writable: the whole object (up to SPILL_BYTES) */
+	int spill;                     /* beyond that: an unnamed local file holding it, or -1 */
+	uint64_t spill_size;
 	struct chunk chunks[CHUNKS];
 	unsigned next_chunk;
 	/* PIECED (invariant 1) */
@@ -415,6 +421,7 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 	if (!file)
 		return -ENOMEM;
 	file->directory = parent;
+	file->spill = -1;
 	pthread_mutex_init(&file->lock, NULL);
 	for (int i = 0; i < CHUNKS; i++)
 		file->chunks[i].start = UINT64_MAX;
@@ -470,15 +477,19 @@ static int whole_store(struct io_remote_file *file)
 		return 0;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_put(file->directory->client, file->key, file->content.data, file->content.size,
-			file->exclusive && !file->exists ? S3_IF_ABSENT : S3_ALWAYS, &error);
+	enum s3_condition condition = file->exclusive && !file->exists ? S3_IF_ABSENT : S3_ALWAYS;
+	int rc = file->spill >= 0
+			 ? s3_put_descriptor(file->directory->client, file->key, file->spill, file->spill_size, condition,
+					     &error)
+			 : s3_put(file->directory->client, file->key, file->content.data, file->content.size, condition,
+				  &error);
 	if (rc < 0) {
 		log_remote(&error);
 		return rc;
 	}
 	file->exists = true;
 	file->dirty = false;
-	file->size = file->content.size;
+	file->size = file->spill >= 0 ? file->spill_size : file->content.size;
 	return 0;
 }
 
@@ -495,6 +506,8 @@ void io_remote_file_close(struct io_file *file)
 	for (int i = 0; i < CHUNKS; i++)
 		buf_free(&remote->chunks[i].bytes);
 	buf_free(&remote->content);
+	if (remote->spill >= 0)
+		close(remote->spill);
 	pthread_mutex_destroy(&remote->lock);
 	free(remote);
 	file->remote = NULL;
@@ -844,8 +857,55 @@ static int whole_load(struct io_remote_file *file)
 	return 0;
 }
 
+/* The length of a WHOLE file: what this process wrote, or what is stored. */
+static uint64_t whole_length(const struct io_remote_file *file)
+{
+	return !file->loaded ? file->size : file->spill >= 0 ? file->spill_size : file->content.size;
+}
+
+/* Moves what is written into an unnamed local file (invariant 3). 0 or -errno. */
+static int whole_spill(struct io_remote_file *file)
+{
+	const char *directory = getenv("TMPDIR");
+	if (!directory || !*directory)
+		directory = "/tmp";
+	int descriptor = open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (descriptor < 0) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s/graphfs-spill-XXXXXX", directory);
+		if ((descriptor = mkostemp(path, O_CLOEXEC)) < 0)
+			return -errno;
+		unlink(path);
+	}
+	for (size_t done = 0; done < file->content.size;) {
+		ssize_t put = pwrite(descriptor, file->content.data + done, file->content.size - done, (off_t)done);
+		if (put < 0 && errno == EINTR)
+			continue;
+		if (put <= 0) {
+			int rc = put < 0 ? -errno : -EIO;
+			close(descriptor);
+			return rc;
+		}
+		done += (size_t)put;
+	}
+	file->spill = descriptor;
+	file->spill_size = file->content.size;
+	buf_free(&file->content);
+	return 0;
+}
+
 static ssize_t whole_pread(struct io_remote_file *file, uint8_t *out, size_t size, uint64_t offset)
 {
+	if (file->loaded && file->spill >= 0) {
+		if (offset >= file->spill_size)
+			return 0;
+		size_t take = file->spill_size - offset < size ? (size_t)(file->spill_size - offset) : size;
+		ssize_t got;
+		do
+			got = pread(file->spill, out, take, (off_t)offset);
+		while (got < 0 && errno == EINTR);
+		return got < 0 ? -errno : got;
+	}
 	if (file->loaded) {
 		if (offset >= file->content.size)
 			return 0;
@@ -892,6 +952,22 @@ static int whole_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_
 	int rc = whole_load(file);
 	if (rc < 0)
 		return rc;
+	if (file->spill < 0 && offset + size > SPILL_BYTES && (rc = whole_spill(file)) < 0)
+		return rc;
+	if (file->spill >= 0) {
+		for (size_t done = 0; done < size;) {
+			ssize_t put = pwrite(file->spill, bytes + done, size - done, (off_t)(offset + done));
+			if (put < 0 && errno == EINTR)
+				continue;
+			if (put <= 0)
+				return put < 0 ? -errno : -EIO;
+			done += (size_t)put;
+		}
+		if (offset + size > file->spill_size)
+			file->spill_size = offset + size;
+		file->dirty = true;
+		return 0;
+	}
 	if (offset + size > file->content.size) {
 		size_t grow = (size_t)(offset + size - file->content.size);
 		if ((rc = buf_reserve(&file->content, grow)) < 0)
@@ -986,10 +1062,15 @@ int io_remote_truncate(struct io_file *file, uint64_t size)
 		if (rc == 0)
 			rc = pieces_delete(remote, size < BLOCKS_START ? BLOCKS_START : size, UINT64_MAX);
 	} else if ((rc = whole_load(remote)) == 0) {
-		if (size < remote->content.size)
+		if (remote->spill >= 0) {
+			rc = ftruncate(remote->spill, (off_t)size) < 0 ? -errno : 0;
+			if (rc == 0)
+				remote->spill_size = size;
+		} else if (size < remote->content.size) {
 			remote->content.size = (size_t)size;
-		else
+		} else {
 			rc = whole_pwrite(remote, (const uint8_t *)"", 0, size);
+		}
 		remote->dirty = true;
 	}
 	pthread_mutex_unlock(&remote->lock);
@@ -1007,7 +1088,7 @@ int io_remote_size(struct io_file *file, uint64_t *size_out)
 		if ((rc = pieces_refresh(remote)) == 0)
 			*size_out = pieced_end(remote);
 	} else {
-		*size_out = remote->loaded ? remote->content.size : remote->size;
+		*size_out = whole_length(remote);
 	}
 	pthread_mutex_unlock(&remote->lock);
 	return rc;
@@ -1017,8 +1098,7 @@ int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 {
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
-	*size_out = remote->kind == REMOTE_PIECED ? pieced_end(remote)
-						  : remote->loaded ? remote->content.size : remote->size;
+	*size_out = remote->kind == REMOTE_PIECED ? pieced_end(remote) : whole_length(remote);
 	pthread_mutex_unlock(&remote->lock);
 	return 0;
 }
@@ -1075,7 +1155,7 @@ int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uin
 		if (start < BLOCKS_START && end > META_START)
 			total += (end < BLOCKS_START ? end : BLOCKS_START) - (start > META_START ? start : META_START);
 	} else {
-		uint64_t size = remote->loaded ? remote->content.size : remote->size;
+		uint64_t size = whole_length(remote);
 		total = end > size ? (size > start ? size - start : 0) : end - start;
 	}
 	pthread_mutex_unlock(&remote->lock);

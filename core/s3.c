@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -205,16 +206,27 @@ static uint64_t *counter_of(struct s3_counters *counters, enum request_kind kind
 }
 
 struct upload {
-	const uint8_t *bytes;
-	size_t size, at;
+	const uint8_t *bytes;          /* the body, or NULL: read from descriptor */
+	int descriptor;
+	uint64_t size, at;
 };
 
 static size_t read_body(char *buffer, size_t size, size_t count, void *context)
 {
 	struct upload *upload = context;
-	size_t room = size * count, left = upload->size - upload->at;
-	size_t taken = left < room ? left : room;
-	memcpy(buffer, upload->bytes + upload->at, taken);
+	uint64_t room = size * count, left = upload->size - upload->at;
+	size_t taken = (size_t)(left < room ? left : room);
+	if (upload->bytes) {
+		memcpy(buffer, upload->bytes + upload->at, taken);
+	} else {
+		ssize_t got;
+		do
+			got = pread(upload->descriptor, buffer, taken, (off_t)upload->at);
+		while (got < 0 && errno == EINTR);
+		if (got <= 0)
+			return CURL_READFUNC_ABORT;   /* the request fails: -ECOMM, said with curl's words */
+		taken = (size_t)got;
+	}
 	upload->at += taken;
 	return taken;
 }
@@ -297,7 +309,7 @@ static int status_error(long status, const struct buf *body, const char *what, s
  * (UINT64_MAX: none).
  */
 static int send_request(struct s3_client *client, enum request_kind kind, const char *url,
-			const struct curl_slist *extra, const void *bytes, size_t size, bool repeatable,
+			const struct curl_slist *extra, const void *bytes, int descriptor, uint64_t size, bool repeatable,
 			struct buf *response, long *status, uint64_t *length_out, uint64_t *object_size_out,
 			const char *what, struct error_info *error)
 {
@@ -319,7 +331,7 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 			break;
 		}
 		body->size = body_start;
-		struct upload upload = { bytes, size, 0 };
+		struct upload upload = { bytes, descriptor, size, 0 };
 		curl_easy_reset(curl);
 		curl_easy_setopt(curl, CURLOPT_URL, url);
 		curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, client->signature);
@@ -405,8 +417,9 @@ static int object_url(const struct s3_client *client, const char *key, char *out
 
 #define URL_MAX (256 + 64 + 256 + S3_KEY_MAX + 512)
 
-int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t size,
-	   enum s3_condition condition, struct error_info *error)
+/* s3_put of bytes, or (bytes NULL) of [0, size) of descriptor. */
+static int put(struct s3_client *client, const char *key, const void *bytes, int descriptor, uint64_t size,
+	       enum s3_condition condition, struct error_info *error)
 {
 	char url[URL_MAX], what[S3_KEY_MAX + 16];
 	int rc = object_url(client, key, url, sizeof url, error);
@@ -418,7 +431,7 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 	buf_init(&response);
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, bytes, size,
+	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, bytes, descriptor, size,
 			  condition == S3_ALWAYS, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
@@ -427,6 +440,18 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 		error_info_set(error, rc, "%s: failpoint object_store.after_put (the object is stored)", what);
 	buf_free(&response);
 	return rc;
+}
+
+int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t size,
+	   enum s3_condition condition, struct error_info *error)
+{
+	return put(client, key, bytes, -1, size, condition, error);
+}
+
+int s3_put_descriptor(struct s3_client *client, const char *key, int descriptor, uint64_t size,
+		      enum s3_condition condition, struct error_info *error)
+{
+	return put(client, key, NULL, descriptor, size, condition, error);
 }
 
 int s3_get_sized(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,
@@ -446,7 +471,7 @@ int s3_get_sized(struct s3_client *client, const char *key, uint64_t offset, uin
 	long status = 0;
 	uint64_t object_size = UINT64_MAX;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, 0, true, out, &status, NULL,
+	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, -1, 0, true, out, &status, NULL,
 			  &object_size, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200 && status != 206) {
@@ -481,7 +506,7 @@ int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struc
 	struct buf none;
 	buf_init(&none);
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, 0, true, NULL, &status, &length, NULL, what, error);
+	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, -1, 0, true, NULL, &status, &length, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
 		rc = status_error(status, &none, what, error);   /* a HEAD answer has no body */
@@ -501,7 +526,7 @@ int s3_delete(struct s3_client *client, const char *key, struct error_info *erro
 	buf_init(&response);
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, 0, true, &response, &status, NULL, NULL, what, error);
+	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, -1, 0, true, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 204 && status != 200 && status != 404)
 		rc = status_error(status, &response, what, error);
@@ -555,7 +580,7 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 		buf_reset(&response);
 		if (rc == 0) {
 			snprintf(url, sizeof url, "%s/%s%s", location->endpoint, location->bucket, query);
-			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, 0, true, &response, &status, NULL,
+			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, -1, 0, true, &response, &status, NULL,
 					  NULL, "LIST", error);
 		} else {
 			rc = error_info_set(error, rc, "LIST: the query is too long");

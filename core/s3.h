@@ -65,6 +65,9 @@ enum s3_condition {
 /* Stores bytes under key. 0 or an error above; on error the object is as it was. */
 int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t size,
 	   enum s3_condition condition, struct error_info *error);
+/* s3_put of the bytes [0, size) of an open file (read with pread: the file offset is untouched). */
+int s3_put_descriptor(struct s3_client *client, const char *key, int descriptor, uint64_t size,
+		      enum s3_condition condition, struct error_info *error);
 /* Appends bytes [offset, offset + size) of key to out (size 0: to the end).
  * 0 or an error; -ERANGE if offset is at or past the end. */
 int s3_get(struct s3_client *client, const char *key, uint64_t offset, uint64_t size, struct buf *out,

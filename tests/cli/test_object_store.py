@@ -108,6 +108,18 @@ def test_a_commit_larger_than_4_mib_writes_a_segment_object_and_reads_back(cli, 
     assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
 
 
+def test_a_segment_larger_than_8_mib_is_written_from_a_local_spill_file_and_reads_back(cli, remote):
+    # what a writer stores whole goes to an unnamed file in $TMPDIR beyond 8 MiB (io_remote.c invariant 3)
+    rows = [{"id": f"r{i:07}", "v": os.urandom(48).hex()} for i in range(200000)]   # 23 MiB, half of it entropy
+    cli.import_rows(remote, "Random", rows)
+    bucket, _, prefix = remote[len("s3://"):].partition("/")
+    listing = curl(f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}?list-type=2&prefix={prefix}%2Fsegments%2F").decode()
+    sizes = [int(part.split("</Size>")[0]) for part in listing.split("<Size>")[1:]]
+    assert max(sizes) > 8 << 20   # so it was spilled
+    assert cli.export(remote, "Random") == jsonl(rows)
+    assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
+
+
 def test_a_writer_that_died_before_publishing_is_rolled_back_once_its_lease_expires(cli, remote, tmp_path):
     source = cli.write_file(jsonl(big_rows(100000)))
     short = {"GRAPHFS_LEASE_SECONDS": "1"}
