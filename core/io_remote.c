@@ -360,23 +360,34 @@ static uint64_t granule_of(uint64_t offset)
 	return offset < HEADER_SIZE ? 0 : offset < GRANULE ? BLOCKS_START : offset & ~(uint64_t)(GRANULE - 1);
 }
 
-/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, or 0. */
-static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
+/*
+ * GETs [offset, offset + length) of the meta slot object slot into bytes (left
+ * empty for an object never written, or shorter than offset). 0 or -errno.
+ */
+static int meta_object_get(struct io_remote_file *file, unsigned slot, uint64_t offset, uint64_t length,
+			   struct buf *bytes)
 {
 	char key[S3_KEY_MAX + 8];
 	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
-	struct buf bytes;
-	buf_init(&bytes);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_get(file->directory->client, key, META_SLOT_SIZE, HINT_SIZE, &bytes, &error);
-	if (rc == 0 && bytes.size == HINT_SIZE && buf_load_u32(bytes.data) == HINT_MAGIC &&
-	    buf_load_u64(bytes.data + 8) > *hint)
-		*hint = buf_load_u64(bytes.data + 8);
+	int rc = s3_get(file->directory->client, key, offset, length, bytes, &error);
 	if (rc == -ENOENT || rc == -ERANGE)
-		rc = 0;   /* never written, or written without a hint: list everything */
+		rc = 0;
 	else if (rc < 0)
 		log_remote(&error);
+	return rc;
+}
+
+/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, if larger than *hint. */
+static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = meta_object_get(file, slot, META_SLOT_SIZE, HINT_SIZE, &bytes);
+	if (rc == 0 && bytes.size == HINT_SIZE && buf_load_u32(bytes.data) == HINT_MAGIC &&
+	    buf_load_u64(bytes.data + 8) > *hint)
+		*hint = buf_load_u64(bytes.data + 8);   /* none: every piece is listed */
 	buf_free(&bytes);
 	return rc;
 }
@@ -688,22 +699,15 @@ static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece
 	return (ssize_t)take;
 }
 
+/* A meta slot's 4096 bytes (zeros if never written, as in a new local manifest). 0 or -errno. */
 static int meta_get(struct io_remote_file *file, unsigned slot, uint8_t *out)
 {
-	char key[S3_KEY_MAX + 8];
-	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
 	struct buf bytes;
 	buf_init(&bytes);
-	struct error_info error;
-	error_info_clear(&error);
-	int rc = s3_get(file->directory->client, key, 0, META_SLOT_SIZE, &bytes, &error);
+	int rc = meta_object_get(file, slot, 0, META_SLOT_SIZE, &bytes);
 	memset(out, 0, META_SLOT_SIZE);
 	if (rc == 0)
 		memcpy(out, bytes.data, bytes.size < META_SLOT_SIZE ? bytes.size : META_SLOT_SIZE);
-	else if (rc == -ENOENT || rc == -ERANGE)
-		rc = 0;   /* never written: zeros, as in a new local manifest */
-	else
-		log_remote(&error);
 	buf_free(&bytes);
 	return rc;
 }

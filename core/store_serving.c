@@ -190,25 +190,33 @@ int store_delete_announce(struct store *store, const char *branch, struct lease 
 	return lease_begin(store->path, DELETING_DIRECTORY, name, "delete", false, out);
 }
 
-struct delete_search {
+struct serving_search {
 	int directory;
 	const char *branch;
 	size_t branch_length;
+	char *where;          /* the first line of what is found (may be NULL) */
+	size_t where_size;
 	bool found;
 };
 
-static int delete_visit(const char *name, void *context)
+/* A lease named <branch>.*: found if it has not expired; an expired one (its holder died) goes. */
+static int lease_visit(struct serving_search *search, const char *name)
 {
-	struct delete_search *search = context;
-	if (strncmp(name, search->branch, search->branch_length) != 0 || name[search->branch_length] != '.')
-		return 0;
-	int alive = lease_alive(search->directory, name, NULL, 0);
+	int alive = lease_alive(search->directory, name, search->where, search->where_size);
 	if (alive < 0)
 		return alive;
 	if (alive == 0)
-		io_unlink(search->directory, name);   /* a deleter that died */
+		io_unlink(search->directory, name);
 	search->found = alive > 0;
 	return search->found ? 1 : 0;
+}
+
+static int delete_visit(const char *name, void *context)
+{
+	struct serving_search *search = context;
+	if (strncmp(name, search->branch, search->branch_length) != 0 || name[search->branch_length] != '.')
+		return 0;
+	return lease_visit(search, name);
 }
 
 static int deletes_wait(struct store *store, const char *branch)
@@ -219,7 +227,7 @@ static int deletes_wait(struct store *store, const char *branch)
 		if (store_directory < 0)
 			return store_directory;
 		int directory = io_directory_open_at(store_directory, DELETING_DIRECTORY);
-		struct delete_search search = { directory, branch, strlen(branch), false };
+		struct serving_search search = { directory, branch, strlen(branch), NULL, 0, false };
 		int rc = directory < 0 ? 0 : io_directory_list(directory, NULL, delete_visit, &search);
 		if (directory >= 0)
 			close(directory);
@@ -254,14 +262,6 @@ void store_unserve(struct store *store)
 	store->serving_name[0] = '\0';
 }
 
-struct serving_search {
-	int directory;
-	const char *branch;
-	size_t branch_length;
-	char *where;
-	size_t where_size;
-	bool found;
-};
 
 static int serving_visit(const char *name, void *context)
 {
@@ -272,13 +272,8 @@ static int serving_visit(const char *name, void *context)
 	if (io_file_open(search->directory, name, O_RDONLY, IO_MANIFEST, &file) < 0)
 		return 0;
 	if (io_file_is_remote(&file)) {
-		/* a lease: served until it expires; an expired one is removed */
 		io_file_close(&file);
-		int alive = lease_alive(search->directory, name, search->where, search->where_size);
-		if (alive == 0)
-			io_unlink(search->directory, name);
-		search->found = alive > 0;
-		return search->found ? 1 : 0;
+		return lease_visit(search, name);   /* served until the lease expires */
 	}
 	int rc = io_lock(&file, true, false);
 	if (rc == 0) {
