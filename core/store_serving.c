@@ -84,6 +84,20 @@ static int branch_still_exists(struct manifest *manifest, void *context)
 static int serve_remotely(struct store *store, const char *branch, const char *where, struct error_info *error);
 static int deletes_wait(struct store *store, const char *branch);
 
+/* Once the branch is served: checks, under the store lock, that it still exists; if not the handle
+ * stops serving it. 0, -ENOENT ("no branch named …") or another -errno. */
+static int serve_confirm(struct store *store, const char *branch, struct error_info *error)
+{
+	struct branch_check check = { store, branch };
+	int rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
+	if (rc < 0) {
+		if (rc == -ENOENT)
+			error_info_set(error, rc, "no branch named \"%s\"", branch);
+		store_unserve(store);
+	}
+	return rc;
+}
+
 int store_serve_branch(struct store *store, const char *branch, const char *where,
 		       struct error_info *error)
 {
@@ -124,13 +138,7 @@ int store_serve_branch(struct store *store, const char *branch, const char *wher
 	store->serving = file;
 	snprintf(store->serving_name, sizeof store->serving_name, "%s", name);
 	/* Served from here on; under the store lock, a delete that published first is seen now. */
-	struct branch_check check = { store, branch };
-	rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
-	if (rc < 0) {
-		if (rc == -ENOENT)
-			error_info_set(error, rc, "no branch named \"%s\"", branch);
-		store_unserve(store);
-	}
+	rc = serve_confirm(store, branch, error);
 out:
 	close(serving);
 	close(store_directory);
@@ -156,14 +164,7 @@ static int serve_remotely(struct store *store, const char *branch, const char *w
 		store_unserve(store);
 		return rc;
 	}
-	struct branch_check check = { store, branch };
-	rc = manifest_run_locked(store->manifest, branch_still_exists, &check, error);
-	if (rc < 0) {
-		if (rc == -ENOENT)
-			error_info_set(error, rc, "no branch named \"%s\"", branch);
-		store_unserve(store);
-	}
-	return rc;
+	return serve_confirm(store, branch, error);
 }
 
 void store_threads_pause(struct store *store)
