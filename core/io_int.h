@@ -1,5 +1,5 @@
 /*
- * io_int.h — the io layer's internals shared by io.c and io_remote.c: the
+ * io_int.h — the io layer's internals shared by io.c and io_remote.c (with io_pieced.c): the
  * store directory on an object store (docs/ARCHITECTURE.md "Stores in an
  * object store"; the object layout is docs/FORMAT.md §23).
  *

@@ -461,7 +461,7 @@ int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out)
  */
 /*
  * state_refresh for a manifest in an object store, once a root is known:
- * every piece is durable and ends with its root (io_remote.c), so the newest
+ * every piece is durable and ends with its root (io_pieced.c), so the newest
  * root is the last one of the last piece. One LIST, at most every
  * REMOTE_REFRESH_US (none for a publish: its conditional create checks the
  * end), instead of reading the meta slots.
@@ -694,7 +694,7 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		goto out;
 	if (manifest->tail_torn && io_file_is_remote(&manifest->file)) {
-		/* a piece is whole or absent (io_remote.c): one that does not end with a root is damage,
+		/* a piece is whole or absent (io_pieced.c): one that does not end with a root is damage,
 		 * and what follows it other writers' commits, never to be cut */
 		rc = error_info_set(error, -EIO, "%s: the manifest piece after offset %llu in the object store does "
 				    "not end with a root; `graphfs verify` names it", manifest->path,

@@ -265,7 +265,7 @@ enum publish_state {
 /*
  * Runs once(manifest, context, error) again, after a short random pause, while
  * it loses an object store's race for the next piece (-ESTALE: nothing was
- * written; io_remote.c), up to 64 times; a local store runs it once (its store
+ * written; io_pieced.c), up to 64 times; a local store runs it once (its store
  * lock orders writers). Returns what the last run returned.
  */
 int manifest_race_retry(struct manifest *manifest,

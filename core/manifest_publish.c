@@ -169,7 +169,7 @@ static int publish_write(struct manifest_publish *publish, struct error_info *er
 		pager_append_abandon(append);
 		uint64_t now_size;
 		/* (never in an object store: a tail there is whole or absent, and what lies
-		 * beyond it is another writer's, io_remote.c invariant 5) */
+		 * beyond it is another writer's, io_pieced.c invariant 3) */
 		if (rc != -ESTALE && !io_file_is_remote(&manifest->file) &&
 		    io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
 		    io_truncate(&manifest->file, publish->base_size) == 0)

@@ -46,7 +46,7 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 	enum sync_state state = SYNC_WAITING;
 	if (io_file_is_remote(&manifest->file)) {
 		/* In an object store a tail is durable once its conditional create returned
-		 * (io_remote.c): nothing to flush. The meta slot stays a hint for the next
+		 * (io_pieced.c): nothing to flush. The meta slot stays a hint for the next
 		 * cold open, which scans forward from the root it names. */
 		manifest_state_durable(manifest, root, end);
 		if (after_fsync && io_failpoint(after_fsync) < 0)

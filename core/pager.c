@@ -929,7 +929,7 @@ int pager_append_read(struct pager_append *append, struct block_address address,
 static int append_prepare(struct pager_append *append)
 {
 	uint64_t size;
-	/* in an object store the tail's conditional create checks the end itself (io_remote.c) */
+	/* in an object store the tail's conditional create checks the end itself (io_pieced.c) */
 	int rc = io_file_is_remote(append->pager->manifest) ? io_size_known(append->pager->manifest, &size)
 							     : io_size(append->pager->manifest, &size);
 	if (rc < 0)

@@ -1,0 +1,652 @@
+/*
+ * io_pieced — the manifest of a store in an object store (layer: io): a file
+ * made of immutable pieces. Its bytes [0, 4096) are the object
+ * manifest/0000000000000000, the two meta slots (4096 and 8192) the objects
+ * manifest.meta/0 and manifest.meta/1, and every write at the end of the
+ * blocks (a publish's tail) becomes one new object manifest/<offset as 16 hex
+ * digits> created with If-None-Match: * — the commit point: of two writers
+ * appending at the same offset exactly one succeeds, the other gets -ESTALE
+ * and builds on the new end. Every tail after the first starts at a multiple
+ * of GRANULE (io_append_offset): the bytes between a piece's end and the next
+ * multiple read as zeros, and the piece holding an offset is found without a
+ * listing: it is the one named by the offset's granule (or, for a piece
+ * longer than GRANULE, one a bounded LIST finds). docs/FORMAT.md §23.
+ *
+ * Invariants:
+ *   1. A piece, once created, never changes: bytes read from one are cached
+ *      (a bounded LRU of ranges) and never invalidated. The table of pieces
+ *      known is sorted by start and complete from listed_from on (as of the
+ *      last LIST); below it, it holds only pieces found by reads.
+ *   2. The meta slot objects are the only objects written in place; they are
+ *      never cached. Each carries, after its 4096 bytes, the start of the
+ *      last piece its writer knew: where a cold open lists from.
+ *   3. A piece is never deleted by a failed publish: its create either
+ *      happened (it is a commit, as with a local fsync whose answer was
+ *      lost) or did not.
+ *
+ * Every function here is called with file->lock held (io_remote.c takes it).
+ */
+#include "io_remote_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEADER_SIZE 4096u
+#define META_START 4096u
+#define BLOCKS_START 12288u
+#define META_SLOT_SIZE 4096u
+#define GRANULE (64u << 10)           /* FORMAT.md §23: tails after the first start at its multiples */
+#define WHOLE_MAX (256u << 10)        /* a piece up to this size is read whole */
+#define READ_MIN 4096u                /* a read of a larger one asks for at least this much */
+#define RANGES IO_REMOTE_RANGES       /* cached ranges of pieces (invariant 1) */
+#define RANGE_BYTES_MAX (16u << 20)   /* ... and their bytes at most */
+#define HINT_MAGIC 0x48534647u        /* "GFSH": the trailer of a meta slot object (invariant 2) */
+#define HINT_SIZE 16u
+
+static uint64_t piece_key_start(const char *key, bool *is_piece)
+{
+	const char *name = strrchr(key, '/');
+	name = name ? name + 1 : key;
+	char *end;
+	uint64_t start = strtoull(name, &end, 16);
+	*is_piece = *end == 0 && strlen(name) == 16;
+	return start;
+}
+
+static void piece_key(const struct io_remote_file *file, uint64_t start, char out[S3_KEY_MAX + 20])
+{
+	snprintf(out, S3_KEY_MAX + 20, "%s/%016llx", file->key, (unsigned long long)start);
+}
+
+/* The index of the last known piece starting at or before offset, or piece_count if none. */
+static size_t piece_before(const struct io_remote_file *file, uint64_t offset)
+{
+	size_t low = 0, high = file->piece_count;
+	while (low < high) {
+		size_t middle = low + (high - low) / 2;
+		if (file->pieces[middle].start <= offset)
+			low = middle + 1;
+		else
+			high = middle;
+	}
+	return low ? low - 1 : file->piece_count;
+}
+
+/* Adds (or confirms) a piece to the sorted table. 0 or -ENOMEM. */
+static int piece_insert(struct io_remote_file *file, uint64_t start, uint64_t size)
+{
+	size_t at = piece_before(file, start);
+	if (at < file->piece_count && file->pieces[at].start == start) {
+		file->pieces[at].size = size;
+		return 0;
+	}
+	at = at < file->piece_count ? at + 1 : 0;
+	if (file->piece_count == file->piece_capacity) {
+		size_t capacity = file->piece_capacity ? file->piece_capacity * 2 : 64;
+		struct piece *grown = realloc(file->pieces, capacity * sizeof *grown);
+		if (!grown)
+			return -ENOMEM;
+		file->pieces = grown;
+		file->piece_capacity = capacity;
+	}
+	memmove(&file->pieces[at + 1], &file->pieces[at], (file->piece_count - at) * sizeof *file->pieces);
+	file->pieces[at] = (struct piece){ start, size };
+	file->piece_count++;
+	return 0;
+}
+
+struct piece_listing {
+	struct io_remote_file *file;
+	uint64_t stop;                 /* pieces starting after this end the listing */
+	uint64_t first;                /* the first piece listed (UINT64_MAX: none) */
+};
+
+static int list_piece(const char *key, uint64_t size, void *context)
+{
+	struct piece_listing *listing = context;
+	bool is_piece;
+	uint64_t start = piece_key_start(key, &is_piece);
+	if (!is_piece)
+		return 0;
+	if (start > listing->stop)
+		return 1;   /* enough: stop the listing */
+	if (listing->first == UINT64_MAX)
+		listing->first = start;
+	return piece_insert(listing->file, start, size);
+}
+
+/* Lists the pieces starting at from or later (up to stop). Caller holds file->lock. */
+static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop, uint64_t *first_out)
+{
+	char prefix[S3_KEY_MAX + 2], after[S3_KEY_MAX + 20];
+	snprintf(prefix, sizeof prefix, "%s/", file->key);
+	if (from)
+		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
+	struct piece_listing listing = { file, stop, UINT64_MAX };
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
+	if (rc < 0 && rc != -ENOMEM)
+		io_remote_log(&error);
+	if (first_out)
+		*first_out = listing.first;
+	return rc;
+}
+
+/* Lists the pieces after the last one known: what other writers appended. Caller holds file->lock. */
+static int pieces_refresh(struct io_remote_file *file)
+{
+	uint64_t from = file->piece_count ? file->pieces[file->piece_count - 1].start + 1 : 0;
+	int rc = pieces_list(file, from, UINT64_MAX, NULL);
+	if (rc == 0 && from < file->listed_from)
+		file->listed_from = from;
+	return rc;
+}
+
+/* Makes the table complete (data_bytes, truncate). Caller holds file->lock. */
+static int pieces_list_all(struct io_remote_file *file)
+{
+	if (file->listed_from == 0)
+		return 0;
+	int rc = pieces_list(file, 0, UINT64_MAX, NULL);
+	if (rc == 0)
+		file->listed_from = 0;
+	return rc;
+}
+
+uint64_t io_pieced_append_offset(uint64_t end)
+{
+	return end <= BLOCKS_START ? end : (end + GRANULE - 1) & ~(uint64_t)(GRANULE - 1);
+}
+
+uint64_t io_pieced_end(const struct io_remote_file *file)
+{
+	if (file->piece_count == 0)
+		return 0;
+	const struct piece *last = &file->pieces[file->piece_count - 1];
+	uint64_t end = last->start + last->size;
+	return end < BLOCKS_START ? BLOCKS_START : io_pieced_append_offset(end);
+}
+
+/* The piece start an offset's granule names (FORMAT.md §23). */
+static uint64_t granule_of(uint64_t offset)
+{
+	return offset < HEADER_SIZE ? 0 : offset < GRANULE ? BLOCKS_START : offset & ~(uint64_t)(GRANULE - 1);
+}
+
+/*
+ * GETs [offset, offset + length) of the meta slot object slot into bytes (left
+ * empty for an object never written, or shorter than offset). 0 or -errno.
+ */
+static int meta_object_get(struct io_remote_file *file, unsigned slot, uint64_t offset, uint64_t length,
+			   struct buf *bytes)
+{
+	char key[S3_KEY_MAX + 8];
+	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = s3_get(file->directory->client, key, offset, length, bytes, &error);
+	if (rc == -ENOENT || rc == -ERANGE)
+		rc = 0;
+	else if (rc < 0)
+		io_remote_log(&error);
+	return rc;
+}
+
+/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, if larger than *hint. */
+static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = meta_object_get(file, slot, META_SLOT_SIZE, HINT_SIZE, &bytes);
+	if (rc == 0 && bytes.size == HINT_SIZE && buf_load_u32(bytes.data) == HINT_MAGIC &&
+	    buf_load_u64(bytes.data + 8) > *hint)
+		*hint = buf_load_u64(bytes.data + 8);   /* none: every piece is listed */
+	buf_free(&bytes);
+	return rc;
+}
+
+/* Opens the pieced manifest: lists from the newest meta slot's hint (a bounded
+ * LIST however long the history), or everything when there is none. */
+int io_pieced_open(struct io_remote_file *file, int flags)
+{
+	for (int i = 0; i < RANGES; i++)
+		file->ranges[i].start = UINT64_MAX;
+	uint64_t hint = 0, first = UINT64_MAX;
+	int rc = 0;
+	file->listed_from = UINT64_MAX;
+	if (!(flags & O_EXCL) && ((rc = meta_hint(file, 0, &hint)) < 0 || (rc = meta_hint(file, 1, &hint)) < 0))
+		return rc;
+	if (hint >= BLOCKS_START && (rc = pieces_list(file, hint, UINT64_MAX, &first)) < 0)
+		return rc;
+	if (first == hint && hint >= BLOCKS_START) {
+		file->listed_from = hint;
+		if ((rc = piece_insert(file, 0, HEADER_SIZE)) < 0)   /* there since init: a hint follows it */
+			return rc;
+	} else if ((rc = pieces_list_all(file)) < 0) {
+		return rc;
+	}
+	if (flags & O_CREAT) {
+		if ((flags & O_EXCL) && file->piece_count)
+			return -EEXIST;
+	} else if (file->piece_count == 0 || file->pieces[0].start != 0) {
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------------------------ */
+
+/* The cached range holding offset (invariant 1), or NULL. */
+static struct range *range_holding(struct io_remote_file *file, uint64_t offset)
+{
+	for (int i = 0; i < RANGES; i++) {
+		struct range *range = &file->ranges[i];
+		if (range->start != UINT64_MAX && offset >= range->start && offset - range->start < range->bytes.size) {
+			range->used = ++file->tick;
+			return range;
+		}
+	}
+	return NULL;
+}
+
+static void range_drop(struct io_remote_file *file, struct range *range)
+{
+	file->range_bytes -= range->bytes.size;
+	buf_free(&range->bytes);
+	range->start = UINT64_MAX;
+}
+
+/* Caches bytes (taken over, left empty) as the range at start, dropping the least recently used. */
+static void range_keep(struct io_remote_file *file, uint64_t start, struct buf *bytes)
+{
+	if (bytes->size == 0 || bytes->size > RANGE_BYTES_MAX) {
+		buf_free(bytes);
+		return;
+	}
+	for (;;) {
+		struct range *free_slot = NULL, *oldest = NULL;
+		for (int i = 0; i < RANGES; i++) {
+			struct range *range = &file->ranges[i];
+			if (range->start == UINT64_MAX)
+				free_slot = free_slot ? free_slot : range;
+			else if (!oldest || range->used < oldest->used)
+				oldest = range;
+		}
+		if (free_slot && file->range_bytes + bytes->size <= RANGE_BYTES_MAX) {
+			free_slot->start = start;
+			free_slot->bytes = *bytes;
+			free_slot->used = ++file->tick;
+			file->range_bytes += bytes->size;
+			buf_init(bytes);
+			return;
+		}
+		range_drop(file, oldest);
+	}
+}
+
+enum piece_lookup { PIECE_FOUND, PIECE_GAP, PIECE_BEYOND, PIECE_UNKNOWN };
+
+/*
+ * What the table says of offset, without a request: FOUND (*piece holds it),
+ * GAP (no piece does: zeros up to *gap_end), BEYOND (at or past the end
+ * known) or UNKNOWN (below listed_from, in a granule whose piece is not
+ * known). definitive_from: pieces starting from there up to offset are all
+ * known (a bounded listing just ran), else UINT64_MAX.
+ */
+static enum piece_lookup piece_lookup(const struct io_remote_file *file, uint64_t offset, uint64_t definitive_from,
+				      const struct piece **piece, uint64_t *gap_end)
+{
+	uint64_t end = io_pieced_end(file);
+	if (offset >= end)
+		return PIECE_BEYOND;
+	uint64_t granule = granule_of(offset);
+	size_t at = piece_before(file, offset);
+	const struct piece *known = at < file->piece_count ? &file->pieces[at] : NULL;
+	if (known && offset - known->start < known->size) {
+		*piece = known;
+		return PIECE_FOUND;
+	}
+	bool listed = offset >= file->listed_from;
+	bool granule_known = known && known->start >= granule;   /* pieces start only at granules */
+	bool just_listed = definitive_from <= offset &&
+			   (!known || known->start >= definitive_from || definitive_from <= BLOCKS_START);
+	if (!listed && !granule_known && !just_listed)
+		return PIECE_UNKNOWN;
+	size_t next = known ? at + 1 : 0;
+	uint64_t stop = listed ? end : granule == 0 ? HEADER_SIZE : granule < GRANULE ? GRANULE : granule + GRANULE;
+	if (next < file->piece_count && file->pieces[next].start < stop)
+		stop = file->pieces[next].start;
+	*gap_end = stop < end ? stop : end;
+	return PIECE_GAP;
+}
+
+/* GETs [from, from + length) of the piece at start into a new cached range (or
+ * asks for the granule's piece when size is unknown: *object_size). */
+static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t from, uint64_t length,
+		       uint64_t *object_size)
+{
+	char key[S3_KEY_MAX + 20];
+	piece_key(file, start, key);
+	struct buf bytes;
+	buf_init(&bytes);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, object_size, &error);
+	if (rc == 0)
+		range_keep(file, from, &bytes);
+	else if (rc != -ENOENT && rc != -ERANGE)
+		io_remote_log(&error);
+	buf_free(&bytes);
+	return rc;
+}
+
+/*
+ * Finds the piece holding offset when the table does not know it: the
+ * granule's piece (read at once: that GET is the data read), else a listing
+ * of the pieces before it, widened until one starts at or before offset.
+ * Leaves the table answering FOUND or GAP for offset. Caller holds the lock.
+ */
+static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t want, uint64_t *definitive_from)
+{
+	uint64_t granule = granule_of(offset), size = 0;
+	/* from the granule's start: a piece no longer than GRANULE comes whole (later reads
+	 * of its other blocks cost no request) */
+	uint64_t length = offset - granule + want > GRANULE ? offset - granule + want : GRANULE;
+	int rc = piece_fetch(file, granule, granule, length, &size);
+	if (rc == 0 || rc == -ERANGE) {
+		struct error_info error;
+		error_info_clear(&error);
+		char key[S3_KEY_MAX + 20];
+		piece_key(file, granule, key);
+		/* a part answered names the size; a piece ending before offset needs a HEAD */
+		if (rc == -ERANGE && (rc = s3_head(file->directory->client, key, &size, &error)) < 0) {
+			io_remote_log(&error);
+			return rc;
+		}
+		return piece_insert(file, granule, size);
+	}
+	if (rc != -ENOENT)
+		return rc;
+	/* a piece longer than a granule began before it: list back from there */
+	for (uint64_t window = 4u << 20;; window *= 16) {
+		uint64_t from = granule > BLOCKS_START + window ? granule - window : BLOCKS_START, first;
+		if ((rc = pieces_list(file, from, offset, &first)) < 0)
+			return rc;
+		size_t at = piece_before(file, offset);
+		if (from == BLOCKS_START || (at < file->piece_count && file->pieces[at].start >= from)) {
+			*definitive_from = from;
+			return 0;
+		}
+	}
+}
+
+/* Copies what a known piece holds at offset into out (fetching it if not cached). Bytes copied or -errno. */
+static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece, uint8_t *out, size_t want,
+			  uint64_t offset)
+{
+	struct range *range = range_holding(file, offset);
+	if (!range) {
+		/* a piece up to WHOLE_MAX whole (one request for all the blocks read from it); of
+		 * a larger one what is asked, a page at least */
+		uint64_t from = piece->start, length = piece->size;
+		if (piece->size > WHOLE_MAX) {
+			from = offset;
+			length = want > READ_MIN ? want : READ_MIN;
+			if (length > piece->start + piece->size - from)
+				length = piece->start + piece->size - from;
+		}
+		uint64_t size;
+		int rc = piece_fetch(file, piece->start, from, length, &size);
+		if (rc < 0)
+			return rc == -ERANGE || rc == -ENOENT ? -EIO : rc;   /* listed, so it must be there */
+		if (!(range = range_holding(file, offset)))
+			return -EIO;
+	}
+	size_t from = (size_t)(offset - range->start), take = range->bytes.size - from;
+	if (take > want)
+		take = want;
+	memcpy(out, range->bytes.data + from, take);
+	return (ssize_t)take;
+}
+
+/* A meta slot's 4096 bytes (zeros if never written, as in a new local manifest). 0 or -errno. */
+static int meta_get(struct io_remote_file *file, unsigned slot, uint8_t *out)
+{
+	struct buf bytes;
+	buf_init(&bytes);
+	int rc = meta_object_get(file, slot, 0, META_SLOT_SIZE, &bytes);
+	memset(out, 0, META_SLOT_SIZE);
+	if (rc == 0)
+		memcpy(out, bytes.data, bytes.size < META_SLOT_SIZE ? bytes.size : META_SLOT_SIZE);
+	buf_free(&bytes);
+	return rc;
+}
+
+ssize_t io_pieced_pread(struct io_remote_file *file, uint8_t *out, size_t size, uint64_t offset)
+{
+	size_t done = 0;
+	int rc = 0;
+	bool refreshed = false;
+	uint64_t definitive_from = UINT64_MAX;
+	while (done < size) {
+		uint64_t at = offset + done;
+		size_t want = size - done;
+		if (at >= META_START && at < BLOCKS_START) {
+			uint8_t slot[META_SLOT_SIZE];
+			unsigned index = (unsigned)((at - META_START) / META_SLOT_SIZE);
+			if ((rc = meta_get(file, index, slot)) < 0)
+				break;
+			size_t from = (size_t)((at - META_START) % META_SLOT_SIZE), take = META_SLOT_SIZE - from;
+			if (take > want)
+				take = want;
+			memcpy(out + done, slot + from, take);
+			done += take;
+			continue;
+		}
+		const struct piece *piece = NULL;
+		uint64_t gap_end = 0;
+		enum piece_lookup found = piece_lookup(file, at, definitive_from, &piece, &gap_end);
+		if (found == PIECE_BEYOND) {
+			/* a read that began inside what is known ends at its end (a speculative read
+			 * past the last block asks no LIST); one that began beyond it looks further */
+			if (done > 0 || refreshed)
+				break;
+			refreshed = true;
+			if ((rc = pieces_refresh(file)) < 0)
+				break;
+			continue;
+		}
+		if (found == PIECE_UNKNOWN) {
+			if ((rc = piece_discover(file, at, want, &definitive_from)) < 0)
+				break;
+			continue;
+		}
+		definitive_from = UINT64_MAX;
+		if (found == PIECE_GAP) {
+			/* between a piece's end and the next granule (or a removed piece): zeros */
+			size_t take = gap_end - at < want ? (size_t)(gap_end - at) : want;
+			memset(out + done, 0, take);
+			done += take;
+			continue;
+		}
+		ssize_t got = piece_copy(file, piece, out + done, want, at);
+		if (got < 0) {
+			rc = (int)got;
+			break;
+		}
+		done += (size_t)got;
+	}
+	return done ? (ssize_t)done : rc;
+}
+
+/* Stores a meta slot object: the slot's bytes, then the hint (invariant 2). */
+static int meta_put(struct io_remote_file *file, unsigned slot, const uint8_t *bytes, struct error_info *error)
+{
+	uint8_t whole[META_SLOT_SIZE + HINT_SIZE];
+	memcpy(whole, bytes, META_SLOT_SIZE);
+	memset(whole + META_SLOT_SIZE, 0, HINT_SIZE);
+	buf_store_u32(whole + META_SLOT_SIZE, HINT_MAGIC);
+	buf_store_u64(whole + META_SLOT_SIZE + 8, file->piece_count ? file->pieces[file->piece_count - 1].start : 0);
+	char key[S3_KEY_MAX + 8];
+	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
+	return s3_put(file->directory->client, key, whole, sizeof whole, S3_ALWAYS, error);
+}
+
+int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t size, uint64_t offset)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = 0;
+	while (size > 0 && rc == 0) {
+		if (offset < HEADER_SIZE) {
+			/* the file header: created once, by init */
+			if (offset != 0 || size < HEADER_SIZE)
+				return -EINVAL;
+			char key[S3_KEY_MAX + 20];
+			piece_key(file, 0, key);
+			rc = s3_put(file->directory->client, key, bytes, HEADER_SIZE, S3_IF_ABSENT, &error);
+			if (rc == 0)
+				rc = piece_insert(file, 0, HEADER_SIZE);
+			bytes += HEADER_SIZE, offset += HEADER_SIZE, size -= HEADER_SIZE;
+		} else if (offset < BLOCKS_START) {
+			/* a meta slot (invariant 2): stored whole, in place */
+			unsigned slot = (unsigned)((offset - META_START) / META_SLOT_SIZE);
+			size_t from = (size_t)((offset - META_START) % META_SLOT_SIZE), take = META_SLOT_SIZE - from;
+			if (take > size)
+				take = size;
+			uint8_t whole[META_SLOT_SIZE];
+			if (from != 0 || take != META_SLOT_SIZE) {
+				if ((rc = meta_get(file, slot, whole)) < 0)
+					return rc;
+			}
+			memcpy(whole + from, bytes, take);
+			rc = meta_put(file, slot, whole, &error);
+			bytes += take, offset += take, size -= take;
+		} else {
+			/* a publish's tail: one new piece at the end, created only if nobody did first */
+			uint64_t end = io_pieced_end(file);
+			if (offset != end && (rc = pieces_refresh(file)) == 0 && offset != (end = io_pieced_end(file)))
+				return -ESTALE;
+			if (rc < 0)
+				break;
+			char key[S3_KEY_MAX + 20];
+			piece_key(file, offset, key);
+			rc = s3_put(file->directory->client, key, bytes, size, S3_IF_ABSENT, &error);
+			if (rc == -EEXIST) {
+				pieces_refresh(file);
+				return -ESTALE;   /* another writer appended here first */
+			}
+			if (rc == 0 && (rc = piece_insert(file, offset, size)) == 0) {
+				/* this process reads its own tail back (the next publish builds on it) */
+				struct buf cached;
+				buf_init(&cached);
+				if (buf_append(&cached, bytes, size) == 0)
+					range_keep(file, offset, &cached);
+				buf_free(&cached);
+			}
+			size = 0;
+		}
+	}
+	if (rc < 0 && rc != -ESTALE)
+		io_remote_log(&error);
+	return rc;
+}
+
+/* Deletes the pieces wholly inside [start, end) (never the header). Caller holds the lock. */
+static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t end)
+{
+	struct error_info error;
+	error_info_clear(&error);
+	size_t kept = 0;
+	int rc = 0;
+	for (size_t i = 0; i < file->piece_count; i++) {
+		struct piece *piece = &file->pieces[i];
+		if (rc == 0 && piece->start >= start && piece->start >= HEADER_SIZE && piece->start + piece->size <= end) {
+			char key[S3_KEY_MAX + 20];
+			piece_key(file, piece->start, key);
+			if ((rc = s3_delete(file->directory->client, key, &error)) == 0) {
+				for (int r = 0; r < RANGES; r++)
+					if (file->ranges[r].start != UINT64_MAX && file->ranges[r].start >= piece->start &&
+					    file->ranges[r].start < piece->start + piece->size)
+						range_drop(file, &file->ranges[r]);
+				continue;
+			}
+			io_remote_log(&error);
+		}
+		file->pieces[kept++] = *piece;
+	}
+	file->piece_count = kept;
+	return rc;
+}
+
+void io_pieced_free(struct io_remote_file *file)
+{
+	for (int i = 0; i < RANGES; i++)
+		buf_free(&file->ranges[i].bytes);
+	free(file->pieces);
+	file->pieces = NULL;
+	file->piece_count = file->piece_capacity = 0;
+	file->range_bytes = 0;
+}
+
+int io_pieced_truncate(struct io_remote_file *file, uint64_t size)
+{
+	/* pieces wholly beyond size go; one that straddles it cannot be cut */
+	int rc = pieces_list_all(file);
+	if (rc == 0)
+		rc = pieces_refresh(file);
+	for (size_t i = 0; rc == 0 && i < file->piece_count; i++)
+		if (file->pieces[i].start < size && file->pieces[i].start + file->pieces[i].size > size &&
+		    size > BLOCKS_START)
+			rc = -EINVAL;
+	if (rc == 0)
+		rc = pieces_delete(file, size < BLOCKS_START ? BLOCKS_START : size, UINT64_MAX);
+	return rc;
+}
+
+int io_pieced_size(struct io_remote_file *file, uint64_t *size_out)
+{
+	/* what other writers appended since: one LIST after the last piece known */
+	int rc = pieces_refresh(file);
+	if (rc == 0)
+		*size_out = io_pieced_end(file);
+	return rc;
+}
+
+uint64_t io_pieced_last_start(const struct io_remote_file *file)
+{
+	return file->piece_count ? file->pieces[file->piece_count - 1].start : 0;
+}
+
+int io_pieced_punch(struct io_remote_file *file, uint64_t start, uint64_t end)
+{
+	int rc = pieces_list_all(file);
+	if (rc == 0)
+		rc = pieces_delete(file, start, end);
+	return rc;
+}
+
+int io_pieced_data_bytes(struct io_remote_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
+{
+	int rc = pieces_list_all(file);
+	if (rc < 0)
+		return rc;
+	uint64_t total = 0;
+	for (size_t i = 0; i < file->piece_count; i++) {
+		uint64_t from = file->pieces[i].start, to = from + file->pieces[i].size;
+		if (from < start)
+			from = start;
+		if (to > end)
+			to = end;
+		if (to > from)
+			total += to - from;
+	}
+	if (start < BLOCKS_START && end > META_START)
+		total += (end < BLOCKS_START ? end : BLOCKS_START) - (start > META_START ? start : META_START);
+	*bytes_out = total;
+	return 0;
+}

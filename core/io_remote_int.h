@@ -1,0 +1,99 @@
+/*
+ * io_remote_int.h — what io_remote.c (directories, WHOLE files, the entry
+ * points) and io_pieced.c (the manifest's pieces) share: the remote file and
+ * the pieced file's functions. Both are layer io; nothing else includes this.
+ * The object layout is docs/FORMAT.md §23.
+ */
+#ifndef GRAPHFS_IO_REMOTE_INT_H
+#define GRAPHFS_IO_REMOTE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "error_info.h"
+#include "s3.h"
+
+#define IO_REMOTE_RANGES 64            /* cached ranges of pieces (io_pieced.c invariant 1) */
+#define IO_REMOTE_CHUNKS 4             /* cached 1 MiB chunks of a WHOLE file being read */
+
+struct remote_directory {
+	char key[S3_KEY_MAX];          /* "" (the store's root) or "name/" */
+	char location[S3_KEY_MAX];     /* the s3:// text it was opened with */
+	struct s3_client *client;      /* shared with the directories under the same root */
+	bool owns_client;
+};
+
+enum remote_kind { REMOTE_WHOLE, REMOTE_PIECED };
+
+struct piece {
+	uint64_t start, size;
+};
+
+struct range {
+	uint64_t start;                /* UINT64_MAX: empty */
+	uint64_t used;                 /* the tick of its last use */
+	struct buf bytes;              /* [start, start + size) of one piece */
+};
+
+struct chunk {
+	uint64_t start;                /* UINT64_MAX: empty */
+	struct buf bytes;
+};
+
+/* One open remote file; lock serializes every call on it (the callers of the io_pieced_
+ * functions hold it). */
+struct io_remote_file {
+	struct remote_directory *directory;
+	char key[S3_KEY_MAX];
+	enum remote_kind kind;
+	pthread_mutex_t lock;
+	/* WHOLE (io_remote.c invariant 3) */
+	bool exists;                   /* stored in the object store */
+	uint64_t size;
+	bool writable, exclusive, dirty, loaded;
+	struct buf content;            /* while writable: the whole object (up to SPILL_BYTES) */
+	int spill;                     /* beyond that: an unnamed local file holding it, or -1 */
+	uint64_t spill_size;
+	struct chunk chunks[IO_REMOTE_CHUNKS];
+	unsigned next_chunk;
+	/* PIECED (io_pieced.c invariant 1) */
+	struct piece *pieces;          /* known pieces, by start */
+	size_t piece_count, piece_capacity;
+	uint64_t listed_from;          /* every piece from here on is in pieces */
+	struct range ranges[IO_REMOTE_RANGES];
+	uint64_t range_bytes, tick;
+};
+
+/* A failed request: the reason the error carries up (io_strerror), and a log line for a
+ * daemon's log (informational: the caller's error says what failed). */
+void io_remote_log(const struct error_info *error);
+
+/* Opens the pieced manifest (flags as open(2): O_CREAT, O_EXCL). 0, -ENOENT, -EEXIST or
+ * a request's -errno; on error the caller frees what io_pieced_free frees. */
+int io_pieced_open(struct io_remote_file *file, int flags);
+/* Frees the table of pieces and the cached ranges (the file itself is the caller's). */
+void io_pieced_free(struct io_remote_file *file);
+/* As pread(2): bytes read (short only at the end known) or -errno. */
+ssize_t io_pieced_pread(struct io_remote_file *file, uint8_t *out, size_t size, uint64_t offset);
+/* Writes the header, a meta slot or a new piece at the end. 0, -ESTALE (another writer
+ * appended at offset first: nothing written) or -errno. */
+int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t size, uint64_t offset);
+/* Removes the pieces beyond size; -EINVAL if one straddles it. 0 or -errno. */
+int io_pieced_truncate(struct io_remote_file *file, uint64_t size);
+/* The end after a LIST of what other writers appended. 0 or -errno. */
+int io_pieced_size(struct io_remote_file *file, uint64_t *size_out);
+/* The end as last known (no request). */
+uint64_t io_pieced_end(const struct io_remote_file *file);
+/* The start of the last piece known, 0 if none. */
+uint64_t io_pieced_last_start(const struct io_remote_file *file);
+/* Where the next tail goes after blocks ending at end (io_append_offset). */
+uint64_t io_pieced_append_offset(uint64_t end);
+/* Deletes the pieces wholly inside [start, end). 0 or -errno. */
+int io_pieced_punch(struct io_remote_file *file, uint64_t start, uint64_t end);
+/* The bytes stored in [start, end) (pieces and meta slots). 0 or -errno. */
+int io_pieced_data_bytes(struct io_remote_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
+
+#endif
