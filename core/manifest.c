@@ -239,20 +239,31 @@ static void header_build(const struct ulid *store_id, uint32_t format_version, u
 	pager_file_header_encode(&header, out);
 }
 
+uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset)
+{
+	if (io_file_is_remote(&manifest->file))
+		return io_append_offset(&manifest->file, offset);
+	if (!manifest->granule)
+		return offset;
+	return (offset + manifest->granule - 1) / manifest->granule * manifest->granule;
+}
+
 /*
  * Checks the header bytes in the order the contract requires: a graphfs
  * manifest at all (-EINVAL), intact (-EIO), then the format version (-EPROTO
  * with the export/upgrade guidance). Nothing else of the store is read
  * before this passes.
  */
-static int header_check(const char *path, const uint8_t *bytes, struct ulid *store_id,
+static int header_check(const char *path, const uint8_t *bytes, struct ulid *store_id, uint32_t *granule,
 			struct error_info *error)
 {
 	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
 		return error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest has no graphfs header)",
 				      path);
 	bool intact = buf_load_u64(bytes + 48) == codec_hash(bytes, 48);
-	for (size_t i = 56; i < FILE_HEADER_SIZE && intact; i++)
+	*granule = buf_load_u32(bytes + MANIFEST_GRANULE_OFFSET);   /* FORMAT.md §2 */
+	intact = intact && (*granule == 0 || *granule == MANIFEST_GRANULE);
+	for (size_t i = MANIFEST_GRANULE_OFFSET + 4; i < FILE_HEADER_SIZE && intact; i++)
 		intact = bytes[i] == 0;
 	if (!intact)
 		return error_info_set(error, -EIO, "%s/manifest: the file header at offset 0 is damaged (checksum mismatch)",
@@ -376,7 +387,7 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 		if (length < BLOCK_HEADER_SIZE || codec_decode_header(header_bytes, &header) < 0) {
 			*torn = offset != boundary || !all_zero(header_bytes, length);
 			/* in an object store the next tail starts at the next granule (FORMAT.md §23) */
-			uint64_t next = io_append_offset(&manifest->file, offset);
+			uint64_t next = manifest_gap_end(manifest, offset);
 			if (!*torn && next > offset && next < file_size) {
 				offset = boundary = next;
 				continue;
@@ -958,7 +969,7 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		rc = error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest is too short)", path);
 		goto failed;
 	}
-	rc = header_check(path, header, &manifest->store_id, error);
+	rc = header_check(path, header, &manifest->store_id, &manifest->granule, error);
 	if (rc < 0)
 		goto failed;
 	rc = pager_init(manifest->directory, &manifest->file, &manifest->pager);

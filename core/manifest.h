@@ -51,6 +51,8 @@
 #include "ulid.h"
 
 #define MANIFEST_FORMAT_VERSION 6   /* the store format this binary reads and writes */
+#define MANIFEST_GRANULE_OFFSET 56  /* u32 in the manifest's file header (FORMAT.md §2) */
+#define MANIFEST_GRANULE 65536u     /* what it may say besides 0: tails start at its multiples (§23) */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
 
 struct manifest;
@@ -427,8 +429,9 @@ int manifest_tag_put(struct manifest *manifest, const struct manifest_tag *tag, 
 int manifest_pin(struct manifest *manifest, uint64_t first, uint64_t last);
 void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last);
 /* The gc lock shared, waiting for a running gc to end: while it is held no gc
- * runs (a snapshot copy, a restore). 0 or -errno; without a pins file 0.
- * Release with manifest_gc_unlock. */
+ * runs (a snapshot copy, a restore). In an object store it is the gc lease,
+ * taken exclusively (holders wait for each other). 0 or -errno; without a
+ * pins file 0. Release with manifest_gc_unlock. */
 int manifest_gc_hold(struct manifest *manifest);
 void manifest_gc_unlock(struct manifest *manifest);
 /* How many gc sweeps have begun (0: none, or no pins file). */

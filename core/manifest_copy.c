@@ -22,6 +22,11 @@
  *      snapshot.after_segments, snapshot.before_rename); a crash before leaves
  *      a directory that is not a store and that a rerun refuses until it is
  *      removed.
+ *   5. The copy keeps the source's addresses (a restore reads the store's own
+ *      blocks at the snapshot's offsets): a store kept in an object store is
+ *      copied with its granule gaps (docs/FORMAT.md §23) as holes, and its
+ *      header says so. Segments and packs come through the io layer from
+ *      objects the same way as from files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -76,6 +81,17 @@ static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, u
 		rc = io_truncate(to, size);
 	free(chunk);
 	return rc;
+}
+
+/* A copy of a manifest kept in an object store keeps its addresses, granule gaps
+ * included (invariant 5): its header says so (FORMAT.md §2). 0 or -errno. */
+static int granule_mark(struct io_file *source, struct io_file *copy)
+{
+	if (!io_file_is_remote(source))
+		return 0;   /* a local source's header is copied as it is */
+	uint8_t granule[4];
+	buf_store_u32(granule, MANIFEST_GRANULE);
+	return io_pwrite(copy, granule, sizeof granule, MANIFEST_GRANULE_OFFSET);
 }
 
 /* Links segments/<name> into destination, or copies it when links cannot cross. */
@@ -227,6 +243,7 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	if (rc == 0 && (rc = io_file_open(manifest->directory, "manifest", O_RDONLY, IO_MANIFEST, &source)) == 0 &&
 	    (rc = io_file_open(destination, "manifest.tmp", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &copy)) == 0 &&
 	    (rc = copy_bytes(&source, &copy, committed_size, &done, total, progress, context)) == 0 &&
+	    (rc = granule_mark(&source, &copy)) == 0 &&
 	    (rc = io_pwrite(&copy, zeros, MANIFEST_META_SLOT_SIZE,
 			    MANIFEST_META_OFFSET + ((root.sequence + 1) % 2) * MANIFEST_META_SLOT_SIZE)) == 0 &&
 	    (rc = manifest_meta_write_file(&copy, &root, committed_size)) == 0)

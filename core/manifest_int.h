@@ -77,6 +77,8 @@ struct manifest {
 	struct pager *pager;
 	int flags;
 	struct ulid store_id;
+	uint32_t granule;               /* the header's (FORMAT.md §2): 0, or MANIFEST_GRANULE in a local
+					   copy of a store kept in an object store */
 	pthread_mutex_t publish_mutex;  /* one publish at a time in this process */
 	/* branch delete asks this under the store lock before it publishes (NULL: nothing) */
 	int (*delete_check)(const char *name, void *context, struct error_info *error);
@@ -140,6 +142,10 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
  * lock next (recovery, gc, a snapshot copy) sees one durable latest root.
  */
 int manifest_refresh_locked(struct manifest *manifest, struct error_info *error);
+/* Where blocks go on after zeros met at offset right after a root (FORMAT.md §2,
+ * §23): the next granule in an object store or a local copy of one; offset itself
+ * (no gap: the zeros end the blocks) in a local store. */
+uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset);
 /* Reads blocks forward from start while they are complete and verified; the
  * last root continuing candidate's sequence wins (manifest.c). */
 int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,

@@ -38,7 +38,9 @@
  *      without a gap (unlock only uncovered bytes).
  *   2. The sweep sequence only grows; it is written only by the gc holding
  *      the gc lock (byte PINS_GC_LOCK, exclusive). A snapshot copy holds the
- *      same byte shared for as long as it copies: no gc runs meanwhile.
+ *      same byte shared for as long as it copies: no gc runs meanwhile (in
+ *      an object store it holds the gc lease itself, so snapshots and
+ *      restores there also wait for each other).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +55,7 @@
 #include "lease.h"
 #include "manifest_int.h"
 
+#define GC_HOLD_POLL_MS 100      /* object store: how often a snapshot waiting for gc looks again */
 #define PINS_GRACE_MS 1500       /* object store: gc's wait between its horizon and listing the pins */
 #define PINS_SEQUENCE_OFFSET 0   /* u64 sweep sequence, then its bitwise complement */
 #define PINS_GC_LOCK 16          /* one byte: exclusively locked by the running gc */
@@ -159,7 +162,7 @@ int manifest_sweep_sequence_advance(struct manifest *manifest)
 }
 
 /* The gc lock in an object store: the lease leases/gc, created only if absent (an expired one goes first). */
-static int gc_lock_remotely(struct manifest *manifest)
+static int gc_lock_remotely(struct manifest *manifest, const char *holder)
 {
 	struct manifest_pins *pins = &manifest->pins;
 	int directory = io_directory_open_at(manifest->directory, "leases");
@@ -171,7 +174,7 @@ static int gc_lock_remotely(struct manifest *manifest)
 	if (alive != 0)
 		return alive < 0 ? alive : -EBUSY;
 	char line[32];
-	snprintf(line, sizeof line, "gc %ld", (long)getpid());
+	snprintf(line, sizeof line, "%s %ld", holder, (long)getpid());
 	int rc = lease_begin(manifest->path, "leases", "gc", line, true, &pins->gc_lease);
 	return rc == -EEXIST ? -EBUSY : rc;
 }
@@ -181,7 +184,7 @@ int manifest_gc_lock(struct manifest *manifest)
 	if (manifest->pins.file.descriptor < 0)
 		return -EROFS;
 	if (pins_remote(&manifest->pins))
-		return gc_lock_remotely(manifest);
+		return gc_lock_remotely(manifest, "gc");
 	int rc = io_range_lock(&manifest->pins.file, PINS_GC_LOCK, 1, true);
 	return rc == -EAGAIN ? -EBUSY : rc;
 }
@@ -190,7 +193,16 @@ int manifest_gc_hold(struct manifest *manifest)
 {
 	if (manifest->pins.file.descriptor < 0)
 		return 0;
-	return io_range_lock_shared_wait(&manifest->pins.file, PINS_GC_LOCK, 1);
+	if (!pins_remote(&manifest->pins))
+		return io_range_lock_shared_wait(&manifest->pins.file, PINS_GC_LOCK, 1);
+	/* no shared lock crosses hosts: a snapshot or restore takes the gc lease itself,
+	 * waiting out a running gc (or another holder) */
+	for (;;) {
+		int rc = gc_lock_remotely(manifest, "hold");
+		if (rc != -EBUSY)
+			return rc;
+		usleep(GC_HOLD_POLL_MS * 1000);
+	}
 }
 
 void manifest_gc_unlock(struct manifest *manifest)

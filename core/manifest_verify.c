@@ -139,7 +139,9 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 		return;
 	}
 	bool intact = buf_load_u64(bytes + 48) == codec_hash(bytes, 48);
-	for (size_t i = 56; i < FILE_HEADER_SIZE && intact; i++)
+	uint32_t granule = buf_load_u32(bytes + MANIFEST_GRANULE_OFFSET);   /* FORMAT.md §2 */
+	intact = intact && (granule == 0 || granule == MANIFEST_GRANULE);
+	for (size_t i = MANIFEST_GRANULE_OFFSET + 4; i < FILE_HEADER_SIZE && intact; i++)
 		intact = bytes[i] == 0;
 	struct file_header header;
 	if (!intact || pager_file_header_decode(bytes, &header) < 0 || header.kind != FILE_KIND_MANIFEST)
@@ -230,7 +232,7 @@ static void verify_blocks(struct verify *verify, uint64_t start, uint64_t commit
 				  io_pread(&manifest->file, header_bytes, sizeof header_bytes, offset) == 0;
 		bool readable = have_bytes && codec_decode_header(header_bytes, &header) == 0 &&
 				offset + BLOCK_HEADER_SIZE + header.stored_size <= committed_size;
-		uint64_t next = io_append_offset(&manifest->file, offset);
+		uint64_t next = manifest_gap_end(manifest, offset);
 		if (!readable && have_bytes && next > offset && next <= committed_size &&
 		    !memcmp(header_bytes, (const uint8_t[BLOCK_HEADER_SIZE]){ 0 }, BLOCK_HEADER_SIZE)) {
 			offset = next;   /* an object store's granule gap after a tail (FORMAT.md §23) */

@@ -31,6 +31,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "lease.h"
+#include "s3.h"
 #include "store_int.h"
 
 int store_snapshot_copy(struct store *store, const char *path, store_progress_fn progress, void *context,
@@ -39,8 +41,6 @@ int store_snapshot_copy(struct store *store, const char *path, store_progress_fn
 	error_info_clear(error);
 	struct manifest_copy_result copied;
 	int rc = store_unsupported_remotely(path, "a snapshot into an object store", error);
-	if (rc == 0)
-		rc = store_unsupported_remotely(store->path, "snapshot", error);
 	if (rc == 0)
 		rc = manifest_snapshot_copy(store->manifest, path, progress, context, &copied, error);
 	if (rc == 0 && out) {
@@ -271,14 +271,63 @@ static int restore_steps(struct store *store, const char *path, store_report_fn 
 }
 
 #define RESTORE_MARKER "restoring"
+#define RESTORE_LEASES "leases"
+#define RESTORE_LEASE "restore"
 
-/* Opens (creating when path is not NULL) the marker, flock-held. 0, -ENOENT (none),
- * -EWOULDBLOCK (another process holds it), -errno. */
-static int marker_open(struct store *store, const char *path, int *directory_out, struct io_file *out)
+/*
+ * The marker of a restore in progress. In a local store it is the file
+ * `restoring`, flock-held by the process working on it; in an object store,
+ * where no lock crosses hosts, the lease leases/restore (docs/FORMAT.md §19):
+ * its first line the snapshot's path, alive while its holder renews it, taken
+ * over (completed) by a read-write open that finds it expired.
+ */
+struct restore_marker {
+	int directory;              /* the store's directory (local), or -1 */
+	struct io_file file;        /* local: the marker file, flock-held */
+	struct lease *lease;        /* object store: the lease held */
+	char path[PATH_MAX + 1];    /* the snapshot it names */
+};
+
+/* Takes the object-store marker: a new one naming path, or (path NULL) an expired one
+ * left by a restorer that died. 0, -ENOENT (none), -EWOULDBLOCK (its holder is alive), -errno. */
+static int marker_take_remotely(struct store *store, const char *path, struct restore_marker *marker)
 {
+	int store_directory = io_directory_open(store->path);
+	if (store_directory < 0)
+		return store_directory;
+	int leases = io_directory_open_at(store_directory, RESTORE_LEASES);
+	close(store_directory);
+	if (leases < 0)
+		return leases;
+	char left[PATH_MAX + 1] = "";
+	int alive = lease_alive(leases, RESTORE_LEASE, left, sizeof left);
+	int rc = alive < 0 ? alive : alive ? -EWOULDBLOCK : 0;
+	if (rc == 0 && !path && !left[0])
+		rc = -ENOENT;   /* the common case: one HEAD, nothing to do */
+	if (rc == 0 && left[0])
+		io_unlink(leases, RESTORE_LEASE);   /* a dead restorer's: this process completes or replaces it */
+	close(leases);
+	if (rc < 0)
+		return rc;
+	snprintf(marker->path, sizeof marker->path, "%s", path ? path : left);
+	rc = lease_begin(store->path, RESTORE_LEASES, RESTORE_LEASE, marker->path, true, &marker->lease);
+	return rc == -EEXIST ? -EWOULDBLOCK : rc;   /* another process took it first */
+}
+
+/* Opens (creating when path is not NULL) the marker, held (flock, or lease). 0, -ENOENT
+ * (none), -EWOULDBLOCK (another process holds it), -errno; nothing held on error. */
+static int marker_open(struct store *store, const char *path, struct restore_marker *marker)
+{
+	marker->directory = -1;
+	marker->file = (struct io_file){ -1, IO_MANIFEST, NULL };
+	marker->lease = NULL;
+	marker->path[0] = '\0';
+	if (s3_location_is_s3(store->path))
+		return marker_take_remotely(store, path, marker);
 	int directory = io_directory_open(store->path);
 	if (directory < 0)
 		return directory;
+	struct io_file *out = &marker->file;
 	int rc = io_file_open(directory, RESTORE_MARKER, path ? O_RDWR | O_CREAT : O_RDWR, IO_MANIFEST, out);
 	if (rc == 0 && (rc = io_lock(out, true, false)) < 0)
 		io_file_close(out);
@@ -296,21 +345,47 @@ static int marker_open(struct store *store, const char *path, int *directory_out
 		}
 		if (rc < 0)
 			io_file_close(out);
+		snprintf(marker->path, sizeof marker->path, "%s", path);
+	} else if (rc == 0) {
+		ssize_t length = io_pread_some(out, marker->path, sizeof marker->path - 1, 0);
+		if (length <= 1 || marker->path[length - 1] != '\n') {
+			marker->path[0] = '\0';   /* damaged: said by the caller */
+		} else {
+			marker->path[length - 1] = '\0';
+		}
 	}
 	if (rc < 0) {
 		close(directory);
 		return rc;
 	}
-	*directory_out = directory;
+	marker->directory = directory;
 	return 0;
 }
 
-static void marker_remove(int directory, struct io_file *marker)
+/* Removes the marker (the restore is complete) and lets it go. */
+static void marker_remove(struct restore_marker *marker)
 {
-	if (io_unlink(directory, RESTORE_MARKER) == 0)
-		io_directory_sync(directory);
-	io_file_close(marker);
-	close(directory);
+	if (marker->lease) {
+		lease_end(marker->lease, true);
+		marker->lease = NULL;
+		return;
+	}
+	if (io_unlink(marker->directory, RESTORE_MARKER) == 0)
+		io_directory_sync(marker->directory);
+	io_file_close(&marker->file);
+	close(marker->directory);
+}
+
+/* Lets the marker go, leaving it (the restore is not complete: the next open completes it). */
+static void marker_close(struct restore_marker *marker)
+{
+	if (marker->lease) {
+		lease_end(marker->lease, false);   /* it expires: another open takes it over */
+		marker->lease = NULL;
+		return;
+	}
+	io_file_close(&marker->file);
+	close(marker->directory);
 }
 
 struct version_check {
@@ -336,9 +411,6 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	error_info_clear(error);
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
-	int unsupported = store_unsupported_remotely(store->path, "restore", error);
-	if (unsupported < 0)
-		return unsupported;
 	char absolute[PATH_MAX];
 	if (!realpath(path, absolute))
 		return error_info_set(error, -errno, "cannot find the snapshot %s: %s", path, strerror(errno));
@@ -368,9 +440,8 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 		if ((rc = manifest_run_locked(store->manifest, check_version, &check, error)) < 0)
 			return rc;
 	}
-	int directory;
-	struct io_file marker = { -1, IO_MANIFEST, NULL };
-	if ((rc = marker_open(store, absolute, &directory, &marker)) < 0)
+	struct restore_marker marker;
+	if ((rc = marker_open(store, absolute, &marker)) < 0)
 		return error_info_set(error, rc, rc == -EWOULDBLOCK ? "another process is restoring %s" : "cannot mark the restore of %s: %s",
 				      store->path, io_strerror(rc));
 	rc = io_failpoint("restore.after_marker");
@@ -379,39 +450,32 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	else
 		error_info_set(error, rc, "the restore stopped after its marker: %s", io_strerror(rc));
 	if (rc == 0)
-		marker_remove(directory, &marker);
-	else {
-		io_file_close(&marker);
-		close(directory);
-	}
+		marker_remove(&marker);
+	else
+		marker_close(&marker);
 	return rc;
 }
 
 void store_restore_resume(struct store *store)
 {
-	int directory;
-	struct io_file marker = { -1, IO_MANIFEST, NULL };
-	if (marker_open(store, NULL, &directory, &marker) < 0)
+	struct restore_marker marker;
+	if (marker_open(store, NULL, &marker) < 0)
 		return;   /* none, or its restorer is alive */
-	char path[PATH_MAX + 1];
-	ssize_t length = io_pread_some(&marker, path, sizeof path - 1, 0);
-	if (length <= 1 || path[length - 1] != '\n') {
+	if (!marker.path[0]) {
 		io_log(LOG_ERR, "%s/%s: damaged restore marker removed (the restore it named may be incomplete: run graphfs restore again)",
 		       store->path, RESTORE_MARKER);
-		marker_remove(directory, &marker);
+		marker_remove(&marker);
 		return;
 	}
-	path[length - 1] = '\0';
 	struct error_info error;
 	error_info_clear(&error);
-	io_log(LOG_NOTICE, "%s: completing the restore from %s that a crash interrupted", store->path, path);
-	int rc = restore_steps(store, path, NULL, NULL, &error);
+	io_log(LOG_NOTICE, "%s: completing the restore from %s that a crash interrupted", store->path, marker.path);
+	int rc = restore_steps(store, marker.path, NULL, NULL, &error);
 	if (rc == 0) {
-		marker_remove(directory, &marker);
+		marker_remove(&marker);
 		return;
 	}
 	io_log(LOG_ERR, "%s: the interrupted restore from %s cannot be completed (%s): its branches may be partly restored; run graphfs restore again",
-	       store->path, path, error.message[0] ? error.message : io_strerror(rc));
-	io_file_close(&marker);
-	close(directory);
+	       store->path, marker.path, error.message[0] ? error.message : io_strerror(rc));
+	marker_close(&marker);
 }

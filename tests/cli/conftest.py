@@ -145,12 +145,12 @@ def cli(graphfs, tmp_path):
 # and on an s3:// store, so that what works on a disk is shown to work on an object store too.
 BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "test_gc", "test_graph",
                "test_heads", "test_history", "test_log", "test_merge", "test_names", "test_progress",
-               "test_row_history", "test_rows"}
+               "test_row_history", "test_rows", "test_snapshot"}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "local_only: a test of BOTH_STORES that reads the store's files itself "
-                            "or uses what an s3:// store does not do yet (snapshot)")
+                            "or sees what differs there by design (docs/MOUNT.md)")
 
 
 def pytest_generate_tests(metafunc):

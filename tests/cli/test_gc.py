@@ -55,7 +55,7 @@ def test_a_dry_run_changes_nothing(cli, store):
     assert disk_bytes(store) == before
 
 
-@pytest.mark.local_only   # snapshot
+@pytest.mark.local_only   # du of the store directory
 def test_the_store_shrinks_and_verifies_and_a_snapshot_after_gc_is_a_store(cli, store, tmp_path):
     history(cli, store, 300)
     before = disk_bytes(store)
@@ -107,7 +107,7 @@ def test_a_time_before_the_horizon_says_gc_reclaimed_it(cli, store):
     assert "reclaimed by gc (horizon 3)" in error, error
 
 
-@pytest.mark.local_only   # snapshot
+@pytest.mark.local_only   # lists the store's packs/ directory
 def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli, store, tmp_path):
     history(cli, store, 40)
     before = {version: cli.export(store, "Counter", at=str(version)) for version in range(31, 41)}

@@ -203,7 +203,6 @@ def test_revert_to_a_tag_and_with_if_version(cli, store):
     assert ids(cli.export(store, "P")) == ["a"]
 
 
-@pytest.mark.local_only   # snapshot and restore
 def test_branch_tag_and_restore_commands_take_the_same_conditions(cli, store, tmp_path):
     cli.import_rows(store, "P", [{"id": "a"}])
     head = commit_of(cli, store)

@@ -234,7 +234,7 @@ BOTH_STORES = {"test_branches", "test_changes", "test_concurrency", "test_gc", "
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "local_only: a test of BOTH_STORES that reads the store's files itself "
-                            "or uses what an s3:// store does not do yet")
+                            "or sees what differs there by design (docs/MOUNT.md)")
 
 
 def pytest_generate_tests(metafunc):

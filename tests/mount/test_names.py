@@ -83,7 +83,6 @@ def test_every_history_entry_of_a_branch_two_forks_deep_opens_with_the_parents_b
     assert m.read("branches", "sub", "history", "@2", "tables", "Person.jsonl") == jsonl(PEOPLE)
 
 
-@pytest.mark.local_only   # snapshot and restore
 def test_a_snapshot_mounts_read_only_and_shows_the_store_as_it_was(store, tmp_path, mounter):
     import_rows(store, "Person", PEOPLE)
     graphfs("tag", store, "create", "before")
@@ -97,7 +96,6 @@ def test_a_snapshot_mounts_read_only_and_shows_the_store_as_it_was(store, tmp_pa
     assert raised.value.errno == errno.EROFS
 
 
-@pytest.mark.local_only   # snapshot and restore
 def test_a_mount_sees_a_restore_within_the_refresh_bound_and_a_pinned_reader_keeps_its_bytes(store, tmp_path,
                                                                                            mounter):
     import_rows(store, "Person", PEOPLE)
