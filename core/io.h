@@ -44,6 +44,14 @@ struct io_counters {
 };
 
 void io_counters_get(enum io_class class, struct io_counters *out);
+
+/* This process's use of the local cache of object-store pieces (docs/FORMAT.md §23). */
+struct io_cache_counters {
+	uint64_t hits;           /* pieces read from the cache instead of the object store */
+	uint64_t bytes;          /* their bytes */
+	uint64_t stores;         /* pieces this process put into it */
+};
+void io_cache_counters_get(struct io_cache_counters *out);
 void io_counters_reset(void);
 /* Called by the codec / tree / table layers; the io layer itself counts reads and writes. */
 void io_count_block(enum io_class class, uint64_t block_bytes);

@@ -23,6 +23,11 @@
  *   3. A piece is never deleted by a failed publish: its create either
  *      happened (it is a commit, as with a local fsync whose answer was
  *      lost) or did not.
+ *   4. A piece's start is never reused within a store (pieces are created
+ *      only at the end, and nothing below an end is written again), so a
+ *      whole piece read once is kept in the host's disk cache under the
+ *      store's id and its start (io_cache.c) and read from there by every
+ *      later process: a piece found there needs no request.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -335,7 +340,14 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 	buf_init(&bytes);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, object_size, &error);
+	uint64_t whole_size = 0;
+	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, &whole_size, &error);
+	if (object_size)
+		*object_size = whole_size;
+	if (rc == 0 && start == 0 && from == 0 && !file->cache && bytes.size >= 32)
+		file->cache = io_cache_open(bytes.data + 16);   /* the header names the store (FORMAT.md §2) */
+	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size)
+		io_cache_put(file->cache, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
 	if (rc == 0)
 		range_keep(file, from, &bytes);
 	else if (rc != -ENOENT && rc != -ERANGE)
@@ -353,6 +365,14 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t want, uint64_t *definitive_from)
 {
 	uint64_t granule = granule_of(offset), size = 0;
+	struct buf cached;
+	buf_init(&cached);
+	if (io_cache_get(file->cache, granule, &cached) == 0) {
+		/* a piece this host read before (invariant 4): known, and no request */
+		size = cached.size;
+		range_keep(file, granule, &cached);
+		return piece_insert(file, granule, size);
+	}
 	/* from the granule's start: a piece no longer than GRANULE comes whole (later reads
 	 * of its other blocks cost no request) */
 	uint64_t length = offset - granule + want > GRANULE ? offset - granule + want : GRANULE;
@@ -389,6 +409,15 @@ static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece
 			  uint64_t offset)
 {
 	struct range *range = range_holding(file, offset);
+	if (!range && piece->start >= BLOCKS_START && piece->size <= WHOLE_MAX) {
+		struct buf cached;
+		buf_init(&cached);
+		if (io_cache_get(file->cache, piece->start, &cached) == 0 && cached.size == piece->size) {
+			range_keep(file, piece->start, &cached);   /* invariant 4 */
+			range = range_holding(file, offset);
+		}
+		buf_free(&cached);
+	}
 	if (!range) {
 		/* a piece up to WHOLE_MAX whole (one request for all the blocks read from it); of
 		 * a larger one what is asked, a page at least */
@@ -585,6 +614,8 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 
 void io_pieced_free(struct io_remote_file *file)
 {
+	io_cache_free(file->cache);
+	file->cache = NULL;
 	for (int i = 0; i < RANGES; i++)
 		buf_free(&file->ranges[i].bytes);
 	free(file->pieces);

@@ -65,6 +65,7 @@ struct io_remote_file {
 	uint64_t listed_from;          /* every piece from here on is in pieces */
 	struct range ranges[IO_REMOTE_RANGES];
 	uint64_t range_bytes, tick;
+	struct io_cache *cache;        /* this host's cache of the store's pieces (NULL: none yet, or off) */
 };
 
 /* A failed request: the reason the error carries up (io_strerror), and a log line for a
@@ -95,5 +96,17 @@ uint64_t io_pieced_append_offset(uint64_t end);
 int io_pieced_punch(struct io_remote_file *file, uint64_t start, uint64_t end);
 /* The bytes stored in [start, end) (pieces and meta slots). 0 or -errno. */
 int io_pieced_data_bytes(struct io_remote_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
+
+/* ---- the local cache of pieces (io_cache.c) ---- */
+
+struct io_cache;
+/* The cache of the store with this id (its manifest header's bytes 16..31), made if
+ * missing; NULL when turned off (GRAPHFS_CACHE_BYTES=0) or unusable: every read a miss. */
+struct io_cache *io_cache_open(const uint8_t store_id[16]);
+void io_cache_free(struct io_cache *cache);
+/* The piece at start into bytes: 0, or -ENOENT (a miss: also for a NULL cache or a damaged entry). */
+int io_cache_get(struct io_cache *cache, uint64_t start, struct buf *bytes);
+/* Keeps the whole piece at start (best effort: nothing is reported). */
+void io_cache_put(struct io_cache *cache, uint64_t start, const uint8_t *bytes, size_t size);
 
 #endif

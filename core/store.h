@@ -600,7 +600,7 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 int store_stats_json(struct store *store, struct buf *out);
 /* This process's I/O counters as one JSON object: manifest.{...}, data.{...}
  * as above and object_store.{gets,puts,heads,deletes,lists,bytes_sent,
- * bytes_received} (requests to s3:// stores). 0 or -ENOMEM. */
+ * bytes_received,cache_hits,cache_bytes,cache_stores} (requests to s3:// stores and the local cache of their pieces). 0 or -ENOMEM. */
 int store_counters_json(struct buf *out);
 /* Returns the number of findings (0 clean), reporting each; or -errno. */
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),

@@ -148,6 +148,15 @@ BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "t
                "test_row_history", "test_rows", "test_snapshot"}
 
 
+@pytest.fixture(autouse=True)
+def piece_cache(tmp_path, monkeypatch):
+    """Every test its own local cache of object-store pieces (docs/FORMAT.md §23), as a host of its own:
+    what one test read never answers another's requests."""
+    directory = tmp_path / "piece-cache"
+    monkeypatch.setenv("GRAPHFS_CACHE_DIR", str(directory))
+    return directory
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "local_only: a test of BOTH_STORES that reads the store's files itself "
                             "or sees what differs there by design (docs/MOUNT.md)")

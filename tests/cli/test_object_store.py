@@ -253,7 +253,9 @@ def test_a_cold_open_asks_the_same_requests_however_long_the_history(cli, tmp_pa
         cli.ok("init", location)
         for i in range(commits):
             cli.import_rows(location, f"T{i % 3}", [{"id": "r", "value": i}], mode="merge")
-        sent = object_store_requests(cli, tmp_path, "export", location, "T0", env=page)
+        cold = {"GRAPHFS_CACHE_DIR": str(tmp_path / f"cold-{commits}")}   # a host that never read it
+        sent = object_store_requests(cli, tmp_path, "export", location, "T0", env={**page, **cold})
+        assert sent["cache_hits"] == 0
         asked[commits] = (sent["gets"], sent["heads"], sent["lists"])
     assert asked[15] == asked[48]
     assert asked[48][2] <= 3   # the manifest's recent pieces, packs/, recovery/
@@ -453,3 +455,48 @@ def test_four_writers_racing_without_pause_all_land(cli, remote):
     assert json.loads(cli.ok("stats", remote).stdout)["store"]["version"] == 240
     log = cli.ok("log", remote).stdout.decode().splitlines()
     assert len(log) == 240 and linear(log)
+
+
+def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache(cli, remote, tmp_path):
+    for i in range(12):
+        cli.import_rows(remote, f"T{i % 3}", [{"id": "r", "value": i}], mode="merge")
+    cache = {"GRAPHFS_CACHE_DIR": str(tmp_path / "host-cache")}
+    first = object_store_requests(cli, tmp_path, "export", remote, "T0", env=cache)
+    second = object_store_requests(cli, tmp_path, "export", remote, "T0", env=cache)
+    assert first["cache_hits"] == 0 and first["cache_stores"] > 0
+    assert second["cache_hits"] == first["cache_stores"] and second["cache_stores"] == 0
+    assert second["gets"] == first["gets"] - first["cache_stores"]   # each piece cached is one GET fewer
+    assert second["bytes_received"] < first["bytes_received"]
+    assert cli.export(remote, "T0") == cli.ok("export", remote, "T0", env=cache).stdout.decode()
+
+
+def test_a_damaged_cache_entry_is_removed_and_read_again_from_the_object_store(cli, remote, tmp_path):
+    for i in range(6):
+        cli.import_rows(remote, "P", [{"id": f"p{i}"}], mode="merge")
+    directory = tmp_path / "host-cache"
+    cache = {"GRAPHFS_CACHE_DIR": str(directory)}
+    expected = cli.ok("export", remote, "P", env=cache).stdout
+    entries = sorted(path for path in directory.rglob("*") if path.is_file())
+    assert entries
+    for entry in entries:   # flip a byte of every cached piece
+        data = bytearray(entry.read_bytes())
+        data[-1] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    sent = object_store_requests(cli, tmp_path, "verify", remote, env=cache)
+    assert sent["cache_hits"] == 0   # every entry failed its checksum: removed, fetched again
+    assert cli.ok("export", remote, "P", env=cache).stdout == expected
+
+
+def test_the_local_cache_stays_within_its_bound_and_can_be_turned_off(cli, remote, tmp_path):
+    for i in range(40):
+        cli.import_rows(remote, "P", [{"id": f"p{i}", "pad": "x" * 200}], mode="merge")
+    directory = tmp_path / "host-cache"
+    bound = 16 << 10
+    cli.ok("log", remote, env={"GRAPHFS_CACHE_DIR": str(directory), "GRAPHFS_CACHE_BYTES": str(bound)})
+    cli.ok("verify", remote, env={"GRAPHFS_CACHE_DIR": str(directory), "GRAPHFS_CACHE_BYTES": str(bound)})
+    held = sum(path.stat().st_size for path in directory.rglob("*") if path.is_file())
+    assert 0 < held <= bound + bound // 8   # looked at every eighth of the bound it stores
+    off = tmp_path / "off"
+    sent = object_store_requests(cli, tmp_path, "verify", remote,
+                                 env={"GRAPHFS_CACHE_DIR": str(off), "GRAPHFS_CACHE_BYTES": "0"})
+    assert sent["cache_stores"] == 0 and not off.exists()

@@ -97,9 +97,10 @@ def test_the_lease_of_a_killed_mount_expires_and_frees_its_branch(remote, remote
     assert wait_for(lambda: graphfs("branch", remote, "delete", "dev", check=False).returncode == 0, timeout=6.0)
 
 
-def test_a_cold_mount_reads_every_head_with_the_same_requests_at_any_depth(remote_mounter, tmp_path):
+def test_a_cold_mount_reads_every_head_with_the_same_requests_at_any_depth(remote_mounter, tmp_path, monkeypatch):
     asked = {}
     for commits in (6, 30):
+        monkeypatch.setenv("GRAPHFS_CACHE_DIR", str(tmp_path / f"cold-{commits}"))   # a host that never read it
         location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/mount-{uuid.uuid4().hex[:12]}"
         graphfs("init", location)
         for i in range(commits):
