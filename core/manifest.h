@@ -434,7 +434,8 @@ void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last);
  * pins file 0. Release with manifest_gc_unlock. */
 int manifest_gc_hold(struct manifest *manifest);
 void manifest_gc_unlock(struct manifest *manifest);
-/* How many gc sweeps have begun (0: none, or no pins file). */
+/* How many gc sweeps have begun (0: none, or no pins file); in an object store the
+ * horizon after a refresh (manifest_refresh: at most one LIST per 100 ms). */
 uint64_t manifest_sweep_sequence(struct manifest *manifest);
 
 struct manifest_gc_request {

@@ -16,7 +16,8 @@
  *      byte-copied (elsewhere, or where links are refused). Segments of
  *      writers still in flight are not referenced, so they are not copied.
  *      The newest pack (docs/FORMAT.md §22) is immutable too and is brought
- *      the same way: the copied manifest's pages below its offset are holes.
+ *      the same way: the copied manifest's pages below its offset are holes,
+ *      neither read nor written (in an object store the pieces there are gone).
  *   4. The destination is a store only once its manifest is complete and
  *      durable: it is written as manifest.tmp and renamed last (failpoints
  *      snapshot.after_segments, snapshot.before_rename); a crash before leaves
@@ -49,16 +50,24 @@ static bool page_is_zero(const uint8_t *bytes, size_t left)
 	return bytes[0] == 0 && memcmp(bytes, bytes + 1, size - 1) == 0;
 }
 
-/* Copies bytes [0, size) of from into to. */
-static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, uint64_t *done,
-		      uint64_t total, manifest_progress_fn progress, void *context)
+/* Copies bytes [0, size) of from into to, except [hole_from, hole_to), which stays a
+ * hole (zeros) in to and is not read. */
+static int copy_bytes(struct io_file *from, struct io_file *to, uint64_t size, uint64_t hole_from,
+		      uint64_t hole_to, uint64_t *done, uint64_t total, manifest_progress_fn progress, void *context)
 {
 	uint8_t *chunk = malloc(COPY_CHUNK);
 	if (!chunk)
 		return -ENOMEM;
 	int rc = 0;
 	for (uint64_t offset = 0; rc == 0 && offset < size;) {
-		size_t length = size - offset < COPY_CHUNK ? (size_t)(size - offset) : COPY_CHUNK;
+		if (offset >= hole_from && offset < hole_to) {
+			uint64_t end = hole_to < size ? hole_to : size;
+			*done += end - offset;   /* said as copied: the copy is as far on */
+			offset = end;
+			continue;
+		}
+		uint64_t stop = offset < hole_from && hole_from < size ? hole_from : size;
+		size_t length = stop - offset < COPY_CHUNK ? (size_t)(stop - offset) : COPY_CHUNK;
 		if ((rc = io_pread(from, chunk, length, offset)) < 0)
 			break;
 		/* pages of zeros stay holes (space gc returned, preallocation): the copy is as sparse as its source */
@@ -118,7 +127,7 @@ static int bring_segment(struct manifest *manifest, int destination, const char 
 	if (rc != -EXDEV && rc != -EPERM && rc != -EMLINK && rc != -EACCES)
 		goto out;
 	if ((rc = io_file_open(destination, name, O_RDWR | O_CREAT | O_EXCL, IO_DATA, &to)) < 0 ||
-	    (rc = copy_bytes(&from, &to, size, done, total, progress, context)) < 0 || (rc = io_fsync(&to)) < 0)
+	    (rc = copy_bytes(&from, &to, size, 0, 0, done, total, progress, context)) < 0 || (rc = io_fsync(&to)) < 0)
 		goto out;
 	result->segments_copied++;
 	result->bytes_copied += size;
@@ -242,7 +251,8 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	rc = zeros ? 0 : -ENOMEM;
 	if (rc == 0 && (rc = io_file_open(manifest->directory, "manifest", O_RDONLY, IO_MANIFEST, &source)) == 0 &&
 	    (rc = io_file_open(destination, "manifest.tmp", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &copy)) == 0 &&
-	    (rc = copy_bytes(&source, &copy, committed_size, &done, total, progress, context)) == 0 &&
+	    (rc = copy_bytes(&source, &copy, committed_size, MANIFEST_FIRST_BLOCK, pack, &done, total, progress,
+			     context)) == 0 &&
 	    (rc = granule_mark(&source, &copy)) == 0 &&
 	    (rc = io_pwrite(&copy, zeros, MANIFEST_META_SLOT_SIZE,
 			    MANIFEST_META_OFFSET + ((root.sequence + 1) % 2) * MANIFEST_META_SLOT_SIZE)) == 0 &&

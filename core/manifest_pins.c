@@ -132,8 +132,16 @@ void manifest_pins_close(struct manifest *manifest)
 uint64_t manifest_sweep_sequence(struct manifest *manifest)
 {
 	struct manifest_pins *pins = &manifest->pins;
-	if (pins->file.descriptor < 0 || pins_remote(pins))
-		return 0;   /* in an object store gc waits out a grace period instead */
+	if (pins->file.descriptor >= 0 && pins_remote(pins)) {
+		/* no sweep sequence in an object store (gc waits out a grace period instead): the
+		 * horizon moves with every gc that reclaims, seen within the refresh bound */
+		struct root_record latest;
+		if (manifest_refresh(manifest, NULL) < 0 || manifest_latest(manifest, &latest) < 0)
+			return 0;
+		return latest.horizon;
+	}
+	if (pins->file.descriptor < 0)
+		return 0;
 	for (int attempt = 0; attempt < 16; attempt++) {
 		uint8_t bytes[16] = { 0 };
 		ssize_t got = io_file_is_remote(&pins->file)

@@ -576,7 +576,8 @@ int store_optimize(struct store *store, const char *branch, const char *table, c
 uint64_t store_horizon(struct store *store);
 /* How many gc sweeps have begun, in any process (one pread): a holder of
  * snapshots it does not use (a cache) drops them when this moves, so that gc
- * can reclaim what they pin and nothing is read after it was reclaimed. */
+ * can reclaim what they pin and nothing is read after it was reclaimed. In an
+ * object store: the horizon, as of a refresh (at most one LIST per 100 ms). */
 uint64_t store_sweep_sequence(struct store *store);
 
 typedef void (*store_report_fn)(const char *line, void *context);

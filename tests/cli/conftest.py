@@ -8,10 +8,13 @@ import json
 import os
 import re
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
 
 
 def graphfs_binary():

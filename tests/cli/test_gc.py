@@ -2,16 +2,11 @@
 import json
 import os
 import re
-import subprocess
 
 import pytest
 
 from conftest import jsonl
-
-
-def disk_bytes(path):
-    return int(subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True,
-                              check=True).stdout.split()[0])
+from store_files import store_bytes as disk_bytes, store_entries
 
 
 def history(cli, store, count):
@@ -45,7 +40,6 @@ def test_log_keeps_the_kept_commits_and_marks_the_newest_reclaimed_one(cli, stor
     assert log[-1] == {"version": 5, "commit": log[-2]["parents"][0], "reclaimed": True}
 
 
-@pytest.mark.local_only   # du of the store directory
 def test_a_dry_run_changes_nothing(cli, store):
     history(cli, store, 8)
     before = disk_bytes(store)
@@ -55,7 +49,6 @@ def test_a_dry_run_changes_nothing(cli, store):
     assert disk_bytes(store) == before
 
 
-@pytest.mark.local_only   # du of the store directory
 def test_the_store_shrinks_and_verifies_and_a_snapshot_after_gc_is_a_store(cli, store, tmp_path):
     history(cli, store, 300)
     before = disk_bytes(store)
@@ -66,7 +59,9 @@ def test_the_store_shrinks_and_verifies_and_a_snapshot_after_gc_is_a_store(cli, 
     cli.ok("snapshot", store, tmp_path / "snap")
     assert cli.run("verify", tmp_path / "snap").returncode == 0
     assert cli.export(tmp_path / "snap", "Counter", at="295") == jsonl([{"id": "c", "value": 294}])
-    assert disk_bytes(tmp_path / "snap") <= after * 2
+    # an object store counts exact bytes, a file system 4 KiB blocks and directories
+    rounding = 64 << 10 if str(store).startswith("s3://") else 0
+    assert disk_bytes(tmp_path / "snap") <= after * 2 + rounding
 
 
 def test_bad_rules_are_usage_errors(cli, store):
@@ -107,13 +102,12 @@ def test_a_time_before_the_horizon_says_gc_reclaimed_it(cli, store):
     assert "reclaimed by gc (horizon 3)" in error, error
 
 
-@pytest.mark.local_only   # lists the store's packs/ directory
 def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli, store, tmp_path):
     history(cli, store, 40)
     before = {version: cli.export(store, "Counter", at=str(version)) for version in range(31, 41)}
     output = cli.ok("gc", store, "--keep-versions", "10").stdout.decode()
     assert re.search(r"the retained history packed into [\d.]+ [KM]?i?B\)", output), output
-    packs = os.listdir(os.path.join(store, "packs"))
+    packs = store_entries(store, "packs")
     assert len(packs) == 1 and re.fullmatch(r"[0-9a-f]{16}", packs[0])
     for version, rows in before.items():
         assert cli.export(store, "Counter", at=str(version)) == rows
@@ -126,6 +120,6 @@ def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli,
     # a second gc writes a new pack and removes the one it replaces
     history(cli, store, 5)
     cli.ok("gc", store, "--keep-versions", "10")
-    again = os.listdir(os.path.join(store, "packs"))
+    again = store_entries(store, "packs")
     assert len(again) == 1 and again != packs
     assert cli.export(store, "Counter", at="40") == before[40]

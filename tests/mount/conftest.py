@@ -17,12 +17,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
 
 FUSERMOUNT = "fusermount3"
 MOUNT_TIMEOUT = 20.0
