@@ -172,7 +172,7 @@ damaged:
 out:
 	close(descriptor);
 	if (rc < 0)
-		buf_reset(bytes);
+		buf_free(bytes);   /* a miss leaves nothing to free */
 	return rc;
 }
 

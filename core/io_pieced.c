@@ -373,6 +373,7 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 		range_keep(file, granule, &cached);
 		return piece_insert(file, granule, size);
 	}
+	buf_free(&cached);
 	/* from the granule's start: a piece no longer than GRANULE comes whole (later reads
 	 * of its other blocks cost no request) */
 	uint64_t length = offset - granule + want > GRANULE ? offset - granule + want : GRANULE;

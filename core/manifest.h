@@ -435,7 +435,7 @@ void manifest_unpin(struct manifest *manifest, uint64_t first, uint64_t last);
 int manifest_gc_hold(struct manifest *manifest);
 void manifest_gc_unlock(struct manifest *manifest);
 /* How many gc sweeps have begun (0: none, or no pins file); in an object store the
- * horizon after a refresh (manifest_refresh: at most one LIST per 100 ms). */
+ * horizon, refreshed when the last listing is over a second old. */
 uint64_t manifest_sweep_sequence(struct manifest *manifest);
 
 struct manifest_gc_request {

@@ -55,6 +55,7 @@
 #include "lease.h"
 #include "manifest_int.h"
 
+#define HORIZON_REFRESH_US 1000000u   /* object store: how stale the horizon a sweep sequence stands for may be */
 #define GC_HOLD_POLL_MS 100      /* object store: how often a snapshot waiting for gc looks again */
 #define PINS_GRACE_MS 1500       /* object store: gc's wait between its horizon and listing the pins */
 #define PINS_SEQUENCE_OFFSET 0   /* u64 sweep sequence, then its bitwise complement */
@@ -134,9 +135,15 @@ uint64_t manifest_sweep_sequence(struct manifest *manifest)
 	struct manifest_pins *pins = &manifest->pins;
 	if (pins->file.descriptor >= 0 && pins_remote(pins)) {
 		/* no sweep sequence in an object store (gc waits out a grace period instead): the
-		 * horizon moves with every gc that reclaims, seen within the refresh bound */
+		 * horizon moves with every gc that reclaims */
 		struct root_record latest;
-		if (manifest_refresh(manifest, NULL) < 0 || manifest_latest(manifest, &latest) < 0)
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t now_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+		/* a refresh when the last listing is older than a second: a gc takes longer than
+		 * that (its grace period), and a short command asks for no extra LIST */
+		if ((now_us - manifest->listed_us >= HORIZON_REFRESH_US && manifest_refresh(manifest, NULL) < 0) ||
+		    manifest_latest(manifest, &latest) < 0)
 			return 0;
 		return latest.horizon;
 	}

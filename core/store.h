@@ -577,7 +577,7 @@ uint64_t store_horizon(struct store *store);
 /* How many gc sweeps have begun, in any process (one pread): a holder of
  * snapshots it does not use (a cache) drops them when this moves, so that gc
  * can reclaim what they pin and nothing is read after it was reclaimed. In an
- * object store: the horizon, as of a refresh (at most one LIST per 100 ms). */
+ * object store: the horizon, refreshed when the last listing is over a second old. */
 uint64_t store_sweep_sequence(struct store *store);
 
 typedef void (*store_report_fn)(const char *line, void *context);
