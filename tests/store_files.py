@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 
 def is_remote(store):
     return str(store).startswith("s3://")
@@ -51,3 +53,12 @@ def store_entries(store, directory):
         return sorted(key.split("/", 1)[1] for key in objects(store, directory) if "/" not in key.split("/", 1)[1])
     path = Path(store) / directory
     return sorted(os.listdir(path)) if path.is_dir() else []
+
+
+@pytest.fixture(autouse=True)
+def piece_cache(tmp_path, monkeypatch):
+    """Every test its own local cache of object-store pieces (docs/FORMAT.md §23), as a host of its own:
+    what one test read never answers another's requests."""
+    directory = tmp_path / "piece-cache"
+    monkeypatch.setenv("GRAPHFS_CACHE_DIR", str(directory))
+    return directory

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
+from store_files import piece_cache  # noqa: E402,F401  (autouse: each test its own cache)
 
 
 def graphfs_binary():
@@ -150,14 +151,6 @@ BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "t
                "test_heads", "test_history", "test_log", "test_merge", "test_names", "test_progress",
                "test_row_history", "test_rows", "test_snapshot"}
 
-
-@pytest.fixture(autouse=True)
-def piece_cache(tmp_path, monkeypatch):
-    """Every test its own local cache of object-store pieces (docs/FORMAT.md §23), as a host of its own:
-    what one test read never answers another's requests."""
-    directory = tmp_path / "piece-cache"
-    monkeypatch.setenv("GRAPHFS_CACHE_DIR", str(directory))
-    return directory
 
 
 def pytest_configure(config):

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
+from store_files import piece_cache  # noqa: E402,F401  (autouse: each test its own cache)
 
 FUSERMOUNT = "fusermount3"
 MOUNT_TIMEOUT = 20.0
@@ -234,14 +235,6 @@ BOTH_STORES = {"test_branches", "test_changes", "test_concurrency", "test_gc", "
                "test_model", "test_names", "test_posix",
                "test_staging", "test_tree", "test_write"}
 
-
-@pytest.fixture(autouse=True)
-def piece_cache(tmp_path, monkeypatch):
-    """Every test its own local cache of object-store pieces (docs/FORMAT.md §23), as a host of its own:
-    what one test read never answers another's requests."""
-    directory = tmp_path / "piece-cache"
-    monkeypatch.setenv("GRAPHFS_CACHE_DIR", str(directory))
-    return directory
 
 
 def pytest_configure(config):
