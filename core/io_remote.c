@@ -22,6 +22,14 @@
  *      file of $TMPDIR (a large segment costs disk there, not memory).
  *   4. Locks are process-local no-ops: what serializes writers across
  *      processes and hosts is the conditional create of pieces.
+ *   5. Readahead: when a WHOLE file is read chunk after chunk, one thread
+ *      of its own (on a connection of its own) GETs the next chunk while the
+ *      caller works on this one. At most one per file; a slot being filled
+ *      (FETCHING) is never evicted, and a reader that needs it waits for it;
+ *      a failed readahead leaves the slot empty, so the reader asks again and
+ *      gets the error itself. The thread is joined before the next one
+ *      starts and on close. A readahead's chunk is freed once the reader has
+ *      moved on to the next one, so a scan holds at most two of them.
  */
 #include "io_int.h"
 #include "io_remote_int.h"
@@ -37,7 +45,8 @@
 
 
 #define REMOTE_DIRECTORIES 64
-#define CHUNK_SIZE (1u << 20)
+#define CHUNK_SIZE (1u << 20)         /* what a read of a WHOLE file fetches at least */
+#define READAHEAD_SIZE (4u << 20)     /* what a readahead fetches (invariant 5) */
 #define CHUNKS IO_REMOTE_CHUNKS
 #define SPILL_BYTES (8u << 20)        /* a WHOLE file being written moves to a local file beyond this */
 
@@ -147,6 +156,8 @@ int io_remote_open_at(int directory, const char *name)
 
 /* ---- files ------------------------------------------------------------------------ */
 
+static void readahead_join(struct io_remote_file *file);
+
 static int key_of(const struct remote_directory *directory, const char *name, char out[S3_KEY_MAX])
 {
 	return (size_t)snprintf(out, S3_KEY_MAX, "%s%s", directory->key, name) >= S3_KEY_MAX ? -ENAMETOOLONG : 0;
@@ -167,8 +178,8 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 	file->directory = parent;
 	file->spill = -1;
 	pthread_mutex_init(&file->lock, NULL);
-	for (int i = 0; i < CHUNKS; i++)
-		file->chunks[i].start = UINT64_MAX;
+	pthread_cond_init(&file->readahead_done, NULL);
+	file->next_sequential = UINT64_MAX;
 	int rc = key_of(parent, name, file->key);
 	if (rc < 0)
 		goto out;
@@ -203,6 +214,7 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 out:
 	if (rc < 0) {
 		io_pieced_free(file);
+		pthread_cond_destroy(&file->readahead_done);
 		pthread_mutex_destroy(&file->lock);
 		free(file);
 		return rc;
@@ -242,12 +254,18 @@ void io_remote_file_close(struct io_file *file)
 		return;
 	if (remote->kind == REMOTE_WHOLE && remote->writable)
 		whole_store(remote);
+	pthread_mutex_lock(&remote->lock);
+	readahead_join(remote);
+	pthread_mutex_unlock(&remote->lock);
+	if (remote->readahead_client)
+		s3_client_free(remote->readahead_client);
 	io_pieced_free(remote);
 	for (int i = 0; i < CHUNKS; i++)
 		buf_free(&remote->chunks[i].bytes);
 	buf_free(&remote->content);
 	if (remote->spill >= 0)
 		close(remote->spill);
+	pthread_cond_destroy(&remote->readahead_done);
 	pthread_mutex_destroy(&remote->lock);
 	free(remote);
 	file->remote = NULL;
@@ -309,6 +327,190 @@ static int whole_spill(struct io_remote_file *file)
 	return 0;
 }
 
+/* ---- chunks of WHOLE files being read, and readahead (invariants 2 and 5) ---------------- */
+
+/* Whether a readahead is filling a slot. Caller holds file->lock. */
+static bool chunk_fetching(const struct io_remote_file *file)
+{
+	for (int i = 0; i < CHUNKS; i++)
+		if (file->chunks[i].state == CHUNK_FETCHING)
+			return true;
+	return false;
+}
+
+/* The slot holding (or being filled with) the byte at offset, or NULL. Caller holds file->lock. */
+static struct chunk *chunk_find(struct io_remote_file *file, uint64_t offset)
+{
+	for (int i = 0; i < CHUNKS; i++) {
+		struct chunk *chunk = &file->chunks[i];
+		if (chunk->state != CHUNK_EMPTY && offset >= chunk->start && offset - chunk->start < chunk->length)
+			return chunk;
+	}
+	return NULL;
+}
+
+/* The least recently used slot that no readahead is filling, emptied; never keep. */
+static struct chunk *chunk_victim(struct io_remote_file *file, const struct chunk *keep)
+{
+	struct chunk *victim = NULL;
+	for (int i = 0; i < CHUNKS; i++) {
+		struct chunk *chunk = &file->chunks[i];
+		if (chunk == keep || chunk->state == CHUNK_FETCHING)
+			continue;
+		if (!victim || chunk->state == CHUNK_EMPTY || (victim->state != CHUNK_EMPTY && chunk->used < victim->used))
+			victim = chunk;
+	}
+	if (victim) {
+		victim->state = CHUNK_EMPTY;
+		buf_reset(&victim->bytes);
+	}
+	return victim;
+}
+
+/* Waits for a finished or running readahead thread and joins it. Caller holds file->lock. */
+static void readahead_join(struct io_remote_file *file)
+{
+	if (!file->readahead_started)
+		return;
+	if (file->readahead_pid != getpid()) {
+		/* a forked child: the thread stayed in the parent; what it was filling is not coming */
+		for (int i = 0; i < CHUNKS; i++)
+			if (file->chunks[i].state == CHUNK_FETCHING)
+				file->chunks[i].state = CHUNK_EMPTY;
+		file->readahead_started = false;
+		return;
+	}
+	while (chunk_fetching(file))
+		pthread_cond_wait(&file->readahead_done, &file->lock);
+	if (!file->readahead_started)
+		return;   /* another caller joined it while this one waited */
+	pthread_t thread = file->readahead;
+	file->readahead_started = false;
+	pthread_mutex_unlock(&file->lock);
+	pthread_join(thread, NULL);   /* it has left its last lock: this returns at once */
+	pthread_mutex_lock(&file->lock);
+}
+
+/* The chunk holding offset, READY: cached, filled by the readahead (waited for), or read
+ * now (the CHUNK_SIZE-aligned chunk around it). Caller holds file->lock (released while
+ * waiting). 0 or -errno. */
+static int chunk_get(struct io_remote_file *file, uint64_t offset, struct chunk **out)
+{
+	struct chunk *chunk = chunk_find(file, offset);
+	if (chunk && chunk->state == CHUNK_FETCHING) {
+		readahead_join(file);
+		chunk = chunk_find(file, offset);   /* READY, or gone if the readahead failed */
+	}
+	if (!chunk) {
+		if (!(chunk = chunk_victim(file, NULL))) {
+			readahead_join(file);   /* every slot being filled: cannot happen with one readahead */
+			chunk = chunk_victim(file, NULL);
+		}
+		uint64_t start = offset / CHUNK_SIZE * CHUNK_SIZE;
+		uint64_t length = file->size - start < CHUNK_SIZE ? file->size - start : CHUNK_SIZE;
+		struct error_info error;
+		error_info_clear(&error);
+		int rc = s3_get(file->directory->client, file->key, start, length, &chunk->bytes, &error);
+		if (rc < 0) {
+			buf_reset(&chunk->bytes);
+			io_remote_log(&error);
+			return rc;
+		}
+		chunk->start = start;
+		chunk->length = chunk->bytes.size;
+		chunk->state = CHUNK_READY;
+	}
+	chunk->used = ++file->chunk_tick;
+	*out = chunk;
+	return 0;
+}
+
+/* The readahead thread: one GET of the chunk its slot names, on the file's own client. */
+static void *readahead_run(void *argument)
+{
+	struct io_remote_file *file = argument;
+	pthread_mutex_lock(&file->lock);
+	struct chunk *chunk = NULL;
+	for (int i = 0; i < CHUNKS; i++)
+		if (file->chunks[i].state == CHUNK_FETCHING)
+			chunk = &file->chunks[i];
+	uint64_t start = chunk->start, length = chunk->length;
+	pthread_mutex_unlock(&file->lock);
+	struct buf bytes;
+	buf_init(&bytes);
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = io_failpoint("object_store.readahead");
+	if (rc == 0)
+		rc = s3_get(file->readahead_client, file->key, start, length, &bytes, &error);
+	pthread_mutex_lock(&file->lock);
+	if (rc == 0) {
+		buf_free(&chunk->bytes);
+		chunk->bytes = bytes;
+		chunk->length = bytes.size;
+		chunk->state = CHUNK_READY;
+		chunk->used = ++file->chunk_tick;
+	} else {
+		buf_free(&bytes);
+		chunk->state = CHUNK_EMPTY;   /* a reader that needs it asks again, and hears why */
+	}
+	pthread_cond_broadcast(&file->readahead_done);
+	pthread_mutex_unlock(&file->lock);
+	return NULL;
+}
+
+/*
+ * After a read from chunk: when the reads are sequential (this chunk follows
+ * the one read before), starts fetching the READAHEAD_SIZE bytes after it in
+ * the background, so that the GET overlaps what the caller does with this
+ * one. Best effort: nothing here is an error. Caller holds file->lock.
+ */
+static void readahead_after(struct io_remote_file *file, struct chunk *chunk)
+{
+	uint64_t next = chunk->start + chunk->length;
+	bool sequential = chunk->start == file->next_sequential;   /* the reader crossed into it */
+	file->next_sequential = next;
+	if (sequential) {
+		/* a readahead's chunk the reader has left behind is not read again: its memory goes */
+		struct chunk *behind = chunk->start > 0 ? chunk_find(file, chunk->start - 1) : NULL;
+		if (behind && behind->state == CHUNK_READY && behind->length > CHUNK_SIZE) {
+			behind->state = CHUNK_EMPTY;
+			buf_free(&behind->bytes);
+		}
+	}
+	if (!sequential || next >= file->size || chunk_find(file, next))
+		return;
+	if (file->readahead_started) {
+		if (chunk_fetching(file))
+			return;   /* one readahead at a time */
+		readahead_join(file);
+		if (chunk_find(file, next))
+			return;
+	}
+	if (!file->readahead_client) {
+		struct s3_location location;
+		struct error_info error;
+		error_info_clear(&error);
+		if (s3_location_parse(file->directory->location, &location, &error) < 0 ||
+		    s3_client_open(&location, &file->readahead_client, &error) < 0) {
+			file->readahead_client = NULL;
+			return;
+		}
+	}
+	struct chunk *slot = chunk_victim(file, chunk);
+	if (!slot)
+		return;
+	slot->start = next;
+	slot->length = file->size - next < READAHEAD_SIZE ? file->size - next : READAHEAD_SIZE;
+	slot->state = CHUNK_FETCHING;
+	if (pthread_create(&file->readahead, NULL, readahead_run, file) != 0) {
+		slot->state = CHUNK_EMPTY;
+		return;
+	}
+	file->readahead_started = true;
+	file->readahead_pid = getpid();
+}
+
 static ssize_t whole_pread(struct io_remote_file *file, uint8_t *out, size_t size, uint64_t offset)
 {
 	if (file->loaded && file->spill >= 0) {
@@ -330,32 +532,18 @@ static ssize_t whole_pread(struct io_remote_file *file, uint8_t *out, size_t siz
 	}
 	size_t done = 0;
 	while (done < size && offset + done < file->size) {
-		uint64_t at = offset + done, start = at / CHUNK_SIZE * CHUNK_SIZE;
-		struct chunk *chunk = NULL;
-		for (int i = 0; i < CHUNKS; i++)
-			if (file->chunks[i].start == start)
-				chunk = &file->chunks[i];
-		if (!chunk) {
-			/* objects other than the manifest never change once stored: cache what is read */
-			chunk = &file->chunks[file->next_chunk++ % CHUNKS];
-			chunk->start = UINT64_MAX;
-			buf_reset(&chunk->bytes);
-			uint64_t length = file->size - start < CHUNK_SIZE ? file->size - start : CHUNK_SIZE;
-			struct error_info error;
-			error_info_clear(&error);
-			int rc = s3_get(file->directory->client, file->key, start, length, &chunk->bytes, &error);
-			if (rc < 0) {
-				io_remote_log(&error);
-				return done ? (ssize_t)done : rc;
-			}
-			chunk->start = start;
-		}
+		uint64_t at = offset + done;
+		struct chunk *chunk;
+		int rc = chunk_get(file, at, &chunk);
+		if (rc < 0)
+			return done ? (ssize_t)done : rc;
 		size_t from = (size_t)(at - chunk->start);
 		if (from >= chunk->bytes.size)
 			break;
 		size_t take = chunk->bytes.size - from < size - done ? chunk->bytes.size - from : size - done;
 		memcpy(out + done, chunk->bytes.data + from, take);
 		done += take;
+		readahead_after(file, chunk);
 	}
 	return (ssize_t)done;
 }

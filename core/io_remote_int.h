@@ -38,8 +38,14 @@ struct range {
 	struct buf bytes;              /* [start, start + size) of one piece */
 };
 
+/* A cached chunk of a WHOLE file: EMPTY -> FETCHING (a readahead GET is filling it,
+ * io_remote.c invariant 5) -> READY, or EMPTY -> READY (a reader's own GET). */
+enum chunk_state { CHUNK_EMPTY, CHUNK_FETCHING, CHUNK_READY };
+
 struct chunk {
-	uint64_t start;                /* UINT64_MAX: empty */
+	enum chunk_state state;
+	uint64_t start, length;        /* the bytes it holds or is being filled with */
+	uint64_t used;                 /* the tick of its last use */
 	struct buf bytes;
 };
 
@@ -58,7 +64,13 @@ struct io_remote_file {
 	int spill;                     /* beyond that: an unnamed local file holding it, or -1 */
 	uint64_t spill_size;
 	struct chunk chunks[IO_REMOTE_CHUNKS];
-	unsigned next_chunk;
+	uint64_t chunk_tick;
+	uint64_t next_sequential;      /* where the next chunk of a sequential reader starts (UINT64_MAX: none) */
+	struct s3_client *readahead_client;   /* its own connection, opened by the first readahead */
+	pthread_t readahead;
+	bool readahead_started;        /* a readahead thread exists (to be joined) */
+	pid_t readahead_pid;           /* the process that started it (a forked child has no threads) */
+	pthread_cond_t readahead_done;
 	/* PIECED (io_pieced.c invariant 1) */
 	struct piece *pieces;          /* known pieces, by start */
 	size_t piece_count, piece_capacity;

@@ -7,6 +7,7 @@
  * Each run works under its own random prefix, so runs never see each other.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,6 +419,113 @@ TEST(the_before_request_failpoint_fails_a_request_without_sending_it)
 	CHECK(strstr(error.message, "object_store.before_request") != NULL);
 	CHECK_EQ(s3_head(client, "never", NULL, &error), -ENOENT);
 	s3_client_free(client);
+}
+
+/* ---- WHOLE objects through the io layer: chunks and readahead (core/io_remote.c) ------- */
+
+#define MIB (1u << 20)
+
+/* The io directory of this run's prefix + sub (an s3:// location), or -errno. */
+static int test_directory(const char *sub)
+{
+	struct s3_location unused;
+	int rc = test_location(sub, &unused);   /* makes the run's prefix */
+	if (rc)
+		return rc;
+	char text[256];
+	snprintf(text, sizeof text, "s3://%s/%s/%s", getenv("GRAPHFS_TEST_BUCKET"), run_prefix, sub);
+	return io_directory_open(text);
+}
+
+/* Stores an object of size bytes (byte i is (i * 131) >> 8 truncated) as name. */
+static void store_object(int directory, const char *name, uint8_t *bytes, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		bytes[i] = (uint8_t)((i * 131) >> 8);
+	struct io_file file = { -1, IO_DATA, NULL };
+	CHECK_EQ(io_file_open(directory, name, O_RDWR | O_CREAT | O_EXCL, IO_DATA, &file), 0);
+	CHECK_EQ(io_pwrite(&file, bytes, size, 0), 0);
+	CHECK_EQ(io_fsync(&file), 0);
+	io_file_close(&file);
+}
+
+/* Reads name from start to end in 64 KiB reads; checks every byte; the GETs and bytes it took. */
+static void read_through(int directory, const char *name, const uint8_t *expected, size_t size,
+			 uint64_t *gets_out, uint64_t *bytes_out)
+{
+	struct io_file file = { -1, IO_DATA, NULL };
+	CHECK_EQ(io_file_open(directory, name, O_RDONLY, IO_DATA, &file), 0);
+	struct s3_counters before, after;
+	s3_counters_process(&before);
+	uint8_t *got = malloc(64 << 10);
+	bool same = true;
+	for (size_t at = 0; at < size; at += 64 << 10) {
+		size_t length = size - at < (64u << 10) ? size - at : 64u << 10;
+		CHECK_EQ(io_pread(&file, got, length, at), 0);
+		same = same && memcmp(got, expected + at, length) == 0;
+	}
+	CHECK(same);
+	free(got);
+	io_file_close(&file);
+	s3_counters_process(&after);
+	*gets_out = after.gets - before.gets;
+	*bytes_out = after.bytes_received - before.bytes_received;
+}
+
+TEST(a_whole_object_read_from_start_to_end_fetches_each_byte_once_in_few_gets)
+{
+	int directory = test_directory("readahead");
+	CHECK(directory >= 0);
+	size_t size = 12 * MIB + 123;
+	uint8_t *bytes = malloc(size);
+	store_object(directory, "sequential", bytes, size);
+	uint64_t gets, received;
+	read_through(directory, "sequential", bytes, size, &gets, &received);
+	/* two 1 MiB chunks, then readaheads of 4 MiB: [2, 6), [6, 10), [10, end) */
+	CHECK_EQ(gets, 5);
+	CHECK_EQ(received, size);
+	free(bytes);
+}
+
+TEST(reads_here_and_there_in_a_whole_object_start_no_readahead)
+{
+	int directory = test_directory("readahead");
+	CHECK(directory >= 0);
+	size_t size = 8 * MIB;
+	uint8_t *bytes = malloc(size);
+	store_object(directory, "random", bytes, size);
+	struct io_file file = { -1, IO_DATA, NULL };
+	CHECK_EQ(io_file_open(directory, "random", O_RDONLY, IO_DATA, &file), 0);
+	struct s3_counters before, after;
+	s3_counters_process(&before);
+	uint8_t got[4096];
+	const uint64_t offsets[] = { 5 * MIB + 17, 1 * MIB, 7 * MIB + 4000, 5 * MIB + 9000 };
+	for (size_t i = 0; i < 4; i++) {
+		CHECK_EQ(io_pread(&file, got, sizeof got, offsets[i]), 0);
+		CHECK(memcmp(got, bytes + offsets[i], sizeof got) == 0);
+	}
+	s3_counters_process(&after);
+	CHECK_EQ(after.gets - before.gets, 3);   /* the chunks at 5, 1 and 7 MiB; the last read is cached */
+	CHECK_EQ(after.bytes_received - before.bytes_received, 3 * MIB);
+	io_file_close(&file);
+	free(bytes);
+}
+
+TEST(a_failed_readahead_is_read_again_by_the_reader_and_nothing_is_lost)
+{
+	int directory = test_directory("readahead");
+	CHECK(directory >= 0);
+	size_t size = 12 * MIB + 123;
+	uint8_t *bytes = malloc(size);
+	store_object(directory, "failing", bytes, size);
+	CHECK_EQ(io_failpoint_arm("object_store.readahead", IO_FAILPOINT_ERROR), 0);   /* the first one fails */
+	uint64_t gets, received;
+	read_through(directory, "failing", bytes, size, &gets, &received);
+	/* [0, 1) and [1, 2); the readahead of [2, 6) fails unsent, so the reader fetches [2, 3)
+	 * itself; then readaheads [3, 7), [7, 11), [11, end) */
+	CHECK_EQ(gets, 6);
+	CHECK_EQ(received, size);
+	free(bytes);
 }
 
 int main(void)
