@@ -1,13 +1,17 @@
 /*
  * io_cache — a bounded cache on local disk of the manifest pieces of stores
- * kept in an object store (layer: io). docs/FORMAT.md §23 "The local cache".
+ * kept in an object store, and of the chunks of their segments and packs
+ * (layer: io). docs/FORMAT.md §23 "The local cache".
  *
  * A piece's address is never reused within a store (pieces are created once
  * with If-None-Match: *, only at the end, and nothing is written below an
  * end again), so a piece cached under its store's id and start is that
  * piece forever: the cache never needs invalidating, and every process of
- * a host shares it. A cached file is `<root>/<store id>/<start as 16 hex
- * digits>`: a 16-byte header (magic "GFSC", zero, the xxHash3-64 of the
+ * a host shares it. Segments and packs never change and their names are
+ * never reused, so a chunk of one is cached the same way under the object's
+ * name and the chunk's offset. A cached file is `<root>/<store id>/<start as
+ * 16 hex digits>` (a piece) or `<root>/<store id>/<name, '/' as '-'>-<offset>`
+ * (a chunk): a 16-byte header (magic "GFSC", zero, the xxHash3-64 of the
  * content) then the piece's bytes, written to a temporary name and renamed.
  *
  * Invariants:
@@ -133,17 +137,37 @@ void io_cache_free(struct io_cache *cache)
 	free(cache);
 }
 
-static void entry_path(const struct io_cache *cache, uint64_t start, char out[CACHE_PATH_MAX + 24])
+#define ENTRY_PATH_MAX (CACHE_PATH_MAX + 160)
+
+/* An entry's path: "<start>" for a piece, "<name, '/' as '-'>-<start>" for a chunk of
+ * another object. -ENAMETOOLONG (then not cached) or 0. */
+static int entry_path(const struct io_cache *cache, const char *name, uint64_t start, char out[ENTRY_PATH_MAX])
 {
-	snprintf(out, CACHE_PATH_MAX + 24, "%s/%016llx", cache->directory, (unsigned long long)start);
+	char flat[128] = "";
+	if (name) {
+		size_t length = strlen(name);
+		if (length + 2 > sizeof flat)
+			return -ENAMETOOLONG;
+		for (size_t i = 0; i < length; i++)
+			flat[i] = name[i] == '/' ? '-' : name[i];
+		flat[length] = '-';
+		flat[length + 1] = 0;
+	}
+	int written = snprintf(out, ENTRY_PATH_MAX, "%s/%s%016llx", cache->directory, flat, (unsigned long long)start);
+	return written < 0 || written >= ENTRY_PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
-int io_cache_get(struct io_cache *cache, uint64_t start, struct buf *bytes)
+bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start)
 {
-	if (!cache)
+	char path[ENTRY_PATH_MAX];
+	return cache && entry_path(cache, name, start, path) == 0 && access(path, F_OK) == 0;
+}
+
+int io_cache_get(struct io_cache *cache, const char *name, uint64_t start, struct buf *bytes)
+{
+	char path[ENTRY_PATH_MAX];
+	if (!cache || entry_path(cache, name, start, path) < 0)
 		return -ENOENT;
-	char path[CACHE_PATH_MAX + 24];
-	entry_path(cache, start, path);
 	int descriptor = open(path, O_RDONLY | O_CLOEXEC);
 	if (descriptor < 0)
 		return -ENOENT;
@@ -257,12 +281,13 @@ static void cache_evict(const struct io_cache *cache)
 	free(files);
 }
 
-void io_cache_put(struct io_cache *cache, uint64_t start, const uint8_t *bytes, size_t size)
+void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, const uint8_t *bytes, size_t size)
 {
 	if (!cache || size == 0 || size + CACHE_HEADER > cache->bound / 8)
 		return;
-	char path[CACHE_PATH_MAX + 24], temporary[CACHE_PATH_MAX + 48];
-	entry_path(cache, start, path);
+	char path[ENTRY_PATH_MAX], temporary[ENTRY_PATH_MAX + 32];
+	if (entry_path(cache, name, start, path) < 0)
+		return;
 	snprintf(temporary, sizeof temporary, "%s.%ld.tmp", path, (long)getpid());
 	int descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (descriptor < 0)

@@ -344,10 +344,12 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, &whole_size, &error);
 	if (object_size)
 		*object_size = whole_size;
-	if (rc == 0 && start == 0 && from == 0 && !file->cache && bytes.size >= 32)
+	if (rc == 0 && start == 0 && from == 0 && !file->cache && bytes.size >= 32) {
 		file->cache = io_cache_open(bytes.data + 16);   /* the header names the store (FORMAT.md §2) */
+		io_remote_store_id_note(file->directory, bytes.data + 16);   /* for its segments' chunks */
+	}
 	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size)
-		io_cache_put(file->cache, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
+		io_cache_put(file->cache, NULL, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
 	if (rc == 0)
 		range_keep(file, from, &bytes);
 	else if (rc != -ENOENT && rc != -ERANGE)
@@ -367,7 +369,7 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 	uint64_t granule = granule_of(offset), size = 0;
 	struct buf cached;
 	buf_init(&cached);
-	if (io_cache_get(file->cache, granule, &cached) == 0) {
+	if (io_cache_get(file->cache, NULL, granule, &cached) == 0) {
 		/* a piece this host read before (invariant 4): known, and no request */
 		size = cached.size;
 		range_keep(file, granule, &cached);
@@ -413,7 +415,7 @@ static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece
 	if (!range && piece->start >= BLOCKS_START && piece->size <= WHOLE_MAX) {
 		struct buf cached;
 		buf_init(&cached);
-		if (io_cache_get(file->cache, piece->start, &cached) == 0 && cached.size == piece->size) {
+		if (io_cache_get(file->cache, NULL, piece->start, &cached) == 0 && cached.size == piece->size) {
 			range_keep(file, piece->start, &cached);   /* invariant 4 */
 			range = range_holding(file, offset);
 		}

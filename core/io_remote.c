@@ -30,6 +30,11 @@
  *      gets the error itself. The thread is joined before the next one
  *      starts and on close. A readahead's chunk is freed once the reader has
  *      moved on to the next one, so a scan holds at most two of them.
+ *   6. Chunks of segments and packs (objects that never change, under names
+ *      never reused) also go into the host's disk cache (io_cache.c), as
+ *      CHUNK_SIZE pieces of the object under its name and offset, and are
+ *      read from there by any later process of the host. Other WHOLE
+ *      objects (leases, pins, the lock) are written in place: never cached.
  */
 #include "io_int.h"
 #include "io_remote_int.h"
@@ -73,7 +78,8 @@ static struct remote_directory *directory_of(int directory)
 }
 
 /* The table slot of an equal directory, or a new one. Returns the pseudo descriptor or -errno. */
-static int directory_register(const char *location, const char *key, struct s3_client *client, bool owns)
+static int directory_register(const char *location, const char *key, struct s3_client *client, bool owns,
+			      struct remote_directory *root)
 {
 	pthread_mutex_lock(&table_lock);
 	int free_slot = -1, rc = -EMFILE;
@@ -99,6 +105,7 @@ static int directory_register(const char *location, const char *key, struct s3_c
 		snprintf(entry->key, sizeof entry->key, "%s", key);
 		entry->client = client;
 		entry->owns_client = owns;
+		entry->root = root ? root : entry;
 		directories[free_slot] = entry;
 		rc = IO_REMOTE_BASE + free_slot;
 		client = NULL;
@@ -128,7 +135,7 @@ int io_remote_open_root(const char *location)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	/* the same store opened again shares its client (one request at a time, s3.h) */
-	int rc = directory_register(location, "", NULL, false);
+	int rc = directory_register(location, "", NULL, false, NULL);
 	if (rc >= 0)
 		return rc;
 	struct s3_location parsed;
@@ -140,7 +147,7 @@ int io_remote_open_root(const char *location)
 		io_remote_log(&error);
 		return rc;
 	}
-	return directory_register(location, "", client, true);
+	return directory_register(location, "", client, true, NULL);
 }
 
 int io_remote_open_at(int directory, const char *name)
@@ -151,7 +158,30 @@ int io_remote_open_at(int directory, const char *name)
 	char key[S3_KEY_MAX];
 	if ((size_t)snprintf(key, sizeof key, "%s%s/", parent->key, name) >= sizeof key)
 		return -ENAMETOOLONG;
-	return directory_register(parent->location, key, parent->client, false);
+	return directory_register(parent->location, key, parent->client, false, parent->root);
+}
+
+void io_remote_store_id_note(struct remote_directory *directory, const uint8_t store_id[16])
+{
+	pthread_mutex_lock(&table_lock);
+	memcpy(directory->root->store_id, store_id, 16);
+	directory->root->store_id_known = true;
+	pthread_mutex_unlock(&table_lock);
+}
+
+/* The host cache for the chunks of the object key (named from the store's root): only
+ * segments and packs, which never change and whose names are never reused (invariant 6);
+ * NULL for others, when the store is not known yet, or when the cache is off. */
+static struct io_cache *chunk_cache_open(struct remote_directory *directory, const char *key)
+{
+	if (strncmp(key, "segments/", 9) != 0 && strncmp(key, "packs/", 6) != 0)
+		return NULL;
+	uint8_t store_id[16];
+	pthread_mutex_lock(&table_lock);
+	bool known = directory->root->store_id_known;
+	memcpy(store_id, directory->root->store_id, 16);
+	pthread_mutex_unlock(&table_lock);
+	return known ? io_cache_open(store_id) : NULL;
 }
 
 /* ---- files ------------------------------------------------------------------------ */
@@ -201,6 +231,8 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 		}
 		file->exists = true;
 		file->size = size;
+		if (!file->writable)
+			file->cache = chunk_cache_open(parent, file->key);
 	} else if (rc == -ENOENT && (flags & O_CREAT)) {
 		rc = 0;
 		file->exclusive = flags & O_EXCL;
@@ -408,13 +440,17 @@ static int chunk_get(struct io_remote_file *file, uint64_t offset, struct chunk 
 		}
 		uint64_t start = offset / CHUNK_SIZE * CHUNK_SIZE;
 		uint64_t length = file->size - start < CHUNK_SIZE ? file->size - start : CHUNK_SIZE;
-		struct error_info error;
-		error_info_clear(&error);
-		int rc = s3_get(file->directory->client, file->key, start, length, &chunk->bytes, &error);
-		if (rc < 0) {
+		if (io_cache_get(file->cache, file->key, start, &chunk->bytes) < 0 || chunk->bytes.size != length) {
+			struct error_info error;
+			error_info_clear(&error);
 			buf_reset(&chunk->bytes);
-			io_remote_log(&error);
-			return rc;
+			int rc = s3_get(file->directory->client, file->key, start, length, &chunk->bytes, &error);
+			if (rc < 0) {
+				buf_reset(&chunk->bytes);
+				io_remote_log(&error);
+				return rc;
+			}
+			io_cache_put(file->cache, file->key, start, chunk->bytes.data, chunk->bytes.size);
 		}
 		chunk->start = start;
 		chunk->length = chunk->bytes.size;
@@ -443,6 +479,10 @@ static void *readahead_run(void *argument)
 	int rc = io_failpoint("object_store.readahead");
 	if (rc == 0)
 		rc = s3_get(file->readahead_client, file->key, start, length, &bytes, &error);
+	/* into the host cache as the CHUNK_SIZE chunks a later process reads (invariant 6) */
+	for (uint64_t at = 0; rc == 0 && file->cache && at < bytes.size; at += CHUNK_SIZE)
+		io_cache_put(file->cache, file->key, start + at, bytes.data + at,
+			     bytes.size - at < CHUNK_SIZE ? bytes.size - at : CHUNK_SIZE);
 	pthread_mutex_lock(&file->lock);
 	if (rc == 0) {
 		buf_free(&chunk->bytes);
@@ -478,8 +518,8 @@ static void readahead_after(struct io_remote_file *file, struct chunk *chunk)
 			buf_free(&behind->bytes);
 		}
 	}
-	if (!sequential || next >= file->size || chunk_find(file, next))
-		return;
+	if (!sequential || next >= file->size || chunk_find(file, next) || io_cache_has(file->cache, file->key, next))
+		return;   /* (a chunk this host has cached is read from there when needed) */
 	if (file->readahead_started) {
 		if (chunk_fetching(file))
 			return;   /* one readahead at a time */

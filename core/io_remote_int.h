@@ -24,6 +24,9 @@ struct remote_directory {
 	char location[S3_KEY_MAX];     /* the s3:// text it was opened with */
 	struct s3_client *client;      /* shared with the directories under the same root */
 	bool owns_client;
+	struct remote_directory *root; /* the store's root directory (itself for the root) */
+	uint8_t store_id[16];          /* root only: the store's id, once its manifest header was read */
+	bool store_id_known;           /* (both under io_remote.c's table lock) */
 };
 
 enum remote_kind { REMOTE_WHOLE, REMOTE_PIECED };
@@ -109,16 +112,25 @@ int io_pieced_punch(struct io_remote_file *file, uint64_t start, uint64_t end);
 /* The bytes stored in [start, end) (pieces and meta slots). 0 or -errno. */
 int io_pieced_data_bytes(struct io_remote_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
 
-/* ---- the local cache of pieces (io_cache.c) ---- */
+/* ---- the local cache of pieces and chunks (io_cache.c) ---- */
 
 struct io_cache;
 /* The cache of the store with this id (its manifest header's bytes 16..31), made if
  * missing; NULL when turned off (GRAPHFS_CACHE_BYTES=0) or unusable: every read a miss. */
 struct io_cache *io_cache_open(const uint8_t store_id[16]);
 void io_cache_free(struct io_cache *cache);
-/* The piece at start into bytes: 0, or -ENOENT (a miss: also for a NULL cache or a damaged entry). */
-int io_cache_get(struct io_cache *cache, uint64_t start, struct buf *bytes);
-/* Keeps the whole piece at start (best effort: nothing is reported). */
-void io_cache_put(struct io_cache *cache, uint64_t start, const uint8_t *bytes, size_t size);
+/* What is cached at start of the object named (NULL: the manifest's piece at start) into
+ * bytes: 0, or -ENOENT (a miss: also for a NULL cache or a damaged entry). */
+int io_cache_get(struct io_cache *cache, const char *name, uint64_t start, struct buf *bytes);
+/* Whether an entry is there (no read, no counting). */
+bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start);
+/* Keeps bytes as what lies at start of the object named (NULL: a whole piece at start);
+ * best effort: nothing is reported. */
+void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, const uint8_t *bytes, size_t size);
+
+/* ---- which store a remote directory belongs to (io_remote.c) ---- */
+
+/* Notes the store id read from the manifest header of the store at directory's root. */
+void io_remote_store_id_note(struct remote_directory *directory, const uint8_t store_id[16]);
 
 #endif

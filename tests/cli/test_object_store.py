@@ -99,6 +99,14 @@ def listed(location, prefix):
     return [part.split("</Key>")[0].rsplit("/", 1)[1] for part in listing.split("<Key>")[1:]]
 
 
+def listed_sizes(location, prefix):
+    """(name, size) of every object under prefix/."""
+    bucket, _, store = location[len("s3://"):].partition("/")
+    listing = curl(f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}?list-type=2&prefix={store}%2F{prefix}%2F").decode()
+    return [(part.split("</Key>")[0].rsplit("/", 1)[1], int(part.split("<Size>")[1].split("</Size>")[0]))
+            for part in listing.split("<Key>")[1:]]
+
+
 def test_a_commit_larger_than_4_mib_writes_a_segment_object_and_reads_back(cli, remote):
     rows = big_rows(100000)   # 7 MiB of lines: the stage spills into a segment
     cli.import_rows(remote, "Big", rows)
@@ -468,6 +476,25 @@ def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache
     assert second["gets"] == first["gets"] - first["cache_stores"]   # each piece cached is one GET fewer
     assert second["bytes_received"] < first["bytes_received"]
     assert cli.export(remote, "T0") == cli.ok("export", remote, "T0", env=cache).stdout.decode()
+
+
+def test_a_second_process_on_the_same_host_reads_segment_chunks_from_the_local_cache(cli, remote, tmp_path):
+    # rows that do not compress away: one segment of more than one 1 MiB chunk
+    rows = "".join(json.dumps({"id": f"r{i:05d}", "noise": os.urandom(24).hex(), "pad": "x" * 120}) + "\n"
+                   for i in range(45000))
+    cli.import_rows(remote, "Big", rows)
+    segments = [size for _, size in listed_sizes(remote, "segments")]
+    assert len(segments) == 1 and (1 << 20) < segments[0] < (2 << 20)
+    directory = tmp_path / "host-cache"
+    cache = {"GRAPHFS_CACHE_DIR": str(directory)}
+    first = object_store_requests(cli, tmp_path, "export", remote, "Big", env=cache)
+    chunks = sorted(path.name for path in directory.rglob("segments-*"))
+    assert len(chunks) == 2   # its two chunks, under the segment's name and offset
+    second = object_store_requests(cli, tmp_path, "export", remote, "Big", env=cache)
+    assert second["cache_hits"] == first["cache_stores"] and second["cache_stores"] == 0
+    assert second["gets"] == first["gets"] - first["cache_stores"]
+    assert second["bytes_received"] < first["bytes_received"] - segments[0]   # the segment came from disk
+    assert cli.ok("export", remote, "Big", env=cache).stdout == cli.ok("export", remote, "Big").stdout
 
 
 def test_a_damaged_cache_entry_is_removed_and_read_again_from_the_object_store(cli, remote, tmp_path):
