@@ -28,6 +28,10 @@
 #include "io.h"
 
 #define S3_ATTEMPTS 3
+#define S3_PART_MIN (5ull << 20)       /* S3's smallest part (but the last) */
+#define S3_PART_MAX (5ull << 30)       /* and largest */
+#define S3_PART_DEFAULT (64ull << 20)
+#define S3_PARTS_MAX 10000             /* S3's most parts in one upload */
 
 struct s3_client {
 	struct s3_location location;
@@ -42,7 +46,7 @@ struct s3_client {
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct s3_counters process_counters;
 
-enum request_kind { REQUEST_GET, REQUEST_PUT, REQUEST_HEAD, REQUEST_DELETE, REQUEST_LIST };
+enum request_kind { REQUEST_GET, REQUEST_PUT, REQUEST_HEAD, REQUEST_DELETE, REQUEST_LIST, REQUEST_POST };
 
 /* ---- locations ---------------------------------------------------------------------- */
 
@@ -135,6 +139,18 @@ int s3_location_parse(const char *text, struct s3_location *out, struct error_in
 			return error_info_set(error, -EINVAL, "GRAPHFS_S3_LIST_PAGE=%.20s: give 1..1000 keys per page", page);
 		out->list_page = (unsigned)keys;
 	}
+	/* GRAPHFS_S3_PART_BYTES: the part size of multipart uploads (tests make it small) */
+	out->part_size = S3_PART_DEFAULT;
+	const char *part = getenv("GRAPHFS_S3_PART_BYTES");
+	if (part && *part) {
+		char *end;
+		unsigned long long bytes = strtoull(part, &end, 10);
+		if (*end || bytes < S3_PART_MIN || bytes > S3_PART_MAX)
+			return error_info_set(error, -EINVAL,
+					      "GRAPHFS_S3_PART_BYTES=%.20s: give a part size of %llu to %llu bytes", part,
+					      (unsigned long long)S3_PART_MIN, (unsigned long long)S3_PART_MAX);
+		out->part_size = bytes;
+	}
 	return 0;
 }
 
@@ -199,16 +215,16 @@ void s3_counters_get(const struct s3_client *client, struct s3_counters *out)
 static uint64_t *counter_of(struct s3_counters *counters, enum request_kind kind)
 {
 	return kind == REQUEST_GET ? &counters->gets
-	       : kind == REQUEST_PUT ? &counters->puts
+	       : kind == REQUEST_PUT || kind == REQUEST_POST ? &counters->puts
 	       : kind == REQUEST_HEAD ? &counters->heads
 	       : kind == REQUEST_DELETE ? &counters->deletes
 					: &counters->lists;
 }
 
 struct upload {
-	const uint8_t *bytes;          /* the body, or NULL: read from descriptor */
+	const uint8_t *bytes;          /* the body, or NULL: read from descriptor from base on */
 	int descriptor;
-	uint64_t size, at;
+	uint64_t base, size, at;
 };
 
 static size_t read_body(char *buffer, size_t size, size_t count, void *context)
@@ -221,7 +237,7 @@ static size_t read_body(char *buffer, size_t size, size_t count, void *context)
 	} else {
 		ssize_t got;
 		do
-			got = pread(upload->descriptor, buffer, taken, (off_t)upload->at);
+			got = pread(upload->descriptor, buffer, taken, (off_t)(upload->base + upload->at));
 		while (got < 0 && errno == EINTR);
 		if (got <= 0)
 			return CURL_READFUNC_ABORT;   /* the request fails: -ECOMM, said with curl's words */
@@ -231,18 +247,35 @@ static size_t read_body(char *buffer, size_t size, size_t count, void *context)
 	return taken;
 }
 
-/* Notes the object's whole size from "Content-Range: bytes FIRST-LAST/SIZE" (a ranged GET's answer). */
+/* What send_request notes of an answer's headers. */
+struct answer_headers {
+	uint64_t object_size;          /* from "Content-Range: bytes FIRST-LAST/SIZE" (UINT64_MAX: none) */
+	char etag[128];                /* "ETag: …" as sent, quotes included ("": none) */
+};
+
 static size_t read_header(char *data, size_t size, size_t count, void *context)
 {
-	static const char name[] = "content-range:";
+	static const char range[] = "content-range:", etag[] = "etag:";
+	struct answer_headers *answer = context;
 	size_t length = size * count;
-	char line[128];
-	if (length > sizeof name - 1 && length < sizeof line && strncasecmp(data, name, sizeof name - 1) == 0) {
-		memcpy(line, data, length);
-		line[length] = 0;
+	char line[160];
+	if (length >= sizeof line)
+		return length;
+	memcpy(line, data, length);
+	line[length] = 0;
+	if (strncasecmp(line, range, sizeof range - 1) == 0) {
 		const char *slash = strchr(line, '/');
 		if (slash && isdigit((unsigned char)slash[1]))
-			*(uint64_t *)context = strtoull(slash + 1, NULL, 10);
+			answer->object_size = strtoull(slash + 1, NULL, 10);
+	} else if (strncasecmp(line, etag, sizeof etag - 1) == 0) {
+		const char *value = line + sizeof etag - 1;
+		while (*value == ' ')
+			value++;
+		size_t value_length = strcspn(value, "\r\n");
+		if (value_length < sizeof answer->etag) {
+			memcpy(answer->etag, value, value_length);
+			answer->etag[value_length] = 0;
+		}
 	}
 	return length;
 }
@@ -302,15 +335,15 @@ static int status_error(long status, const struct buf *body, const char *what, s
 }
 
 /*
- * Sends one request to url (retrying per invariant 1), the response body
- * appended to response (may be NULL: discarded). 0 with *status, or -EIO
- * (no answer) with error. *length_out (if set) is the answer's
- * Content-Length, *object_size_out (if set) the size a Content-Range names
- * (UINT64_MAX: none).
+ * Sends one request to url (retrying per invariant 1) with the body source
+ * names (PUT, POST; NULL: none), the response body appended to response (may
+ * be NULL: discarded). 0 with *status, or -EIO (no answer) with error.
+ * *length_out (if set) is the answer's Content-Length, *answer (if set) what
+ * its headers say.
  */
 static int send_request(struct s3_client *client, enum request_kind kind, const char *url,
-			const struct curl_slist *extra, const void *bytes, int descriptor, uint64_t size, bool repeatable,
-			struct buf *response, long *status, uint64_t *length_out, uint64_t *object_size_out,
+			const struct curl_slist *extra, const struct upload *source, bool repeatable,
+			struct buf *response, long *status, uint64_t *length_out, struct answer_headers *answer,
 			const char *what, struct error_info *error)
 {
 	struct curl_slist *headers = NULL;
@@ -331,7 +364,8 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 			break;
 		}
 		body->size = body_start;
-		struct upload upload = { bytes, descriptor, size, 0 };
+		struct upload upload = source ? *source : (struct upload){ NULL, -1, 0, 0, 0 };
+		upload.at = 0;
 		curl_easy_reset(curl);
 		curl_easy_setopt(curl, CURLOPT_URL, url);
 		curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, client->signature);
@@ -342,16 +376,23 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
 		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
 		curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
-		if (object_size_out) {
-			*object_size_out = UINT64_MAX;
+		if (answer) {
+			answer->object_size = UINT64_MAX;
+			answer->etag[0] = 0;
 			curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
-			curl_easy_setopt(curl, CURLOPT_HEADERDATA, object_size_out);
+			curl_easy_setopt(curl, CURLOPT_HEADERDATA, answer);
 		}
-		if (kind == REQUEST_PUT) {
+		if (kind == REQUEST_POST) {
+			curl_easy_setopt(curl, CURLOPT_POST, 1L);
+			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
+			curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)upload.size);
+			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+		} else if (kind == REQUEST_PUT) {
 			curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
 			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
 			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
-			curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+			curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)upload.size);
 			/* "Expect: 100-continue" stays (removing a header libcurl signed breaks the
 			 * signature), but the body follows at once: no round trip */
 			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
@@ -417,6 +458,130 @@ static int object_url(const struct s3_client *client, const char *key, char *out
 
 #define URL_MAX (256 + 64 + 256 + S3_KEY_MAX + 512)
 
+/* ---- multipart uploads (s3_put_descriptor beyond the part size) -------------------------- */
+
+/* One request of an upload under the client's lock: 0 with status and response, or an error. */
+static int upload_request(struct s3_client *client, enum request_kind kind, const char *url,
+			  const struct curl_slist *extra, const struct upload *source, bool repeatable,
+			  struct buf *response, struct answer_headers *answer, const char *what,
+			  struct error_info *error)
+{
+	long status = 0;
+	pthread_mutex_lock(&client->lock);
+	int rc = send_request(client, kind, url, extra, source, repeatable, response, &status, NULL, answer, what,
+			      error);
+	pthread_mutex_unlock(&client->lock);
+	/* a completion can fail after its 200 has begun: the body then is an <Error> */
+	if (rc == 0 && (status != 200 || (response && memmem(response->data, response->size, "<Error>", 7))))
+		rc = status_error(status == 200 ? 500 : status, response, what, error);
+	return rc;
+}
+
+/*
+ * The bytes [0, size) of descriptor as key, in parts of the location's part
+ * size: start (POST ?uploads), each part (PUT ?partNumber&uploadId, tried
+ * again like a read), complete (POST ?uploadId with the parts' ETags); any
+ * failure aborts the upload (DELETE ?uploadId), so the key is never half
+ * made. 0 or an error (-EEXIST: the key exists, with S3_IF_ABSENT).
+ */
+static int multipart_put(struct s3_client *client, const char *key, int descriptor, uint64_t size,
+			 enum s3_condition condition, struct error_info *error)
+{
+	uint64_t part_size = client->location.part_size;
+	uint64_t parts = (size + part_size - 1) / part_size;
+	if (parts > S3_PARTS_MAX)
+		return error_info_set(error, -EFBIG, "PUT %s: %llu bytes need more than %d parts of %llu bytes: "
+				      "set GRAPHFS_S3_PART_BYTES larger", key, (unsigned long long)size, S3_PARTS_MAX,
+				      (unsigned long long)part_size);
+	char url[URL_MAX], part_url[URL_MAX + 128], what[S3_KEY_MAX + 48], upload_id[256] = "";
+	int rc = object_url(client, key, url, sizeof url, error);
+	if (rc)
+		return rc;
+	if (condition == S3_IF_ABSENT) {
+		rc = s3_head(client, key, NULL, error);
+		if (rc == 0)
+			return error_info_set(error, -EEXIST, "PUT %s: the object exists", key);
+		if (rc != -ENOENT)
+			return rc;
+	}
+	struct buf response, etags;
+	buf_init(&response);
+	buf_init(&etags);   /* "<Part>…</Part>" for each part done */
+	snprintf(what, sizeof what, "POST %s?uploads", key);
+	snprintf(part_url, sizeof part_url, "%s?uploads=", url);
+	if ((rc = upload_request(client, REQUEST_POST, part_url, NULL, NULL, false, &response, NULL, what, error)) < 0)
+		goto out;
+	static const char id_characters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-";
+	if (!xml_text((const char *)response.data, (const char *)response.data + response.size, "UploadId", upload_id,
+		      sizeof upload_id) ||
+	    !upload_id[0] || strspn(upload_id, id_characters) != strlen(upload_id)) {   /* it goes into URLs as is */
+		rc = error_info_set(error, -EREMOTEIO, "%s: no usable UploadId in the answer", what);
+		upload_id[0] = 0;
+		goto out;
+	}
+	for (uint64_t part = 0; part < parts; part++) {
+		uint64_t offset = part * part_size, length = size - offset < part_size ? size - offset : part_size;
+		snprintf(part_url, sizeof part_url, "%s?partNumber=%llu&uploadId=%s", url, (unsigned long long)part + 1,
+			 upload_id);
+		snprintf(what, sizeof what, "PUT %s part %llu", key, (unsigned long long)part + 1);
+		struct upload source = { NULL, descriptor, offset, length, 0 };
+		struct answer_headers answer;
+		buf_reset(&response);
+		if ((rc = io_failpoint("object_store.before_part")) < 0) {
+			error_info_set(error, rc, "%s: failpoint object_store.before_part", what);
+			goto out;
+		}
+		if ((rc = upload_request(client, REQUEST_PUT, part_url, NULL, &source, true, &response, &answer, what,
+					 error)) < 0)
+			goto out;
+		if (!answer.etag[0] || strchr(answer.etag, '<')) {
+			rc = error_info_set(error, -EREMOTEIO, "%s: the answer named no ETag", what);
+			goto out;
+		}
+		char line[256];
+		int written = snprintf(line, sizeof line, "<Part><PartNumber>%llu</PartNumber><ETag>%s</ETag></Part>",
+				       (unsigned long long)part + 1, answer.etag);
+		if ((rc = buf_append(&etags, line, (size_t)written)) < 0)
+			goto out;
+	}
+	struct buf complete;
+	buf_init(&complete);
+	rc = buf_append(&complete, "<CompleteMultipartUpload>", 25);
+	if (rc == 0)
+		rc = buf_append(&complete, etags.data, etags.size);
+	if (rc == 0)
+		rc = buf_append(&complete, "</CompleteMultipartUpload>", 26);
+	if (rc == 0) {
+		struct curl_slist conditional = { (char *)"If-None-Match: *", NULL };
+		struct upload source = { complete.data, -1, 0, complete.size, 0 };
+		snprintf(part_url, sizeof part_url, "%s?uploadId=%s", url, upload_id);
+		snprintf(what, sizeof what, "POST %s (completing the upload)", key);
+		buf_reset(&response);
+		rc = upload_request(client, REQUEST_POST, part_url, condition == S3_IF_ABSENT ? &conditional : NULL,
+				    &source, false, &response, NULL, what, error);
+		if (rc == 0)
+			upload_id[0] = 0;   /* complete: nothing to abort */
+	}
+	buf_free(&complete);
+	if (rc == 0 && (rc = io_failpoint("object_store.after_put")) < 0)
+		error_info_set(error, rc, "PUT %s: failpoint object_store.after_put (the object is stored)", key);
+out:
+	if (upload_id[0]) {
+		/* best effort: an upload left behind holds its parts' space until the bucket's
+		 * lifecycle rules (if any) remove it; the key itself never appears */
+		struct error_info ignored;
+		snprintf(part_url, sizeof part_url, "%s?uploadId=%s", url, upload_id);
+		snprintf(what, sizeof what, "DELETE %s (aborting the upload)", key);
+		long status = 0;
+		pthread_mutex_lock(&client->lock);
+		send_request(client, REQUEST_DELETE, part_url, NULL, NULL, true, NULL, &status, NULL, NULL, what, &ignored);
+		pthread_mutex_unlock(&client->lock);
+	}
+	buf_free(&response);
+	buf_free(&etags);
+	return rc;
+}
+
 /* s3_put of bytes, or (bytes NULL) of [0, size) of descriptor. */
 static int put(struct s3_client *client, const char *key, const void *bytes, int descriptor, uint64_t size,
 	       enum s3_condition condition, struct error_info *error)
@@ -431,7 +596,8 @@ static int put(struct s3_client *client, const char *key, const void *bytes, int
 	buf_init(&response);
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, bytes, descriptor, size,
+	struct upload source = { bytes, descriptor, 0, size, 0 };
+	rc = send_request(client, REQUEST_PUT, url, condition == S3_IF_ABSENT ? &conditional : NULL, &source,
 			  condition == S3_ALWAYS, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
@@ -451,6 +617,8 @@ int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t 
 int s3_put_descriptor(struct s3_client *client, const char *key, int descriptor, uint64_t size,
 		      enum s3_condition condition, struct error_info *error)
 {
+	if (size > client->location.part_size)
+		return multipart_put(client, key, descriptor, size, condition, error);
 	return put(client, key, NULL, descriptor, size, condition, error);
 }
 
@@ -469,10 +637,11 @@ int s3_get_sized(struct s3_client *client, const char *key, uint64_t offset, uin
 	struct curl_slist ranged = { range, NULL };
 	size_t start = out->size;
 	long status = 0;
-	uint64_t object_size = UINT64_MAX;
+	struct answer_headers answer;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, -1, 0, true, out, &status, NULL,
-			  &object_size, what, error);
+	rc = send_request(client, REQUEST_GET, url, offset || size ? &ranged : NULL, NULL, true, out, &status, NULL,
+			  &answer, what, error);
+	uint64_t object_size = answer.object_size;
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200 && status != 206) {
 		struct buf body = { out->data + start, out->size - start, out->size - start };
@@ -506,7 +675,7 @@ int s3_head(struct s3_client *client, const char *key, uint64_t *size_out, struc
 	struct buf none;
 	buf_init(&none);
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, -1, 0, true, NULL, &status, &length, NULL, what, error);
+	rc = send_request(client, REQUEST_HEAD, url, NULL, NULL, true, NULL, &status, &length, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 200)
 		rc = status_error(status, &none, what, error);   /* a HEAD answer has no body */
@@ -526,7 +695,7 @@ int s3_delete(struct s3_client *client, const char *key, struct error_info *erro
 	buf_init(&response);
 	long status = 0;
 	pthread_mutex_lock(&client->lock);
-	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, -1, 0, true, &response, &status, NULL, NULL, what, error);
+	rc = send_request(client, REQUEST_DELETE, url, NULL, NULL, true, &response, &status, NULL, NULL, what, error);
 	pthread_mutex_unlock(&client->lock);
 	if (rc == 0 && status != 204 && status != 200 && status != 404)
 		rc = status_error(status, &response, what, error);
@@ -580,7 +749,7 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 		buf_reset(&response);
 		if (rc == 0) {
 			snprintf(url, sizeof url, "%s/%s%s", location->endpoint, location->bucket, query);
-			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, -1, 0, true, &response, &status, NULL,
+			rc = send_request(client, REQUEST_LIST, url, NULL, NULL, true, &response, &status, NULL,
 					  NULL, "LIST", error);
 		} else {
 			rc = error_info_set(error, rc, "LIST: the query is too long");

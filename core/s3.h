@@ -39,6 +39,7 @@ struct s3_location {
 	char bucket[64];
 	char prefix[256];         /* "" or ending in "/" */
 	unsigned list_page;       /* keys per ListObjectsV2 page (0: the server's default, 1,000) */
+	uint64_t part_size;       /* s3_put_descriptor beyond this: a multipart upload of parts this size */
 };
 
 /*
@@ -46,7 +47,9 @@ struct s3_location {
  * AWS_ENDPOINT_URL (default https://s3.REGION.amazonaws.com), AWS_REGION
  * (default us-east-1), AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
  * (required), GRAPHFS_S3_LIST_PAGE (keys per listing page, default the
- * server's). 0, or -EINVAL with a message saying what to set.
+ * server's), GRAPHFS_S3_PART_BYTES (the part size of multipart uploads,
+ * 5 MiB to 5 GiB, default 64 MiB). 0, or -EINVAL with a message saying what
+ * to set.
  */
 int s3_location_parse(const char *text, struct s3_location *out, struct error_info *error);
 /* Whether text names an object-store location (starts with "s3://"). */
@@ -65,7 +68,17 @@ enum s3_condition {
 /* Stores bytes under key. 0 or an error above; on error the object is as it was. */
 int s3_put(struct s3_client *client, const char *key, const void *bytes, size_t size,
 	   enum s3_condition condition, struct error_info *error);
-/* s3_put of the bytes [0, size) of an open file (read with pread: the file offset is untouched). */
+/*
+ * s3_put of the bytes [0, size) of an open file (read with pread: the file
+ * offset is untouched). Beyond the location's part_size it is a multipart
+ * upload (so an object may pass S3's 5 GiB limit for one PUT), each part
+ * tried again on its own like a read; the object appears whole when the
+ * upload completes, or not at all (a failed upload is aborted). With
+ * S3_IF_ABSENT the completion carries If-None-Match: * too, and the key is
+ * checked absent first (a server that ignores the condition on completion
+ * makes this check-then-create, not atomic: used for segments and packs,
+ * whose names no other writer takes).
+ */
 int s3_put_descriptor(struct s3_client *client, const char *key, int descriptor, uint64_t size,
 		      enum s3_condition condition, struct error_info *error);
 /* Appends bytes [offset, offset + size) of key to out (size 0: to the end).
@@ -90,7 +103,8 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 
 /* What a client sent and received since it was opened (exact: tests assert on them). */
 struct s3_counters {
-	uint64_t gets, puts, heads, deletes, lists;   /* requests by kind (retries included) */
+	uint64_t gets, puts, heads, deletes, lists;   /* requests by kind (retries included; a multipart
+						 * upload's start and completion, POSTs, count as puts) */
 	uint64_t bytes_sent;                          /* request bodies */
 	uint64_t bytes_received;                      /* response bodies */
 };

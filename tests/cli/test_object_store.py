@@ -478,6 +478,21 @@ def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache
     assert cli.export(remote, "T0") == cli.ok("export", remote, "T0", env=cache).stdout.decode()
 
 
+def test_a_segment_larger_than_the_part_size_is_uploaded_in_parts_and_reads_back(cli, remote, tmp_path):
+    rows = "".join(json.dumps({"id": f"r{i:06d}", "noise": os.urandom(48).hex()}, separators=(",", ":")) + "\n"
+                   for i in range(200000))   # 25 MB, a segment of about 11 MB
+    path = cli.write_file(rows)
+    sent = object_store_requests(cli, tmp_path, "import", remote, "Big", path,
+                                 env={"GRAPHFS_S3_PART_BYTES": str(5 << 20)})
+    (segment, size), = listed_sizes(remote, "segments")
+    parts = -(-size // (5 << 20))
+    assert parts >= 2
+    assert sent["puts"] >= parts + 2   # the upload's start, its parts and its completion, besides the pieces
+    same = cli.ok("export", remote, "Big").stdout.decode() == rows   # (no diff of 25 MB on failure)
+    assert same
+    assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
+
+
 def test_a_second_process_on_the_same_host_reads_segment_chunks_from_the_local_cache(cli, remote, tmp_path):
     # rows that do not compress away: one segment of more than one 1 MiB chunk
     rows = "".join(json.dumps({"id": f"r{i:05d}", "noise": os.urandom(24).hex(), "pad": "x" * 120}) + "\n"
@@ -494,7 +509,8 @@ def test_a_second_process_on_the_same_host_reads_segment_chunks_from_the_local_c
     assert second["cache_hits"] == first["cache_stores"] and second["cache_stores"] == 0
     assert second["gets"] == first["gets"] - first["cache_stores"]
     assert second["bytes_received"] < first["bytes_received"] - segments[0]   # the segment came from disk
-    assert cli.ok("export", remote, "Big", env=cache).stdout == cli.ok("export", remote, "Big").stdout
+    same = cli.ok("export", remote, "Big", env=cache).stdout == cli.ok("export", remote, "Big").stdout
+    assert same
 
 
 def test_a_damaged_cache_entry_is_removed_and_read_again_from_the_object_store(cli, remote, tmp_path):

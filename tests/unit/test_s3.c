@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "io.h"
@@ -526,6 +527,114 @@ TEST(a_failed_readahead_is_read_again_by_the_reader_and_nothing_is_lost)
 	CHECK_EQ(gets, 6);
 	CHECK_EQ(received, size);
 	free(bytes);
+}
+
+/* ---- multipart uploads (s3_put_descriptor beyond the part size) ------------------------ */
+
+/* A client whose uploads are multipart beyond 5 MiB (GRAPHFS_S3_PART_BYTES). */
+static int open_part_client(const char *sub, struct s3_client **out)
+{
+	setenv("GRAPHFS_S3_PART_BYTES", "5242880", 1);
+	int rc = open_client(sub, out);
+	unsetenv("GRAPHFS_S3_PART_BYTES");
+	return rc;
+}
+
+/* An unnamed file of size bytes (byte i is i * 7 + i / 4096) and its bytes. */
+static int part_file(size_t size, uint8_t **bytes_out)
+{
+	uint8_t *bytes = malloc(size);
+	for (size_t i = 0; i < size; i++)
+		bytes[i] = (uint8_t)(i * 7 + i / 4096);
+	FILE *file = tmpfile();
+	fwrite(bytes, 1, size, file);
+	fflush(file);
+	*bytes_out = bytes;
+	return dup(fileno(file));   /* the FILE goes with the process */
+}
+
+TEST(an_upload_beyond_the_part_size_goes_in_parts_and_reads_back_whole)
+{
+	struct s3_client *client;
+	struct error_info error;
+	CHECK_EQ(open_part_client("multipart", &client), 0);
+	size_t size = 12 * MIB + 5;
+	uint8_t *bytes;
+	int descriptor = part_file(size, &bytes);
+	CHECK_EQ(s3_put_descriptor(client, "big", descriptor, size, S3_ALWAYS, &error), 0);
+	struct s3_counters counters;
+	s3_counters_get(client, &counters);
+	CHECK_EQ(counters.puts, 5);   /* start, three parts of 5, 5 and 2 MiB, completion */
+	CHECK(counters.bytes_sent > size && counters.bytes_sent < size + 1024);   /* and the completion's XML */
+	struct buf out;
+	buf_init(&out);
+	CHECK_EQ(s3_get(client, "big", 0, 0, &out, &error), 0);
+	CHECK(out.size == size && memcmp(out.data, bytes, size) == 0);
+	buf_free(&out);
+	close(descriptor);
+	free(bytes);
+	s3_client_free(client);
+}
+
+TEST(a_conditional_upload_in_parts_onto_an_existing_key_is_refused_before_it_starts)
+{
+	struct s3_client *client;
+	struct error_info error;
+	CHECK_EQ(open_part_client("multipart-exists", &client), 0);
+	CHECK_EQ(s3_put(client, "taken", "first", 5, S3_IF_ABSENT, &error), 0);
+	size_t size = 6 * MIB;
+	uint8_t *bytes;
+	int descriptor = part_file(size, &bytes);
+	CHECK_EQ(s3_put_descriptor(client, "taken", descriptor, size, S3_IF_ABSENT, &error), -EEXIST);
+	struct s3_counters counters;
+	s3_counters_get(client, &counters);
+	CHECK_EQ(counters.puts, 1);   /* the first object's; the upload never started */
+	struct buf out;
+	buf_init(&out);
+	CHECK_EQ(s3_get(client, "taken", 0, 0, &out, &error), 0);
+	CHECK(out.size == 5 && memcmp(out.data, "first", 5) == 0);
+	/* and a new key is created in parts */
+	CHECK_EQ(s3_put_descriptor(client, "fresh", descriptor, size, S3_IF_ABSENT, &error), 0);
+	CHECK_EQ(s3_head(client, "fresh", NULL, &error), 0);
+	buf_free(&out);
+	close(descriptor);
+	free(bytes);
+	s3_client_free(client);
+}
+
+TEST(a_failed_part_aborts_the_upload_and_no_object_appears)
+{
+	struct s3_client *client;
+	struct error_info error;
+	CHECK_EQ(open_part_client("multipart-abort", &client), 0);
+	size_t size = 11 * MIB;
+	uint8_t *bytes;
+	int descriptor = part_file(size, &bytes);
+	CHECK_EQ(io_failpoint_arm("object_store.before_part", IO_FAILPOINT_ERROR), 0);
+	CHECK(s3_put_descriptor(client, "never", descriptor, size, S3_ALWAYS, &error) < 0);
+	CHECK(strstr(error.message, "part 1") != NULL);
+	CHECK_EQ(s3_head(client, "never", NULL, &error), -ENOENT);
+	struct s3_counters counters;
+	s3_counters_get(client, &counters);
+	CHECK_EQ(counters.puts, 1);      /* the start; no part was sent */
+	CHECK_EQ(counters.deletes, 1);   /* the abort */
+	close(descriptor);
+	free(bytes);
+	s3_client_free(client);
+}
+
+TEST(a_part_size_outside_what_s3_allows_is_refused_with_the_range)
+{
+	struct s3_location location;
+	setenv("GRAPHFS_S3_PART_BYTES", "1000", 1);
+	struct error_info error;
+	char text[256];
+	snprintf(text, sizeof text, "s3://%s/x", getenv("GRAPHFS_TEST_BUCKET"));
+	CHECK_EQ(s3_location_parse(text, &location, &error), -EINVAL);
+	CHECK(strstr(error.message, "GRAPHFS_S3_PART_BYTES") != NULL);
+	unsetenv("GRAPHFS_S3_PART_BYTES");
+	CHECK_EQ(s3_location_parse(text, &location, &error), 0);
+	CHECK_EQ(location.part_size, 64u << 20);
 }
 
 int main(void)
