@@ -382,17 +382,13 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 			curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
 			curl_easy_setopt(curl, CURLOPT_HEADERDATA, answer);
 		}
-		if (kind == REQUEST_POST) {
-			curl_easy_setopt(curl, CURLOPT_POST, 1L);
+		if (kind == REQUEST_PUT || kind == REQUEST_POST) {
+			bool post = kind == REQUEST_POST;
+			curl_easy_setopt(curl, post ? CURLOPT_POST : CURLOPT_UPLOAD, 1L);
 			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
 			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
-			curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)upload.size);
-			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
-		} else if (kind == REQUEST_PUT) {
-			curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
-			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
-			curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)upload.size);
+			curl_easy_setopt(curl, post ? CURLOPT_POSTFIELDSIZE_LARGE : CURLOPT_INFILESIZE_LARGE,
+					 (curl_off_t)upload.size);
 			/* "Expect: 100-continue" stays (removing a header libcurl signed breaks the
 			 * signature), but the body follows at once: no round trip */
 			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
