@@ -157,6 +157,11 @@ static int entry_path(const struct io_cache *cache, const char *name, uint64_t s
 	return written < 0 || written >= ENTRY_PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
+bool io_cache_admits(const struct io_cache *cache, uint64_t size)
+{
+	return cache && size <= cache->bound / 8;
+}
+
 bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start)
 {
 	char path[ENTRY_PATH_MAX];

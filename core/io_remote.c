@@ -31,10 +31,11 @@
  *      starts and on close. A readahead's chunk is freed once the reader has
  *      moved on to the next one, so a scan holds at most two of them.
  *   6. Chunks of segments and packs (objects that never change, under names
- *      never reused) also go into the host's disk cache (io_cache.c), as
- *      CHUNK_SIZE pieces of the object under its name and offset, and are
- *      read from there by any later process of the host. Other WHOLE
- *      objects (leases, pins, the lock) are written in place: never cached.
+ *      never reused) up to an eighth of the cache's bound also go into the
+ *      host's disk cache (io_cache.c), as CHUNK_SIZE pieces of the object
+ *      under its name and offset, and are read from there by any later
+ *      process of the host. Other WHOLE objects (leases, pins, the lock) are
+ *      written in place: never cached.
  */
 #include "io_int.h"
 #include "io_remote_int.h"
@@ -169,10 +170,11 @@ void io_remote_store_id_note(struct remote_directory *directory, const uint8_t s
 	pthread_mutex_unlock(&table_lock);
 }
 
-/* The host cache for the chunks of the object key (named from the store's root): only
- * segments and packs, which never change and whose names are never reused (invariant 6);
- * NULL for others, when the store is not known yet, or when the cache is off. */
-static struct io_cache *chunk_cache_open(struct remote_directory *directory, const char *key)
+/* The host cache for the chunks of the object key (named from the store's root) of size
+ * bytes: only segments and packs, which never change and whose names are never reused
+ * (invariant 6), and only those the cache admits; NULL for others, when the store is not
+ * known yet, or when the cache is off. */
+static struct io_cache *chunk_cache_open(struct remote_directory *directory, const char *key, uint64_t size)
 {
 	if (strncmp(key, "segments/", 9) != 0 && strncmp(key, "packs/", 6) != 0)
 		return NULL;
@@ -181,7 +183,12 @@ static struct io_cache *chunk_cache_open(struct remote_directory *directory, con
 	bool known = directory->root->store_id_known;
 	memcpy(store_id, directory->root->store_id, 16);
 	pthread_mutex_unlock(&table_lock);
-	return known ? io_cache_open(store_id) : NULL;
+	struct io_cache *cache = known ? io_cache_open(store_id) : NULL;
+	if (cache && !io_cache_admits(cache, size)) {
+		io_cache_free(cache);
+		cache = NULL;
+	}
+	return cache;
 }
 
 /* ---- files ------------------------------------------------------------------------ */
@@ -232,7 +239,7 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 		file->exists = true;
 		file->size = size;
 		if (!file->writable)
-			file->cache = chunk_cache_open(parent, file->key);
+			file->cache = chunk_cache_open(parent, file->key, size);
 	} else if (rc == -ENOENT && (flags & O_CREAT)) {
 		rc = 0;
 		file->exclusive = flags & O_EXCL;

@@ -122,6 +122,9 @@ void io_cache_free(struct io_cache *cache);
 /* What is cached at start of the object named (NULL: the manifest's piece at start) into
  * bytes: 0, or -ENOENT (a miss: also for a NULL cache or a damaged entry). */
 int io_cache_get(struct io_cache *cache, const char *name, uint64_t start, struct buf *bytes);
+/* Whether an object of size bytes is small enough to keep chunks of: at most an eighth of
+ * the bound, so that one scan of a big object does not push out everything else. */
+bool io_cache_admits(const struct io_cache *cache, uint64_t size);
 /* Whether an entry is there (no read, no counting). */
 bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start);
 /* Keeps bytes as what lies at start of the object named (NULL: a whole piece at start);

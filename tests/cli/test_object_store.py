@@ -511,6 +511,10 @@ def test_a_second_process_on_the_same_host_reads_segment_chunks_from_the_local_c
     assert second["bytes_received"] < first["bytes_received"] - segments[0]   # the segment came from disk
     same = cli.ok("export", remote, "Big", env=cache).stdout == cli.ok("export", remote, "Big").stdout
     assert same
+    # a segment larger than an eighth of the cache's bound is not kept: one scan of it pushes nothing out
+    small = tmp_path / "small-cache"
+    cli.ok("export", remote, "Big", env={"GRAPHFS_CACHE_DIR": str(small), "GRAPHFS_CACHE_BYTES": "4M"})
+    assert not list(small.rglob("segments-*")) and list(small.rglob("*"))   # (the pieces are)
 
 
 def test_a_damaged_cache_entry_is_removed_and_read_again_from_the_object_store(cli, remote, tmp_path):
