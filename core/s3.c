@@ -489,7 +489,8 @@ static int multipart_put(struct s3_client *client, const char *key, int descript
 		return error_info_set(error, -EFBIG, "PUT %s: %llu bytes need more than %d parts of %llu bytes: "
 				      "set GRAPHFS_S3_PART_BYTES larger", key, (unsigned long long)size, S3_PARTS_MAX,
 				      (unsigned long long)part_size);
-	char url[URL_MAX], part_url[URL_MAX + 128], what[S3_KEY_MAX + 48], upload_id[256] = "";
+	/* part_url: room for the url, the query and the upload id, whatever their lengths */
+	char url[URL_MAX], part_url[URL_MAX + 320], what[S3_KEY_MAX + 48], upload_id[256] = "";
 	int rc = object_url(client, key, url, sizeof url, error);
 	if (rc)
 		return rc;
