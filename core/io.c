@@ -349,6 +349,16 @@ bool io_file_is_remote(const struct io_file *file)
 	return file->remote != NULL;
 }
 
+void io_threads_pause(void)
+{
+	io_remote_readahead_pause();
+}
+
+void io_threads_resume(void)
+{
+	io_remote_readahead_resume();
+}
+
 int io_directory_open(const char *path)
 {
 	if (strncmp(path, "s3://", 5) == 0)

@@ -130,6 +130,15 @@ void io_log(int priority, const char *format, ...) __attribute__((format(printf,
  * strerror(-rc). The text stays valid until this thread's next failure. */
 const char *io_strerror(int rc);
 
+/*
+ * Around a fork(2): io_threads_pause waits for the io layer's own threads
+ * (readaheads of object-store files, io_remote.c invariant 5) to end and
+ * starts no new one until io_threads_resume, so that no lock of theirs is
+ * held at the instant of the fork. Reads go on meanwhile, without readahead.
+ */
+void io_threads_pause(void);
+void io_threads_resume(void);
+
 /* Opens a directory (O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC); returns fd >= 0 or -errno. */
 int io_directory_open(const char *path);
 /* Opens directory/name (one component) the same way; returns fd >= 0 or -errno. */

@@ -25,6 +25,8 @@ static inline bool io_remote_directory(int directory)
 /* Records this thread's last failed object-store request (io_strerror). */
 void io_failure_note(int rc, const char *message);
 
+void io_remote_readahead_pause(void);
+void io_remote_readahead_resume(void);
 int io_remote_open_root(const char *location);
 int io_remote_open_at(int directory, const char *name);
 int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);

@@ -29,7 +29,9 @@
  *      a failed readahead leaves the slot empty, so the reader asks again and
  *      gets the error itself. The thread is joined before the next one
  *      starts and on close. A readahead's chunk is freed once the reader has
- *      moved on to the next one, so a scan holds at most two of them.
+ *      moved on to the next one, so a scan holds at most two of them. Around
+ *      a fork none runs (io_threads_pause): a forked child has no threads,
+ *      and a lock one held would stay taken there.
  *   6. Chunks of segments and packs (objects that never change, under names
  *      never reused) up to an eighth of the cache's bound also go into the
  *      host's disk cache (io_cache.c), as CHUNK_SIZE pieces of the object
@@ -57,6 +59,48 @@
 #define SPILL_BYTES (8u << 20)        /* a WHOLE file being written moves to a local file beyond this */
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Readahead threads of the process, and the pause around a fork (invariant 5). */
+static pthread_mutex_t readahead_gate = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t readahead_ended = PTHREAD_COND_INITIALIZER;
+static unsigned readaheads_running;
+static bool readaheads_paused;
+
+void io_remote_readahead_pause(void)
+{
+	pthread_mutex_lock(&readahead_gate);
+	readaheads_paused = true;
+	while (readaheads_running > 0)
+		pthread_cond_wait(&readahead_ended, &readahead_gate);
+	pthread_mutex_unlock(&readahead_gate);
+}
+
+void io_remote_readahead_resume(void)
+{
+	pthread_mutex_lock(&readahead_gate);
+	readaheads_paused = false;
+	pthread_mutex_unlock(&readahead_gate);
+}
+
+/* Counts a readahead about to start: false while paused (then none starts). */
+static bool readahead_admit(void)
+{
+	pthread_mutex_lock(&readahead_gate);
+	bool admitted = !readaheads_paused;
+	if (admitted)
+		readaheads_running++;
+	pthread_mutex_unlock(&readahead_gate);
+	return admitted;
+}
+
+/* A readahead thread has let go of every lock of its file: it is as good as gone. */
+static void readahead_leave(void)
+{
+	pthread_mutex_lock(&readahead_gate);
+	readaheads_running--;
+	pthread_cond_broadcast(&readahead_ended);
+	pthread_mutex_unlock(&readahead_gate);
+}
 static struct remote_directory *directories[REMOTE_DIRECTORIES];
 
 void io_remote_log(const struct error_info *error)
@@ -503,6 +547,7 @@ static void *readahead_run(void *argument)
 	}
 	pthread_cond_broadcast(&file->readahead_done);
 	pthread_mutex_unlock(&file->lock);
+	readahead_leave();
 	return NULL;
 }
 
@@ -544,14 +589,19 @@ static void readahead_after(struct io_remote_file *file, struct chunk *chunk)
 			return;
 		}
 	}
+	if (!readahead_admit())
+		return;   /* a fork is near (io_threads_pause) */
 	struct chunk *slot = chunk_victim(file, chunk);
-	if (!slot)
+	if (!slot) {
+		readahead_leave();
 		return;
+	}
 	slot->start = next;
 	slot->length = file->size - next < READAHEAD_SIZE ? file->size - next : READAHEAD_SIZE;
 	slot->state = CHUNK_FETCHING;
 	if (pthread_create(&file->readahead, NULL, readahead_run, file) != 0) {
 		slot->state = CHUNK_EMPTY;
+		readahead_leave();
 		return;
 	}
 	file->readahead_started = true;

@@ -82,8 +82,9 @@ void store_close(struct store *store);
 /*
  * Around a fork(2) that keeps the store (a mount daemonizing): pauses the
  * threads that renew its leases in an object store (the served branch, the
- * readers' pins), then resumes them in the process that goes on. Nothing
- * else of the store runs a thread while it is idle. store_threads_resume
+ * readers' pins) and the io layer's readaheads (io_threads_pause), then
+ * resumes them in the process that goes on. Nothing else of the store runs
+ * a thread while it is idle. store_threads_resume
  * returns 0 or -errno (a lease that is not renewed lapses).
  */
 void store_threads_pause(struct store *store);

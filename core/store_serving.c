@@ -171,10 +171,12 @@ void store_threads_pause(struct store *store)
 {
 	lease_pause(store->lease);
 	manifest_leases_pause(store->manifest);
+	io_threads_pause();
 }
 
 int store_threads_resume(struct store *store)
 {
+	io_threads_resume();
 	int rc = lease_resume(store->lease);
 	int pins = manifest_leases_resume(store->manifest);
 	return rc < 0 ? rc : pins;

@@ -529,6 +529,36 @@ TEST(a_failed_readahead_is_read_again_by_the_reader_and_nothing_is_lost)
 	free(bytes);
 }
 
+TEST(around_a_fork_no_readahead_runs_and_reads_go_on_without_one)
+{
+	int directory = test_directory("readahead");
+	CHECK(directory >= 0);
+	size_t size = 12 * MIB + 123;
+	uint8_t *bytes = malloc(size), *got = malloc(size);
+	store_object(directory, "paused", bytes, size);
+	struct io_file file = { -1, IO_DATA, NULL };
+	CHECK_EQ(io_file_open(directory, "paused", O_RDONLY, IO_DATA, &file), 0);
+	struct s3_counters before, now;
+	s3_counters_process(&before);
+	CHECK_EQ(io_pread(&file, got, 2 * MIB, 0), 0);   /* [0, 1), [1, 2): a readahead of [2, 6) starts */
+	io_threads_pause();                              /* returns once it has ended */
+	s3_counters_process(&now);
+	CHECK_EQ(now.gets - before.gets, 3);
+	CHECK_EQ(now.bytes_received - before.bytes_received, 6 * MIB);
+	CHECK_EQ(io_pread(&file, got + 2 * MIB, 6 * MIB, 2 * MIB), 0);   /* [2, 6) is there; [6, 7), [7, 8) read alone */
+	s3_counters_process(&now);
+	CHECK_EQ(now.gets - before.gets, 5);
+	io_threads_resume();
+	CHECK_EQ(io_pread(&file, got + 8 * MIB, size - 8 * MIB, 8 * MIB), 0);   /* [8, 9), then a readahead of the rest */
+	s3_counters_process(&now);
+	CHECK_EQ(now.gets - before.gets, 7);
+	CHECK_EQ(now.bytes_received - before.bytes_received, size);
+	CHECK(memcmp(got, bytes, size) == 0);
+	io_file_close(&file);
+	free(bytes);
+	free(got);
+}
+
 /* ---- multipart uploads (s3_put_descriptor beyond the part size) ------------------------ */
 
 /* A client whose uploads are multipart beyond 5 MiB (GRAPHFS_S3_PART_BYTES). */
