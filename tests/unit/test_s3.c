@@ -450,6 +450,17 @@ static void store_object(int directory, const char *name, uint8_t *bytes, size_t
 	io_file_close(&file);
 }
 
+/* The readahead tests' object: size bytes stored as name under this run's "readahead"
+ * prefix; its directory, and its bytes (to free; NULL if that failed). */
+static void readahead_object(const char *name, size_t size, int *directory_out, uint8_t **bytes_out)
+{
+	*bytes_out = NULL;
+	*directory_out = test_directory("readahead");
+	CHECK(*directory_out >= 0);
+	*bytes_out = malloc(size);
+	store_object(*directory_out, name, *bytes_out, size);
+}
+
 /* Reads name from start to end in 64 KiB reads; checks every byte; the GETs and bytes it took. */
 static void read_through(int directory, const char *name, const uint8_t *expected, size_t size,
 			 uint64_t *gets_out, uint64_t *bytes_out)
@@ -475,11 +486,11 @@ static void read_through(int directory, const char *name, const uint8_t *expecte
 
 TEST(a_whole_object_read_from_start_to_end_fetches_each_byte_once_in_few_gets)
 {
-	int directory = test_directory("readahead");
-	CHECK(directory >= 0);
 	size_t size = 12 * MIB + 123;
-	uint8_t *bytes = malloc(size);
-	store_object(directory, "sequential", bytes, size);
+	uint8_t *bytes;
+	int directory;
+	readahead_object("sequential", size, &directory, &bytes);
+	CHECK(bytes != NULL);
 	uint64_t gets, received;
 	read_through(directory, "sequential", bytes, size, &gets, &received);
 	/* two 1 MiB chunks, then readaheads of 4 MiB: [2, 6), [6, 10), [10, end) */
@@ -490,11 +501,11 @@ TEST(a_whole_object_read_from_start_to_end_fetches_each_byte_once_in_few_gets)
 
 TEST(reads_here_and_there_in_a_whole_object_start_no_readahead)
 {
-	int directory = test_directory("readahead");
-	CHECK(directory >= 0);
 	size_t size = 8 * MIB;
-	uint8_t *bytes = malloc(size);
-	store_object(directory, "random", bytes, size);
+	uint8_t *bytes;
+	int directory;
+	readahead_object("random", size, &directory, &bytes);
+	CHECK(bytes != NULL);
 	struct io_file file = { -1, IO_DATA, NULL };
 	CHECK_EQ(io_file_open(directory, "random", O_RDONLY, IO_DATA, &file), 0);
 	struct s3_counters before, after;
@@ -514,11 +525,11 @@ TEST(reads_here_and_there_in_a_whole_object_start_no_readahead)
 
 TEST(a_failed_readahead_is_read_again_by_the_reader_and_nothing_is_lost)
 {
-	int directory = test_directory("readahead");
-	CHECK(directory >= 0);
 	size_t size = 12 * MIB + 123;
-	uint8_t *bytes = malloc(size);
-	store_object(directory, "failing", bytes, size);
+	uint8_t *bytes;
+	int directory;
+	readahead_object("failing", size, &directory, &bytes);
+	CHECK(bytes != NULL);
 	CHECK_EQ(io_failpoint_arm("object_store.readahead", IO_FAILPOINT_ERROR), 0);   /* the first one fails */
 	uint64_t gets, received;
 	read_through(directory, "failing", bytes, size, &gets, &received);
@@ -531,11 +542,11 @@ TEST(a_failed_readahead_is_read_again_by_the_reader_and_nothing_is_lost)
 
 TEST(around_a_fork_no_readahead_runs_and_reads_go_on_without_one)
 {
-	int directory = test_directory("readahead");
-	CHECK(directory >= 0);
 	size_t size = 12 * MIB + 123;
-	uint8_t *bytes = malloc(size), *got = malloc(size);
-	store_object(directory, "paused", bytes, size);
+	uint8_t *bytes, *got = malloc(size);
+	int directory;
+	readahead_object("paused", size, &directory, &bytes);
+	CHECK(bytes != NULL);
 	struct io_file file = { -1, IO_DATA, NULL };
 	CHECK_EQ(io_file_open(directory, "paused", O_RDONLY, IO_DATA, &file), 0);
 	struct s3_counters before, now;
