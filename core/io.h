@@ -216,6 +216,42 @@ int io_range_lock_exclusive_wait(struct io_file *file, uint64_t start, uint64_t 
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length);
 int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
 		  uint64_t *found_length);
+/*
+ * Wake-up words (io_wake.c; docs/FORMAT.md §18): a page of a local file mapped
+ * shared, whose 32-bit words processes of one host increment when they change
+ * a state others wait for (the store lock released, a root made durable), so
+ * that waiters sleep until then instead of polling. The words only shorten
+ * waits: a waiter re-checks the real state after every sleep.
+ *
+ * io_wake_page_map: extends file to one page if shorter and maps it; 0,
+ * -EOPNOTSUPP (an object store's file), -errno (page->words stays NULL: every
+ * wait below is then a plain sleep). A waiter: seen = io_wake_read;
+ * io_wake_waiting(true); check the state; io_wake_sleep(seen, pause) unless it
+ * allows going on; io_wake_waiting(false). A waker: change the state, then
+ * io_wake_all.
+ */
+enum io_wake_word {
+	IO_WAKE_STORE_LOCK = 0,   /* the store lock was released */
+	IO_WAKE_DURABLE = 1,      /* a meta slot was written: a root became durable */
+};
+struct io_wake_page {
+	uint32_t *words;          /* NULL: not mapped */
+};
+int io_wake_page_map(struct io_file *file, struct io_wake_page *page);
+void io_wake_page_unmap(struct io_wake_page *page);
+uint32_t io_wake_read(const struct io_wake_page *page, enum io_wake_word word);
+void io_wake_waiting(const struct io_wake_page *page, enum io_wake_word word, bool waiting);
+/* Sleeps until the word differs from seen, a wake, or pause_us passed. */
+void io_wake_sleep(const struct io_wake_page *page, enum io_wake_word word, uint32_t seen, uint64_t pause_us);
+/* Increments the word; wakes its waiters, if any are counted. */
+void io_wake_all(const struct io_wake_page *page, enum io_wake_word word);
+/*
+ * A small record in the same page (up to 3 KiB), written by one writer at a time
+ * (the caller serializes them) and read by anyone: io_wake_record_read copies it
+ * whole, or returns false (never written, no page, or a write under way).
+ */
+void io_wake_record_write(const struct io_wake_page *page, const void *bytes, size_t size);
+bool io_wake_record_read(const struct io_wake_page *page, void *bytes, size_t size);
 /* Returns the bytes of [start, end) to the file system (fallocate PUNCH_HOLE,
  * KEEP_SIZE): they read back as zeros. 0, -EOPNOTSUPP (the file system cannot), -errno. */
 int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end);

@@ -51,6 +51,10 @@
 #include "manifest_int.h"
 
 #define SCAN_WINDOW (32u << 10)   /* manifest_scan_tail reads blocks after the first this much at a time */
+/* A store-lock waiter tries again after this long even if no unlock woke it (a holder
+ * that died wakes nobody; without the wake-up page every wait is such a pause, growing
+ * from 100 µs to 5 ms after the first 20 ms). */
+#define LOCK_PAUSE_US 2000u
 
 static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
 static const uint8_t meta_magic[8] = { 'G', 'F', 'S', 'M', 'E', 'T', 'A', 0 };
@@ -617,12 +621,21 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 		}
 	}
 	if (scan) {
-		/* every complete root written after the newest one known, durable or not */
-		struct root_record candidate = manifest->written;
-		bool have = true, torn;
-		uint64_t end = manifest->written_size;
-		if ((rc = manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn)) < 0)
-			return rc;
+		/* every complete root written after the newest one known, durable or not: from
+		 * the root this host's last publish wrote, if the hint names one that fits and
+		 * only zeros follow it; else block by block from the newest root known */
+		struct root_record candidate;
+		bool have = true, torn = true;
+		uint64_t end;
+		if (manifest_written_hint_root(manifest, manifest->written.sequence, file_size, &candidate, &end) &&
+		    manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn) < 0)
+			torn = true;
+		if (torn) {
+			candidate = manifest->written;
+			end = manifest->written_size;
+			if ((rc = manifest_scan_tail(manifest, end, file_size, &candidate, &have, &end, &torn)) < 0)
+				return rc;
+		}
 		manifest->written = candidate;
 		manifest->written_size = end;
 		manifest->tail_torn = torn;
@@ -631,6 +644,50 @@ static int state_refresh(struct manifest *manifest, bool *changed, bool scan)
 	if (changed)
 		*changed = moved;
 	return 0;
+}
+
+/*
+ * The written-root hint (FORMAT.md §18 "Wake-up words"): the root the last
+ * publish on this host wrote, recorded in the lock file's shared page under
+ * the store lock, so that the next publish's refresh and a sync find the
+ * newest written root by reading it alone instead of every block written
+ * since. A hint is only a guess: the root it names is read and checked, and
+ * anything that does not fit sends the caller back to the scan.
+ */
+struct written_hint {
+	uint8_t store_id[16];
+	uint64_t sequence;
+	uint64_t version;
+	uint64_t root_offset;
+	uint64_t end;             /* where the root's block ends */
+};
+
+void manifest_written_hint_write(struct manifest *manifest, const struct root_record *root, uint64_t end)
+{
+	if (root->self.segment != 0)
+		return;
+	struct written_hint hint = { .sequence = root->sequence, .version = root->version,
+				     .root_offset = root->self.offset, .end = end };
+	memcpy(hint.store_id, manifest->store_id.bytes, sizeof hint.store_id);
+	io_wake_record_write(&manifest->wake, &hint, sizeof hint);
+}
+
+bool manifest_written_hint_root(struct manifest *manifest, uint64_t after_sequence, uint64_t file_size,
+				struct root_record *root, uint64_t *end)
+{
+	struct written_hint hint;
+	if (!io_wake_record_read(&manifest->wake, &hint, sizeof hint) ||
+	    memcmp(hint.store_id, manifest->store_id.bytes, sizeof hint.store_id) != 0 ||
+	    hint.sequence <= after_sequence || hint.end > file_size || hint.root_offset >= hint.end ||
+	    hint.root_offset < MANIFEST_FIRST_BLOCK)
+		return false;
+	struct root_record found;
+	if (manifest_root_read(manifest->pager, (struct block_address){ 0, hint.root_offset }, &found) < 0 ||
+	    found.sequence != hint.sequence || found.version != hint.version)
+		return false;
+	*root = found;
+	*end = hint.end;
+	return true;
 }
 
 int manifest_state_refresh(struct manifest *manifest, bool *changed)
@@ -758,24 +815,30 @@ int manifest_lock(struct manifest *manifest, struct error_info *error)
 	if (manifest->flags & MANIFEST_READ_ONLY)
 		return error_info_set(error, -EROFS, "%s is open read-only", manifest->path);
 	pthread_mutex_lock(&manifest->publish_mutex);
-	/* a publish holds the lock for a fraction of a millisecond: poll every 100 µs for
-	 * the first 20 ms (a waiter takes it soon after it is released), then back off */
-	uint64_t waited = 0, pause = 100;
+	/* A publish holds the lock for a fraction of a millisecond. A waiter sleeps until the
+	 * holder's unlock wakes it (manifest_unlock), or at most LOCK_PAUSE_US, and tries again. */
+	uint64_t started = manifest_monotonic_us();
 	int rc;
 	for (;;) {
+		uint32_t seen = io_wake_read(&manifest->wake, IO_WAKE_STORE_LOCK);
 		rc = io_lock(&manifest->lock_file, true, false);
 		if (rc == 0)
 			return 0;
 		if (rc != -EWOULDBLOCK && rc != -EAGAIN && rc != -EINTR)
 			break;
+		uint64_t waited = manifest_monotonic_us() - started;
 		if (waited >= MANIFEST_LOCK_WAIT_US) {
 			rc = -EAGAIN;
 			break;
 		}
-		usleep((useconds_t)pause);
-		waited += pause;
-		if (waited >= 20000 && pause < 5000)
-			pause *= 2;
+		uint64_t pause = manifest->wake.words ? LOCK_PAUSE_US : waited < 20000 ? 100 : 5000;
+		io_wake_waiting(&manifest->wake, IO_WAKE_STORE_LOCK, true);
+		rc = io_lock(&manifest->lock_file, true, false);
+		if (rc != 0)
+			io_wake_sleep(&manifest->wake, IO_WAKE_STORE_LOCK, seen, pause);
+		io_wake_waiting(&manifest->wake, IO_WAKE_STORE_LOCK, false);
+		if (rc == 0)
+			return 0;
 	}
 	pthread_mutex_unlock(&manifest->publish_mutex);
 	if (rc == -EAGAIN)
@@ -788,6 +851,7 @@ int manifest_lock(struct manifest *manifest, struct error_info *error)
 void manifest_unlock(struct manifest *manifest)
 {
 	io_unlock(&manifest->lock_file);
+	io_wake_all(&manifest->wake, IO_WAKE_STORE_LOCK);
 	pthread_mutex_unlock(&manifest->publish_mutex);
 }
 
@@ -983,6 +1047,10 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		error_info_set(error, rc, "cannot open %s/lock: %s", path, io_strerror(rc));
 		goto failed;
 	}
+	/* waits for the store lock and for syncs sleep until woken (FORMAT.md §18); without
+	 * the page (an object store, a read-only open) they are plain bounded sleeps */
+	if (!read_only)
+		(void)io_wake_page_map(&manifest->lock_file, &manifest->wake);
 	if ((rc = manifest_pins_open(manifest, read_only)) < 0) {
 		error_info_set(error, rc, "cannot open %s/pins: %s", path, io_strerror(rc));
 		goto failed;
@@ -1022,6 +1090,7 @@ void manifest_close(struct manifest *manifest)
 		return;
 	pager_free(manifest->pager);
 	manifest_pins_close(manifest);
+	io_wake_page_unmap(&manifest->wake);
 	io_file_close(&manifest->lock_file);
 	io_file_close(&manifest->file);
 	if (manifest->directory >= 0)

@@ -74,6 +74,7 @@ struct manifest {
 	int directory;                  /* the store directory */
 	struct io_file file;            /* manifest */
 	struct io_file lock_file;       /* lock */
+	struct io_wake_page wake;       /* lock's wake-up words (io.h; NULL words: none) */
 	struct pager *pager;
 	int flags;
 	struct ulid store_id;
@@ -150,6 +151,13 @@ uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset);
  * last root continuing candidate's sequence wins (manifest.c). */
 int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_size,
 		       struct root_record *candidate, bool *have_candidate, uint64_t *end, bool *torn);
+/* The written-root hint (manifest.c): recorded under the store lock after a
+ * publish's pwrite; read back as the root it names once that root is read and
+ * checked, if its sequence is above after_sequence and it ends within
+ * file_size (false: no usable hint; scan instead). */
+void manifest_written_hint_write(struct manifest *manifest, const struct root_record *root, uint64_t end);
+bool manifest_written_hint_root(struct manifest *manifest, uint64_t after_sequence, uint64_t file_size,
+				struct root_record *root, uint64_t *end);
 /* The newest valid meta slot (out->valid false: none). 0 or -errno (read). */
 int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out);
 /*

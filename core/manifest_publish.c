@@ -192,6 +192,7 @@ static int publish_durably(struct manifest_publish *publish, const struct root_r
 {
 	struct manifest *manifest = publish->manifest;
 	manifest_state_written(manifest, root, size, pager_append_file_size(publish->append));
+	manifest_written_hint_write(manifest, root, size);
 	manifest_unlock(manifest);
 	publish->locked = false;
 	publish_enter(publish, PUBLISH_QUEUED);

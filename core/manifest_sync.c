@@ -37,6 +37,8 @@
 #include "manifest_int.h"
 
 #define SYNC_LOCK_BYTE 0   /* of the `lock` file (its flock is the store lock) */
+/* A sync waiter looks at the meta slots again after this long even if no syncer woke it. */
+#define SYNC_PAUSE_US 2000u
 
 enum sync_state { SYNC_WAITING, SYNC_COVERED, SYNC_FLUSHING, SYNC_ANNOUNCED };
 
@@ -56,14 +58,35 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 			io_log(LOG_ERR, "%s/manifest: cannot update the meta slot (the commit is durable)", manifest->path);
 		return 0;
 	}
-	pthread_mutex_lock(&manifest->sync_mutex);
-	int rc = io_range_lock_exclusive_wait(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
-	if (rc < 0) {
-		pthread_mutex_unlock(&manifest->sync_mutex);
-		return error_info_set(error, rc, "cannot lock %s/lock for the sync: %s", manifest->path,
-				      io_strerror(rc));
-	}
+	/* Wait for the sync lock, or for a sync that covers this root: a waiter sleeps until a
+	 * syncer announces a root (IO_WAKE_DURABLE) and looks at the meta slots again. */
 	struct meta_slot announced;
+	int rc;
+	for (;;) {
+		uint32_t seen = io_wake_read(&manifest->wake, IO_WAKE_DURABLE);
+		if ((rc = manifest_meta_newest(manifest, &announced)) < 0)
+			return error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s",
+					      manifest->path, io_strerror(rc));
+		if (announced.valid && announced.sequence >= root->sequence) {
+			manifest_state_durable(manifest, root, end);
+			return 0;
+		}
+		if (pthread_mutex_trylock(&manifest->sync_mutex) == 0) {
+			rc = io_range_lock(&manifest->lock_file, SYNC_LOCK_BYTE, 1, true);
+			if (rc == 0)
+				break;
+			pthread_mutex_unlock(&manifest->sync_mutex);
+			if (rc != -EAGAIN)
+				return error_info_set(error, rc, "cannot lock %s/lock for the sync: %s",
+						      manifest->path, io_strerror(rc));
+		}
+		io_wake_waiting(&manifest->wake, IO_WAKE_DURABLE, true);
+		if ((rc = manifest_meta_newest(manifest, &announced)) == 0 &&
+		    !(announced.valid && announced.sequence >= root->sequence))
+			io_wake_sleep(&manifest->wake, IO_WAKE_DURABLE, seen, SYNC_PAUSE_US);
+		io_wake_waiting(&manifest->wake, IO_WAKE_DURABLE, false);
+	}
+	/* under the sync lock: another sync may have covered this root meanwhile */
 	if ((rc = manifest_meta_newest(manifest, &announced)) < 0) {
 		error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s", manifest->path,
 			       io_strerror(rc));
@@ -79,7 +102,8 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 	uint64_t newest_end = end, file_size;
 	bool have = true, torn;
 	if ((rc = io_size(&manifest->file, &file_size)) < 0 ||
-	    (rc = manifest_scan_tail(manifest, end, file_size, &newest, &have, &newest_end, &torn)) < 0) {
+	    (!manifest_written_hint_root(manifest, root->sequence, file_size, &newest, &newest_end) &&
+	     (rc = manifest_scan_tail(manifest, end, file_size, &newest, &have, &newest_end, &torn)) < 0)) {
 		error_info_set(error, rc, "cannot read %s/manifest: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
@@ -100,5 +124,7 @@ out:
 	(void)state;
 	io_range_unlock(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
 	pthread_mutex_unlock(&manifest->sync_mutex);
+	/* waiters look at the slots again: covered, or one of them syncs next */
+	io_wake_all(&manifest->wake, IO_WAKE_DURABLE);
 	return rc;
 }

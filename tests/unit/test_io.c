@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -519,6 +520,120 @@ TEST(a_scratch_file_reads_back_what_was_written_and_has_no_name)
 	CHECK_EQ(io_directory_list(directory, "segments", remember, &listing), 0);
 	CHECK_EQ(listing.count, 0);
 	close(directory);
+}
+
+/* ---- wake-up words -------------------------------------------------------- */
+
+static double seconds_now(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+static int open_wake_page(int directory, struct io_file *file, struct io_wake_page *page)
+{
+	int rc = io_file_open(directory, "lock", O_RDWR | O_CREAT, IO_MANIFEST, file);
+	if (rc == 0)
+		rc = io_wake_page_map(file, page);
+	return rc;
+}
+
+static void close_wake_page(int directory, struct io_file *file, struct io_wake_page *page)
+{
+	io_wake_page_unmap(page);
+	io_file_close(file);
+	close(directory);
+}
+
+TEST(the_wake_page_extends_an_empty_lock_file_to_one_page_of_zeros)
+{
+	int directory = open_store();
+	struct io_file file;
+	struct io_wake_page page;
+	CHECK_EQ(open_wake_page(directory, &file, &page), 0);
+	CHECK(page.words != NULL);
+	uint64_t size = 0;
+	CHECK_EQ(io_size(&file, &size), 0);
+	CHECK_EQ(size, 4096);
+	CHECK_EQ(io_wake_read(&page, IO_WAKE_STORE_LOCK), 0);
+	CHECK_EQ(io_wake_read(&page, IO_WAKE_DURABLE), 0);
+	close_wake_page(directory, &file, &page);
+}
+
+TEST(a_sleeper_is_woken_by_another_process_long_before_its_pause_ends)
+{
+	int directory = open_store();
+	struct io_file file;
+	struct io_wake_page page;
+	CHECK_EQ(open_wake_page(directory, &file, &page), 0);
+	uint32_t seen = io_wake_read(&page, IO_WAKE_DURABLE);
+	io_wake_waiting(&page, IO_WAKE_DURABLE, true);
+	fflush(NULL);
+	pid_t child = fork();
+	if (child == 0) {
+		/* another process, its own descriptor and mapping of the same file */
+		struct io_file other;
+		struct io_wake_page other_page;
+		if (open_wake_page(directory, &other, &other_page) != 0)
+			_exit(1);
+		usleep(50000);
+		io_wake_all(&other_page, IO_WAKE_DURABLE);
+		_exit(0);
+	}
+	double started = seconds_now();
+	while (io_wake_read(&page, IO_WAKE_DURABLE) == seen && seconds_now() - started < 60)
+		io_wake_sleep(&page, IO_WAKE_DURABLE, seen, 60u * 1000000u);
+	double slept = seconds_now() - started;
+	io_wake_waiting(&page, IO_WAKE_DURABLE, false);
+	int status = 0;
+	waitpid(child, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(io_wake_read(&page, IO_WAKE_DURABLE), seen + 1);
+	CHECK(slept < 30);   /* woken, not timed out (the pause was 60 s) */
+	close_wake_page(directory, &file, &page);
+}
+
+TEST(a_sleeper_whose_word_moved_before_it_slept_returns_at_once_and_nobody_wakes_it_ends_at_its_pause)
+{
+	int directory = open_store();
+	struct io_file file;
+	struct io_wake_page page;
+	CHECK_EQ(open_wake_page(directory, &file, &page), 0);
+	uint32_t seen = io_wake_read(&page, IO_WAKE_STORE_LOCK);
+	io_wake_all(&page, IO_WAKE_STORE_LOCK);   /* the state changed between the reading and the sleep */
+	double started = seconds_now();
+	io_wake_sleep(&page, IO_WAKE_STORE_LOCK, seen, 60u * 1000000u);
+	CHECK(seconds_now() - started < 30);
+	started = seconds_now();
+	io_wake_sleep(&page, IO_WAKE_STORE_LOCK, seen + 1, 20000);   /* nobody wakes: the pause ends it */
+	CHECK(seconds_now() - started >= 0.015);
+	close_wake_page(directory, &file, &page);
+}
+
+TEST(the_record_reads_back_whole_and_not_while_a_dead_writer_left_it_half_written)
+{
+	int directory = open_store();
+	struct io_file file;
+	struct io_wake_page page, other;
+	CHECK_EQ(open_wake_page(directory, &file, &page), 0);
+	CHECK_EQ(io_wake_page_map(&file, &other), 0);   /* a second mapping: what another process sees */
+	uint8_t written[48], read_back[48];
+	CHECK(!io_wake_record_read(&other, read_back, sizeof read_back));   /* never written */
+	for (size_t i = 0; i < sizeof written; i++)
+		written[i] = (uint8_t)(i * 7 + 1);
+	io_wake_record_write(&page, written, sizeof written);
+	CHECK(io_wake_record_read(&other, read_back, sizeof read_back));
+	CHECK_EQ(memcmp(written, read_back, sizeof written), 0);
+	/* a writer that died between its two sequence increments */
+	page.words[16]++;
+	CHECK(!io_wake_record_read(&other, read_back, sizeof read_back));
+	written[0] = 99;
+	io_wake_record_write(&page, written, sizeof written);   /* the next writer mends it */
+	CHECK(io_wake_record_read(&other, read_back, sizeof read_back));
+	CHECK_EQ(read_back[0], 99);
+	io_wake_page_unmap(&other);
+	close_wake_page(directory, &file, &page);
 }
 
 int main(int argc, char **argv)
