@@ -25,7 +25,10 @@
  *   2. The common refresh reads the two meta slots and nothing else (a root
  *      no slot names is not shown); under the store lock it also reads the
  *      blocks after the written root (a publish into the preallocated zeros
- *      leaves the file size unchanged); a fresh open reads the header, the
+ *      leaves the file size unchanged), or, when the written-root hint names
+ *      a later root, that root and what follows it: anything but zeros after
+ *      it sends the scan back to the written root, so a hint never decides
+ *      what is truncated; a fresh open reads the header, the
  *      meta slots, the root and the block header after it: the same I/O at
  *      any history depth.
  *   3. Bytes are only ever truncated under the store lock, only after the

@@ -5,13 +5,16 @@
  * A publish writes its tail under the store lock and releases the lock
  * before its fsync (manifest_publish.c); the next publish, in this process
  * or another, builds on the written root at once. Each publish then calls
- * manifest_sync_through for its own root. Under the sync lock (this
- * process's sync_mutex, then an exclusive byte-range lock on byte 0 of the
- * store's `lock` file, held by one process at a time) it either finds its
- * root already covered — a meta slot names it or a later root — or it notes
- * the newest complete root in the file, fdatasyncs, and writes that root's
- * meta slot: every publish whose pwrite finished before the fsync began is
- * durable with it, and their syncs return without one.
+ * manifest_sync_through for its own root. It returns at once if a meta slot
+ * names its root or a later one (covered). Otherwise it tries the sync lock
+ * (this process's sync_mutex, then an exclusive byte-range lock on byte 0 of
+ * the store's `lock` file, held by one process at a time); while another
+ * holds it, it sleeps on the wake-up page's `durable` word (io.h; FORMAT.md
+ * §18) until that sync ends, and looks at the slots again. Under the lock it
+ * notes the newest complete root in the file (the written-root hint's, else
+ * by scanning), fdatasyncs, and writes that root's meta slot: every publish
+ * whose pwrite finished before the fsync began is durable with it, and their
+ * syncs return without one.
  *
  * States of one sync: WAITING (sync lock being taken) -> COVERED (a slot
  * names this root or a later one: done) or FLUSHING (the newest written
@@ -29,6 +32,10 @@
  *   3. Nothing here truncates: a root written and released is never cut
  *      (other publishes may already build on it). A failed fsync leaves the
  *      outcome open: a later sync's fsync may still make the root durable.
+ *   4. The wake-up page decides nothing: a waiter reads the meta slots again
+ *      after every sleep, a sleep ends after SYNC_PAUSE_US even if no syncer
+ *      woke it, and a hinted root is read and checked before the fsync's
+ *      meta slot names it.
  */
 #include <errno.h>
 #include <string.h>
@@ -70,6 +77,16 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 		if (announced.valid && announced.sequence >= root->sequence) {
 			manifest_state_durable(manifest, root, end);
 			return 0;
+		}
+		if (!manifest->wake.words) {
+			/* no wake-up page (it could not be mapped): wait for the sync lock itself */
+			pthread_mutex_lock(&manifest->sync_mutex);
+			rc = io_range_lock_exclusive_wait(&manifest->lock_file, SYNC_LOCK_BYTE, 1);
+			if (rc == 0)
+				break;
+			pthread_mutex_unlock(&manifest->sync_mutex);
+			return error_info_set(error, rc, "cannot lock %s/lock for the sync: %s", manifest->path,
+					      io_strerror(rc));
 		}
 		if (pthread_mutex_trylock(&manifest->sync_mutex) == 0) {
 			rc = io_range_lock(&manifest->lock_file, SYNC_LOCK_BYTE, 1, true);
