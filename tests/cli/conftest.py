@@ -37,13 +37,19 @@ def jsonl(rows):
 
 
 def store_digest(store):
-    """Every file and directory under the store: name, type, mode, size, content hash."""
+    """Every file and directory under the store: name, type, mode, size, content hash.
+
+    `lock` counts by name and mode only: its bytes are the wake-up page the processes of
+    a host share (docs/FORMAT.md §18), which every read-write open maps and every release
+    of the store lock changes; they are never store data."""
     digest = {}
     store = Path(store)
     for path in sorted(store.rglob("*")):
         relative = str(path.relative_to(store))
         info = path.lstat()
-        if path.is_file():
+        if relative == "lock":
+            digest[relative] = ("file", oct(info.st_mode))
+        elif path.is_file():
             digest[relative] = ("file", oct(info.st_mode), info.st_size,
                                 hashlib.sha256(path.read_bytes()).hexdigest())
         else:
