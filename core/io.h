@@ -257,7 +257,10 @@ bool io_wake_record_read(const struct io_wake_page *page, void *bytes, size_t si
 int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end);
 /* Bytes of the file that hold data (not holes) in [start, end), by SEEK_DATA/SEEK_HOLE. 0 or -errno. */
 int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
-/* The space the file occupies on disk (st_blocks × 512). 0 or -errno. */
+/* The space the file occupies on disk (st_blocks × 512). 0 or -errno. An fstat(2):
+ * like any stat it marks the file's times as seen, so the next write stamps a new
+ * time and the fdatasync after it writes the inode too — keep it off per-commit paths
+ * (io_size says more). */
 int io_allocated_bytes(struct io_file *file, uint64_t *bytes_out);
 /* Calls visit(name, context) for every entry of directory/subdirectory except . and ..;
  * stops and returns the first non-zero value visit returns. */

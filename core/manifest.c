@@ -693,6 +693,24 @@ bool manifest_written_hint_root(struct manifest *manifest, uint64_t after_sequen
 	return true;
 }
 
+uint64_t manifest_allocated_bytes(struct manifest *manifest, uint64_t file_size, uint64_t swept_below)
+{
+	if (io_file_is_remote(&manifest->file))
+		return file_size;
+	/* fstat(2) only when the file grew or a gc swept since the last one: a query of the
+	 * file's times makes the next write stamp a new time, and the fdatasync after it write
+	 * the inode too (Linux's fine-grained timestamps) */
+	if (manifest->allocated_for_size != file_size || manifest->allocated_for_sweep != swept_below) {
+		uint64_t allocated = file_size;
+		if (io_allocated_bytes(&manifest->file, &allocated) < 0)
+			return file_size;
+		manifest->allocated = allocated;
+		manifest->allocated_for_size = file_size;
+		manifest->allocated_for_sweep = swept_below;
+	}
+	return manifest->allocated;
+}
+
 int manifest_state_refresh(struct manifest *manifest, bool *changed)
 {
 	return state_refresh(manifest, changed, false);

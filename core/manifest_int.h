@@ -104,6 +104,9 @@ struct manifest {
 	int damage;                     /* 0, or -EIO: the newest durable root is unreadable */
 	char damage_message[256];
 	struct manifest_pins pins;      /* readers' holds on versions (manifest_pins.c) */
+	/* the space the manifest occupies, as last measured (manifest_allocated_bytes), and the
+	 * file size and gc sweep it was measured at; guarded by the store lock */
+	uint64_t allocated, allocated_for_size, allocated_for_sweep;
 };
 
 /* ---- encodings ---------------------------------------------------------- */
@@ -158,6 +161,11 @@ int manifest_scan_tail(struct manifest *manifest, uint64_t start, uint64_t file_
 void manifest_written_hint_write(struct manifest *manifest, const struct root_record *root, uint64_t end);
 bool manifest_written_hint_root(struct manifest *manifest, uint64_t after_sequence, uint64_t file_size,
 				struct root_record *root, uint64_t *end);
+/* The space the manifest occupies on disk (st_blocks), for the preallocation chunk:
+ * measured again only when file_size or swept_below (the base root's gc sweep) differ
+ * from the last measurement. file_size itself when it cannot be measured (or in an
+ * object store). Called under the store lock. */
+uint64_t manifest_allocated_bytes(struct manifest *manifest, uint64_t file_size, uint64_t swept_below);
 /* The newest valid meta slot (out->valid false: none). 0 or -errno (read). */
 int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out);
 /*

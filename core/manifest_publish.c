@@ -103,10 +103,8 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 	pthread_mutex_unlock(&manifest->state_mutex);
 	/* the chunk follows the space the file takes, not its size: after gc returned most
 	 * of it, the store grows by small chunks again (FORMAT.md §4) */
-	uint64_t allocated = file_size;
 	bool remote = io_file_is_remote(&manifest->file);
-	if (!remote)
-		io_allocated_bytes(&manifest->file, &allocated);
+	uint64_t allocated = manifest_allocated_bytes(manifest, file_size, publish->base.swept_below);
 	/* the locked refresh left zeros (or nothing) after the latest root; a manifest in an
 	 * object store has no preallocated zeros: each tail is an object of its own */
 	if ((rc = pager_append_begin(manifest->pager, publish->base_size, &publish->append)) < 0 ||
