@@ -69,8 +69,9 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 	 * syncer announces a root (IO_WAKE_DURABLE) and looks at the meta slots again. */
 	struct meta_slot announced;
 	int rc;
+	uint32_t seen;
 	for (;;) {
-		uint32_t seen = io_wake_read(&manifest->wake, IO_WAKE_DURABLE);
+		seen = io_wake_read(&manifest->wake, IO_WAKE_DURABLE);
 		if ((rc = manifest_meta_newest(manifest, &announced)) < 0)
 			return error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s",
 					      manifest->path, io_strerror(rc));
@@ -103,8 +104,10 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 			io_wake_sleep(&manifest->wake, IO_WAKE_DURABLE, seen, SYNC_PAUSE_US);
 		io_wake_waiting(&manifest->wake, IO_WAKE_DURABLE, false);
 	}
-	/* under the sync lock: another sync may have covered this root meanwhile */
-	if ((rc = manifest_meta_newest(manifest, &announced)) < 0) {
+	/* under the sync lock: another sync may have covered this root since the slots were
+	 * read (the slots need no second reading if no sync ended since: `durable` unmoved) */
+	if ((!manifest->wake.words || io_wake_read(&manifest->wake, IO_WAKE_DURABLE) != seen) &&
+	    (rc = manifest_meta_newest(manifest, &announced)) < 0) {
 		error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s", manifest->path,
 			       io_strerror(rc));
 		goto out;
