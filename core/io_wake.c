@@ -19,7 +19,9 @@
  *      that check sees the count and wakes it.
  *   3. Nothing here decides anything: with no page (an object store, a
  *      read-only open, a file system without shared mappings) waits are
- *      plain sleeps of the same bound.
+ *      plain sleeps of the same bound. A waiter that died while counted
+ *      leaves the count too high: wakers then make one needless futex call
+ *      each, and nothing else changes.
  */
 #include <errno.h>
 #include <limits.h>
