@@ -105,7 +105,9 @@ int manifest_sync_through(struct manifest *manifest, const struct root_record *r
 		io_wake_waiting(&manifest->wake, IO_WAKE_DURABLE, false);
 	}
 	/* under the sync lock: another sync may have covered this root since the slots were
-	 * read (the slots need no second reading if no sync ended since: `durable` unmoved) */
+	 * read; they need no second reading if `durable` has not moved since (a sync that
+	 * released the lock but has not moved the word yet costs one needless fsync here,
+	 * never a wrong slot: the root noted below is at least as new as the one it named) */
 	if ((!manifest->wake.words || io_wake_read(&manifest->wake, IO_WAKE_DURABLE) != seen) &&
 	    (rc = manifest_meta_newest(manifest, &announced)) < 0) {
 		error_info_set(error, rc, "cannot read the meta slots of %s/manifest: %s", manifest->path,
