@@ -763,6 +763,12 @@ uint64_t io_last_append_start(struct io_file *file)
 	return file->remote ? io_remote_last_append_start(file) : 0;
 }
 
+void io_note_state_start(struct io_file *file, uint64_t offset)
+{
+	if (file->remote)
+		io_remote_note_state_start(file, offset);
+}
+
 uint64_t io_append_offset(const struct io_file *file, uint64_t end)
 {
 	return file->remote ? io_remote_append_offset(file, end) : end;

@@ -189,6 +189,12 @@ uint64_t io_append_offset(const struct io_file *file, uint64_t end);
  * of its last piece (which ends with the newest root: a refresh need read
  * nothing before it); 0 for a local file (unknown). */
 uint64_t io_last_append_start(struct io_file *file);
+/* Where, in the append about to be written, the bytes a read of the newest
+ * state needs begin (the writer puts what only history reads before them).
+ * An object store's manifest records it beside the meta slots, so that a
+ * cold reader of the newest piece fetches it from there on
+ * (docs/FORMAT.md §23); a local file ignores it. */
+void io_note_state_start(struct io_file *file, uint64_t offset);
 int io_directory_sync(int directory);   /* fsync of a directory; not counted in either class */
 int io_unlink(int directory, const char *name);
 int io_rename(int directory, const char *from, const char *to);

@@ -39,6 +39,7 @@ int io_remote_size(struct io_file *file, uint64_t *size_out);
 int io_remote_size_known(struct io_file *file, uint64_t *size_out);
 uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end);
 uint64_t io_remote_last_append_start(struct io_file *file);
+void io_remote_note_state_start(struct io_file *file, uint64_t offset);
 int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end);
 int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
 int io_remote_unlink(int directory, const char *name);

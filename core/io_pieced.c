@@ -27,7 +27,19 @@
  *      only at the end, and nothing below an end is written again), so a
  *      whole piece read once is kept in the host's disk cache under the
  *      store's id and its start (io_cache.c) and read from there by every
- *      later process: a piece found there needs no request.
+ *      later process: a piece found there needs no request. So is each
+ *      part of a piece a read fetched (invariant 5: from an offset to the
+ *      piece's end, or from its start up to an offset), under the piece's
+ *      start and the part's.
+ *   5. A read fetches only what it may need of a piece up to WHOLE_MAX:
+ *      from the offset read to the piece's end, and below that, when asked,
+ *      the rest at once. A tail puts its history blocks (commit record,
+ *      version index path) before its state part (heads, names, branches,
+ *      root: docs/FORMAT.md §18), and each meta slot object names where the
+ *      last piece's state part begins, so a cold read of the newest state
+ *      fetches that part alone: the same bytes however long the history. The
+ *      hint only moves where a fetch starts; what is read is always the
+ *      piece's own bytes, checked by the reader.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -44,7 +56,7 @@
 #define BLOCKS_START 12288u
 #define META_SLOT_SIZE 4096u
 #define GRANULE (64u << 10)           /* FORMAT.md §23: tails after the first start at its multiples */
-#define WHOLE_MAX (256u << 10)        /* a piece up to this size is read whole */
+#define WHOLE_MAX (256u << 10)        /* a piece up to this size is read in at most two parts (invariant 5) */
 #define READ_MIN 4096u                /* a read of a larger one asks for at least this much */
 #define RANGES IO_REMOTE_RANGES       /* cached ranges of pieces (invariant 1) */
 #define RANGE_BYTES_MAX (16u << 20)   /* ... and their bytes at most */
@@ -201,15 +213,20 @@ static int meta_object_get(struct io_remote_file *file, unsigned slot, uint64_t 
 	return rc;
 }
 
-/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, if larger than *hint. */
+/* Reads the hint of a meta slot object (invariant 2): the last piece its writer knew, if
+ * larger than *hint, and where that piece's state part begins (invariant 5). */
 static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
 {
 	struct buf bytes;
 	buf_init(&bytes);
 	int rc = meta_object_get(file, slot, META_SLOT_SIZE, HINT_SIZE, &bytes);
 	if (rc == 0 && bytes.size == HINT_SIZE && buf_load_u32(bytes.data) == HINT_MAGIC &&
-	    buf_load_u64(bytes.data + 8) > *hint)
+	    buf_load_u64(bytes.data + 8) > *hint) {
 		*hint = buf_load_u64(bytes.data + 8);   /* none: every piece is listed */
+		uint32_t distance = buf_load_u32(bytes.data + 4);
+		file->hinted_piece = *hint;
+		file->hinted_state_start = distance ? *hint + distance : 0;
+	}
 	buf_free(&bytes);
 	return rc;
 }
@@ -329,6 +346,13 @@ static enum piece_lookup piece_lookup(const struct io_remote_file *file, uint64_
 	return PIECE_GAP;
 }
 
+/* The name under which the host cache keeps part of the piece at start: the bytes from an
+ * offset to the piece's end (whole pieces are kept under their start alone). */
+static void part_name(uint64_t start, char out[32])
+{
+	snprintf(out, 32, "piece-%016llx", (unsigned long long)start);
+}
+
 /* GETs [from, from + length) of the piece at start into a new cached range (or
  * asks for the granule's piece when size is unknown: *object_size). */
 static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t from, uint64_t length,
@@ -348,8 +372,14 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 		file->cache = io_cache_open(bytes.data + 16);   /* the header names the store (FORMAT.md §2) */
 		io_remote_store_id_note(file->directory, bytes.data + 16);   /* for its segments' chunks */
 	}
-	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size)
+	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size) {
 		io_cache_put(file->cache, NULL, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
+	} else if (rc == 0 && start >= BLOCKS_START && whole_size <= WHOLE_MAX &&
+		   (from == start || from - start + bytes.size == whole_size)) {
+		char name[32];   /* the piece from there to its end, or up to there (invariants 4 and 5) */
+		part_name(start, name);
+		io_cache_put(file->cache, name, from, bytes.data, bytes.size);
+	}
 	if (rc == 0)
 		range_keep(file, from, &bytes);
 	else if (rc != -ENOENT && rc != -ERANGE)
@@ -375,11 +405,19 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 		range_keep(file, granule, &cached);
 		return piece_insert(file, granule, size);
 	}
+	char name[32];
+	part_name(granule, name);
+	if (offset > granule && io_cache_get(file->cache, name, offset, &cached) == 0) {
+		/* the piece at the granule from offset to its end, read so before (invariant 5) */
+		size = offset - granule + cached.size;
+		range_keep(file, offset, &cached);
+		return piece_insert(file, granule, size);
+	}
 	buf_free(&cached);
-	/* from the granule's start: a piece no longer than GRANULE comes whole (later reads
-	 * of its other blocks cost no request) */
-	uint64_t length = offset - granule + want > GRANULE ? offset - granule + want : GRANULE;
-	int rc = piece_fetch(file, granule, granule, length, &size);
+	/* from offset to the end of the granule: a piece no longer than GRANULE comes from
+	 * there to its end (invariant 5); the answer names its size */
+	uint64_t until = granule + (offset - granule + want > GRANULE ? offset - granule + want : GRANULE);
+	int rc = piece_fetch(file, granule, offset, until - offset, &size);
 	if (rc == 0 || rc == -ERANGE) {
 		struct error_info error;
 		error_info_clear(&error);
@@ -407,32 +445,82 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 	}
 }
 
+/*
+ * What of a piece up to WHOLE_MAX a read at offset (not cached) fetches
+ * (invariant 5): [*from, *until). Nothing of the piece cached above offset:
+ * from offset (or from the state part's start the meta slot named for the
+ * newest piece, when that is below it) to the piece's end. Otherwise the part
+ * between the cached parts below and above offset, so that a walk down one
+ * tail (root first) costs two requests at most.
+ */
+static void piece_part(struct io_remote_file *file, const struct piece *piece, uint64_t offset, uint64_t *from,
+		       uint64_t *until)
+{
+	uint64_t end = piece->start + piece->size, below = piece->start, above = end;
+	for (int i = 0; i < RANGES; i++) {
+		const struct range *range = &file->ranges[i];
+		uint64_t range_end = range->start + range->bytes.size;
+		if (range->start == UINT64_MAX || range->start >= end || range_end <= piece->start)
+			continue;
+		if (range_end <= offset && range_end > below)
+			below = range_end;
+		if (range->start > offset && range->start < above)
+			above = range->start;
+	}
+	*until = above;
+	*from = offset;
+	if (above < end)
+		*from = below;   /* (a part that starts after the piece's start and ends before its end is
+				    never kept in the host cache: see piece_fetch) */
+	else if (piece->start == file->hinted_piece && file->hinted_state_start >= below &&
+		 file->hinted_state_start <= offset)
+		*from = file->hinted_state_start;
+}
+
+/* The piece in the host cache, whole or (invariant 5) the part [from, until) of it, into
+ * the cached ranges: true if found. */
+static bool piece_from_host_cache(struct io_remote_file *file, const struct piece *piece, uint64_t from,
+				  uint64_t until)
+{
+	struct buf cached;
+	buf_init(&cached);
+	bool found = false;
+	if (io_cache_get(file->cache, NULL, piece->start, &cached) == 0 && cached.size == piece->size) {
+		range_keep(file, piece->start, &cached);   /* invariant 4 */
+		found = true;
+	}
+	char name[32];
+	part_name(piece->start, name);
+	buf_reset(&cached);
+	if (!found && io_cache_get(file->cache, name, from, &cached) == 0 && cached.size == until - from) {
+		range_keep(file, from, &cached);
+		found = true;
+	}
+	buf_free(&cached);
+	return found;
+}
+
 /* Copies what a known piece holds at offset into out (fetching it if not cached). Bytes copied or -errno. */
 static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece, uint8_t *out, size_t want,
 			  uint64_t offset)
 {
 	struct range *range = range_holding(file, offset);
-	if (!range && piece->start >= BLOCKS_START && piece->size <= WHOLE_MAX) {
-		struct buf cached;
-		buf_init(&cached);
-		if (io_cache_get(file->cache, NULL, piece->start, &cached) == 0 && cached.size == piece->size) {
-			range_keep(file, piece->start, &cached);   /* invariant 4 */
-			range = range_holding(file, offset);
-		}
-		buf_free(&cached);
-	}
 	if (!range) {
-		/* a piece up to WHOLE_MAX whole (one request for all the blocks read from it); of
-		 * a larger one what is asked, a page at least */
-		uint64_t from = piece->start, length = piece->size;
+		/* of a piece up to WHOLE_MAX the part piece_part names (from this host's cache if
+		 * there); of a larger one what is asked, a page at least */
+		uint64_t from, until;
 		if (piece->size > WHOLE_MAX) {
 			from = offset;
-			length = want > READ_MIN ? want : READ_MIN;
-			if (length > piece->start + piece->size - from)
-				length = piece->start + piece->size - from;
+			until = from + (want > READ_MIN ? want : READ_MIN);
+			if (until > piece->start + piece->size)
+				until = piece->start + piece->size;
+		} else {
+			piece_part(file, piece, offset, &from, &until);
 		}
 		uint64_t size;
-		int rc = piece_fetch(file, piece->start, from, length, &size);
+		int rc = 0;
+		if (piece->start < BLOCKS_START || piece->size > WHOLE_MAX || !piece_from_host_cache(file, piece, from, until))
+			rc = piece_fetch(file, piece->start, from, until - from, &size);
 		if (rc < 0)
 			return rc == -ERANGE || rc == -ENOENT ? -EIO : rc;   /* listed, so it must be there */
 		if (!(range = range_holding(file, offset)))
@@ -522,7 +610,11 @@ static int meta_put(struct io_remote_file *file, unsigned slot, const uint8_t *b
 	memcpy(whole, bytes, META_SLOT_SIZE);
 	memset(whole + META_SLOT_SIZE, 0, HINT_SIZE);
 	buf_store_u32(whole + META_SLOT_SIZE, HINT_MAGIC);
-	buf_store_u64(whole + META_SLOT_SIZE + 8, file->piece_count ? file->pieces[file->piece_count - 1].start : 0);
+	uint64_t last = file->piece_count ? file->pieces[file->piece_count - 1].start : 0;
+	buf_store_u64(whole + META_SLOT_SIZE + 8, last);
+	/* where the last piece's state part begins, when this process wrote it (invariant 5) */
+	if (last == file->own_piece && file->own_state_start > last && file->own_state_start - last <= UINT32_MAX)
+		buf_store_u32(whole + META_SLOT_SIZE + 4, (uint32_t)(file->own_state_start - last));
 	char key[S3_KEY_MAX + 8];
 	snprintf(key, sizeof key, "%s.meta/%u", file->key, slot);
 	return s3_put(file->directory->client, key, whole, sizeof whole, S3_ALWAYS, error);
@@ -572,6 +664,12 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 				pieces_refresh(file);
 				return -ESTALE;   /* another writer appended here first */
 			}
+			if (rc == 0) {
+				uint64_t noted = file->state_start_noted;
+				file->own_piece = offset;
+				file->own_state_start = noted > offset && noted - offset < size ? noted : 0;
+			}
+			file->state_start_noted = 0;
 			if (rc == 0 && (rc = piece_insert(file, offset, size)) == 0) {
 				/* this process reads its own tail back (the next publish builds on it) */
 				struct buf cached;

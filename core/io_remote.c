@@ -776,6 +776,16 @@ uint64_t io_remote_last_append_start(struct io_file *file)
 	return start;
 }
 
+void io_remote_note_state_start(struct io_file *file, uint64_t offset)
+{
+	struct io_remote_file *remote = file->remote;
+	if (remote->kind != REMOTE_PIECED)
+		return;
+	pthread_mutex_lock(&remote->lock);
+	remote->state_start_noted = offset;
+	pthread_mutex_unlock(&remote->lock);
+}
+
 uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end)
 {
 	return file->remote->kind == REMOTE_PIECED ? io_pieced_append_offset(end) : end;

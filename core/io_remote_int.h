@@ -81,6 +81,10 @@ struct io_remote_file {
 	struct range ranges[IO_REMOTE_RANGES];
 	uint64_t range_bytes, tick;
 	struct io_cache *cache;        /* this host's cache of the store's pieces (NULL: none yet, or off) */
+	uint64_t state_start_noted;    /* io_note_state_start for the next piece this process creates */
+	uint64_t own_piece, own_state_start;   /* the last piece this process created and where its state
+					  part begins (0: not known): the hint its meta slot writes carry */
+	uint64_t hinted_piece, hinted_state_start;   /* the same as read from the meta slots at open */
 };
 
 /* A failed request: the reason the error carries up (io_strerror), and a log line for a

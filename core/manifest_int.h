@@ -302,6 +302,11 @@ struct manifest_publish {
 	struct pager_append *append;
 	struct btree *branches;
 	struct btree *tags;             /* NULL, or the tags tree this publish changed (flushed at finish) */
+	bool indexed;                   /* a commit's history blocks are appended (manifest_publish_history) */
+	struct block_address versions;  /* ... and this is its version index (the new root's) */
+	struct block_address commit_record;   /* ... and this its commit record */
+	uint64_t state_start;           /* offset in the tail (from base_size) where the blocks a read of
+					   the latest state needs begin: after the history blocks (0: the start) */
 	bool locked;                    /* store lock held (LOCKED, APPENDED) */
 	bool outcome_unknown;           /* QUEUED and the sync failed: a later fsync may still
 					   make the root durable (the caller keeps its sidecar) */
@@ -320,8 +325,9 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
  * its sync not begun), so that a test can hold one there. NULL (the default): none. */
 extern void (*manifest_publish_queued_hook)(struct manifest *manifest);
 /*
- * Appends the indexes (when commit is non-NULL: a new version) and the root
- * record, makes them durable and updates the meta slot. On error the tail is
+ * Appends the branches (and tags) tree and the root record, makes them
+ * durable and updates the meta slot. commit non-NULL: a new version, whose
+ * history blocks manifest_publish_history appended. On error the tail is
  * truncated back: nothing is published. Returns 0 or -errno.
  */
 int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
@@ -333,15 +339,28 @@ void manifest_publish_end(struct manifest_publish *publish);
 uint64_t manifest_publish_time(const struct manifest_publish *publish);
 
 /*
- * Publishes one commit on branch whose heads and names are the given trees
- * (already flushed into publish->append) and whose changes are record's:
- * used by manifest_commit and by repair. Fills record's version, parents and
- * time. Returns 0 or -errno.
+ * A commit's tail is laid out in two parts (docs/FORMAT.md §18 "The order of
+ * a tail"): first what only history reads (table versions, fragments, the
+ * commit record, the version index path), then what a read of the latest
+ * state needs (heads and names nodes, the branches tree, the root). Used by
+ * manifest_commit and by repair, in this order:
+ *
+ * manifest_publish_history appends the commit record of branch's next commit
+ * (filling record's version and parents; its id, time and changes are the
+ * caller's) and the version index path of the base, and marks where the
+ * state part begins. Returns 0 or -errno (the publish is then abandoned by
+ * manifest_publish_end: nothing was written).
+ *
+ * manifest_publish_commit_state then publishes that commit with heads and
+ * names (flushed into publish->append after manifest_publish_history) as the
+ * branch's trees. Returns 0 or -errno.
  */
-int manifest_publish_commit_record(struct manifest_publish *publish, struct branch_record *branch,
-				   struct commit_record *record, struct block_address heads,
-				   struct block_address names, struct root_record *root_out,
-				   struct error_info *error);
+int manifest_publish_history(struct manifest_publish *publish, const struct branch_record *branch,
+			     struct commit_record *record, struct error_info *error);
+int manifest_publish_commit_state(struct manifest_publish *publish, struct branch_record *branch,
+				  const struct commit_record *record, struct block_address heads,
+				  struct block_address names, struct root_record *root_out,
+				  struct error_info *error);
 
 /* Makes room for one more item in a growing array: items (a typed pointer
  * lvalue) of capacity items, count used; doubles it, from 16. Evaluates to 0,

@@ -9,9 +9,10 @@
  *              or still waiting for its sync) and any torn tail truncated;
  *              the branch resolved; every operation's compare-and-swap
  *              checked against the CURRENT heads; table versions, commit
- *              record, heads/names nodes, branch record (branches tree),
- *              version index and, last, the root record appended in memory
- *              (one pager_append buffer)
+ *              record, version index (the history part), then heads/names
+ *              nodes, branch record (branches tree) and, last, the root
+ *              record (the state part: FORMAT.md §18 "The order of a
+ *              tail") appended in memory (one pager_append buffer)
  *   APPENDED   the buffer written with one pwrite ("publish.before_write",
  *              "publish.torn_write") over the zeros preallocated after the
  *              written root; when it reaches past the file's end the same
@@ -251,15 +252,10 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	buf_init(&bytes);
 	int rc = 0;
 	if (commit) {
-		assert(manifest_commit_id_version(commit) == base->version + 1);
+		assert(manifest_commit_id_version(commit) == base->version + 1 && publish->indexed);
 		root.version = base->version + 1;
 		root.commit = commit_record;
-		/* the base root is the last root of its version: index it, with its commit's summary */
-		struct manifest_version_entry entry;
-		if ((rc = version_entry_of(publish, &entry)) < 0 ||
-		    (rc = manifest_versions_put(manifest->pager, publish->append, base->versions,
-						base->version, &entry, &root.versions)) < 0)
-			goto failed;
+		root.versions = publish->versions;
 	}
 	if (publish->retention.active) {
 		assert(!commit && publish->retention.horizon >= base->horizon && publish->retention.horizon < base->version);
@@ -282,6 +278,8 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 		goto failed;
 	uint64_t size = publish->base_size + pager_append_size(publish->append);
 	assert(root.self.offset + MANIFEST_ROOT_BLOCK_SIZE == size);
+	/* reads of the latest state need nothing of the tail before its state part (io.h) */
+	io_note_state_start(&manifest->file, publish->base_size + publish->state_start);
 	if ((rc = publish_write(publish, error)) < 0 || (rc = publish_durably(publish, &root, size, error)) < 0)
 		goto out;
 	/* PUBLISHED: the handle shows the root and a meta slot names it (or a later one). */
@@ -297,14 +295,12 @@ out:
 	return rc;
 }
 
-int manifest_publish_commit_record(struct manifest_publish *publish, struct branch_record *branch,
-				   struct commit_record *record, struct block_address heads,
-				   struct block_address names, struct root_record *root_out,
-				   struct error_info *error)
+int manifest_publish_history(struct manifest_publish *publish, const struct branch_record *branch,
+			     struct commit_record *record, struct error_info *error)
 {
+	assert(!publish->indexed);
 	struct buf bytes;
 	buf_init(&bytes);
-	struct block_address address;
 	record->version = publish->base.version + 1;
 	snprintf(record->branch, sizeof record->branch, "%s", branch->name);
 	/* the first parent is the branch's head; a merge's second (record->parents[1]) is kept */
@@ -322,23 +318,48 @@ int manifest_publish_commit_record(struct manifest_publish *publish, struct bran
 	int rc;
 	if ((rc = commit_record_encode(record, &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_COMMIT, CODEC_ZSTD, bytes.data, bytes.size,
-				     &address)) < 0) {
+				     &publish->commit_record)) < 0) {
 		error_info_set(error, rc, "cannot encode the commit record: %s", io_strerror(rc));
 		goto out;
 	}
+	/* the base root is the last root of its version: index it, with its commit's summary */
+	struct manifest_version_entry entry;
+	if ((rc = version_entry_of(publish, &entry)) < 0 ||
+	    (rc = manifest_versions_put(publish->manifest->pager, publish->append, publish->base.versions,
+					publish->base.version, &entry, &publish->versions)) < 0) {
+		error_info_set(error, rc, "cannot index version %llu: %s",
+			       (unsigned long long)publish->base.version, io_strerror(rc));
+		goto out;
+	}
+	publish->indexed = true;
+	publish->state_start = pager_append_size(publish->append);
+out:
+	buf_free(&bytes);
+	return rc;
+}
+
+int manifest_publish_commit_state(struct manifest_publish *publish, struct branch_record *branch,
+				  const struct commit_record *record, struct block_address heads,
+				  struct block_address names, struct root_record *root_out,
+				  struct error_info *error)
+{
+	assert(publish->indexed && record->version == publish->base.version + 1);
+	struct buf bytes;
+	buf_init(&bytes);
 	branch->head_commit = record->id;
-	branch->head_record = address;
+	branch->head_record = publish->commit_record;
 	branch->head_version = record->version;
 	branch->heads = heads;
 	branch->names = names;
-	buf_reset(&bytes);
+	int rc;
 	if ((rc = manifest_branch_encode(branch, &bytes)) < 0 ||
 	    (rc = btree_put(publish->branches, branch->name, strlen(branch->name), bytes.data,
 			    bytes.size)) < 0) {
 		error_info_set(error, rc, "cannot update branch %s: %s", branch->name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(publish, &record->id, address, record->time_us, root_out, error);
+	rc = manifest_publish_finish(publish, &record->id, publish->commit_record, record->time_us, root_out,
+				     error);
 out:
 	buf_free(&bytes);
 	return rc;
@@ -1236,10 +1257,6 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 	}
 	if ((rc = check_endpoints(&state)) < 0 || (rc = check_references(&state)) < 0)
 		goto out;
-	struct block_address heads_root, names_root;
-	if ((rc = btree_flush(state.heads, publish.append, &heads_root)) < 0 ||
-	    (rc = btree_flush(state.names, publish.append, &names_root)) < 0)
-		goto out;
 	record.id = state.commit;
 	record.time_us = state.time_us;
 	if (!ulid_is_zero(&request->merge_parent)) {
@@ -1253,8 +1270,15 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* history blocks first, then the state a read of the latest version needs (FORMAT.md §18) */
+	if ((rc = manifest_publish_history(&publish, &branch, &record, error)) < 0)
+		goto out;
+	struct block_address heads_root, names_root;
+	if ((rc = btree_flush(state.heads, publish.append, &heads_root)) < 0 ||
+	    (rc = btree_flush(state.names, publish.append, &names_root)) < 0)
+		goto out;
 	struct root_record root;
-	rc = manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, &root, error);
+	rc = manifest_publish_commit_state(&publish, &branch, &record, heads_root, names_root, &root, error);
 	if (rc < 0) {
 		if (publish.outcome_unknown) {
 			/* The root may still become durable: its segments must stay (the stages keep

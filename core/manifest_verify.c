@@ -1244,11 +1244,6 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 	if (rc == 0)
 		goto out;
 	/* differences, or a heads/names tree that cannot even be read: rebuild both */
-	struct block_address heads, names;
-	if ((rc = build_trees(&publish, &replay, &heads, &names)) < 0) {
-		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, io_strerror(rc));
-		goto out;
-	}
 	struct ulid base_id;
 	ulid_new(&base_id);
 	manifest_commit_id(&base_id, publish.base.version + 1, &record.id);
@@ -1259,7 +1254,15 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = manifest_publish_commit_record(&publish, &branch, &record, heads, names, NULL, error);
+	/* the commit record and version index first, then the rebuilt trees (FORMAT.md §18) */
+	if ((rc = manifest_publish_history(&publish, &branch, &record, error)) < 0)
+		goto out;
+	struct block_address heads, names;
+	if ((rc = build_trees(&publish, &replay, &heads, &names)) < 0) {
+		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, io_strerror(rc));
+		goto out;
+	}
+	rc = manifest_publish_commit_state(&publish, &branch, &record, heads, names, NULL, error);
 	if (rc == 0) {
 		io_failpoint("publish.after_sidecar_remove");
 		*repaired = true;

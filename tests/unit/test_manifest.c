@@ -1761,9 +1761,6 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	CHECK_EQ(head_row_encode(&wrong, &bytes), 0);
 	CHECK_EQ(btree_put(heads, wrong.stable_id.bytes, 16, bytes.data, bytes.size), 0);
 	CHECK_EQ(btree_delete(names, before.heads[1].name, strlen(before.heads[1].name)), 0);
-	struct block_address heads_root, names_root;
-	CHECK_EQ(btree_flush(heads, publish.append, &heads_root), 0);
-	CHECK_EQ(btree_flush(names, publish.append, &names_root), 0);
 	struct commit_record record;
 	commit_record_init(&record);
 	struct ulid base;
@@ -1772,7 +1769,11 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	record.time_us = 1;
 	record.actor = strdup("test");
 	record.message = strdup("damage");
-	CHECK_EQ(manifest_publish_commit_record(&publish, &branch, &record, heads_root, names_root, NULL, &error), 0);
+	CHECK_EQ(manifest_publish_history(&publish, &branch, &record, &error), 0);
+	struct block_address heads_root, names_root;
+	CHECK_EQ(btree_flush(heads, publish.append, &heads_root), 0);
+	CHECK_EQ(btree_flush(names, publish.append, &names_root), 0);
+	CHECK_EQ(manifest_publish_commit_state(&publish, &branch, &record, heads_root, names_root, NULL, &error), 0);
 	commit_record_free(&record);
 	manifest_publish_end(&publish);
 	btree_free(heads);
