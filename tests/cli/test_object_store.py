@@ -269,6 +269,22 @@ def test_a_cold_open_asks_the_same_requests_however_long_the_history(cli, tmp_pa
     assert asked[48][2] <= 3   # the manifest's recent pieces, packs/, recovery/
 
 
+def test_a_cold_read_of_every_head_receives_the_same_bytes_however_long_the_history(cli, tmp_path):
+    # the newest tail's version index leaf holds 15 entries in one store and 48 in the other (and
+    # every tail's commit record names its version): a cold `heads` fetches the newest piece from
+    # its state part on and older ones from the block read on, so not one byte differs
+    received = {}
+    for commits in (15, 48):
+        location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
+        cli.ok("init", location)
+        for i in range(commits):
+            cli.import_rows(location, f"T{i % 3}", [{"id": "r", "value": i}], mode="merge")
+        cold = {"GRAPHFS_CACHE_DIR": str(tmp_path / f"cold-{commits}")}
+        sent = object_store_requests(cli, tmp_path, "heads", location, env=cold)
+        received[commits] = (sent["gets"], sent["heads"], sent["lists"], sent["bytes_received"])
+    assert received[15] == received[48]
+
+
 def test_every_version_reads_back_across_the_pieces_of_a_long_history(cli, remote):
     # each tail is an object of its own starting at a multiple of 64 KiB (FORMAT.md §23)
     for i in range(12):
