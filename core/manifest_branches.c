@@ -88,7 +88,7 @@ static int branch_create_once(struct manifest *manifest, void *context, struct e
 		error_info_set(error, rc, "cannot create branch %s: %s", name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, branch.created_time_us,
+	rc = manifest_publish_finish(&publish, NULL, branch.created_time_us,
 				     NULL, error);
 out:
 	buf_free(&bytes);
@@ -176,7 +176,7 @@ static int branch_delete_once(struct manifest *manifest, void *context, struct e
 		error_info_set(error, rc, "cannot delete branch %s: %s", name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish), NULL,
+	rc = manifest_publish_finish(&publish, NULL, manifest_publish_time(&publish), NULL,
 				     error);
 out:
 	manifest_publish_end(&publish);

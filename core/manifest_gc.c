@@ -584,7 +584,7 @@ static int publish_retention_once(struct manifest *manifest, void *context, stru
 	publish.retention.prune = call->prune;
 	publish.retention.keep = pinned_between;
 	publish.retention.keep_context = (void *)call->pins;
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
+	rc = manifest_publish_finish(&publish, NULL, manifest_publish_time(&publish),
 				     call->root_out, error);
 	manifest_publish_end(&publish);
 	return rc;

@@ -330,8 +330,7 @@ extern void (*manifest_publish_queued_hook)(struct manifest *manifest);
  * history blocks manifest_publish_history appended. On error the tail is
  * truncated back: nothing is published. Returns 0 or -errno.
  */
-int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
-			    struct block_address commit_record, uint64_t time_us,
+int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit, uint64_t time_us,
 			    struct root_record *root_out, struct error_info *error);
 void manifest_publish_end(struct manifest_publish *publish);
 /* The time to stamp on this publish: now, or the latest root's time if the

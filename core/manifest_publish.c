@@ -238,8 +238,7 @@ static int version_entry_of(const struct manifest_publish *publish, struct manif
 	return rc;
 }
 
-int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit,
-			    struct block_address commit_record, uint64_t time_us,
+int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit, uint64_t time_us,
 			    struct root_record *root_out, struct error_info *error)
 {
 	struct manifest *manifest = publish->manifest;
@@ -254,7 +253,7 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	if (commit) {
 		assert(manifest_commit_id_version(commit) == base->version + 1 && publish->indexed);
 		root.version = base->version + 1;
-		root.commit = commit_record;
+		root.commit = publish->commit_record;
 		root.versions = publish->versions;
 	}
 	if (publish->retention.active) {
@@ -358,8 +357,7 @@ int manifest_publish_commit_state(struct manifest_publish *publish, struct branc
 		error_info_set(error, rc, "cannot update branch %s: %s", branch->name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(publish, &record->id, publish->commit_record, record->time_us, root_out,
-				     error);
+	rc = manifest_publish_finish(publish, &record->id, record->time_us, root_out, error);
 out:
 	buf_free(&bytes);
 	return rc;

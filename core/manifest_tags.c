@@ -235,7 +235,7 @@ static int tag_create_once(struct manifest *manifest, void *context, struct erro
 		error_info_set(error, rc, "cannot create tag %s: %s", request->name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, tag->time_us, NULL, error);
+	rc = manifest_publish_finish(&publish, NULL, tag->time_us, NULL, error);
 	if (rc == 0 && out)
 		*out = *tag;
 out:
@@ -305,7 +305,7 @@ static int tag_delete_once(struct manifest *manifest, void *context, struct erro
 		error_info_set(error, rc, "cannot delete tag %s: %s", name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
+	rc = manifest_publish_finish(&publish, NULL, manifest_publish_time(&publish),
 				     NULL, error);
 out:
 	manifest_publish_end(&publish);
@@ -346,7 +346,7 @@ static int tag_put_once(struct manifest *manifest, void *context, struct error_i
 		error_info_set(error, rc, "cannot write tag %s: %s", tag->name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, (struct block_address){ 0, 0 }, manifest_publish_time(&publish),
+	rc = manifest_publish_finish(&publish, NULL, manifest_publish_time(&publish),
 				     NULL, error);
 out:
 	manifest_publish_end(&publish);
