@@ -62,6 +62,9 @@
 
 void (*manifest_publish_queued_hook)(struct manifest *manifest);
 
+/* The most of other writers' newest bytes a publish reads at once (pager_window_begin). */
+#define PUBLISH_WINDOW_MAX (256u << 10)
+
 /* Debug check of a state change: each state follows the one before it. */
 static void publish_state_check(const struct manifest_publish *publish, enum publish_state next)
 {
@@ -93,15 +96,26 @@ int manifest_publish_begin(struct manifest *manifest, struct manifest_publish *p
 		error_info_set(error, rc, "the store lock failed");
 		goto failed;
 	}
+	pthread_mutex_lock(&manifest->state_mutex);
+	uint64_t known_size = manifest->have_written ? manifest->written_size : 0;
+	pthread_mutex_unlock(&manifest->state_mutex);
 	rc = manifest_refresh_for_publish(manifest, error);
 	if (rc < 0)
 		goto failed;
 	pthread_mutex_lock(&manifest->state_mutex);
 	publish->base = manifest->written;
+	uint64_t written_size = manifest->written_size;
 	/* in an object store the tail starts at the next granule (io_append_offset) */
-	publish->base_size = io_append_offset(&manifest->file, manifest->written_size);
+	publish->base_size = io_append_offset(&manifest->file, written_size);
 	uint64_t file_size = manifest->observed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
+	/* the tails other writers appended since this process last looked hold the nodes this
+	 * publish rewrites (heads and branches paths, version index path, the base's commit):
+	 * one read of them instead of one per block (best effort: without it, reads go to the file) */
+	if (known_size && written_size > known_size) {
+		uint64_t from = written_size - known_size > PUBLISH_WINDOW_MAX ? written_size - PUBLISH_WINDOW_MAX : known_size;
+		pager_window_begin(manifest->pager, from, (size_t)(written_size - from));
+	}
 	/* the chunk follows the space the file takes, not its size: after gc returned most
 	 * of it, the store grows by small chunks again (FORMAT.md §4) */
 	bool remote = io_file_is_remote(&manifest->file);
@@ -128,6 +142,8 @@ uint64_t manifest_publish_time(const struct manifest_publish *publish)
 
 void manifest_publish_end(struct manifest_publish *publish)
 {
+	if (publish->manifest)
+		pager_window_end(publish->manifest->pager);
 	btree_free(publish->branches);
 	publish->branches = NULL;
 	btree_free(publish->tags);
@@ -192,6 +208,7 @@ static int publish_durably(struct manifest_publish *publish, const struct root_r
 	struct manifest *manifest = publish->manifest;
 	manifest_state_written(manifest, root, size, pager_append_file_size(publish->append));
 	manifest_written_hint_write(manifest, root, size);
+	pager_window_end(manifest->pager);   /* its bytes are the lock holder's to keep */
 	manifest_unlock(manifest);
 	publish->locked = false;
 	publish_enter(publish, PUBLISH_QUEUED);

@@ -114,8 +114,18 @@ struct pager {
 };
 
 /* A file to read one block from: the manifest, a cached segment, or a private descriptor. */
+/* This thread's window (pager_window_begin): manifest bytes [offset, offset + size). */
+struct pager_window {
+	const struct pager *pager;
+	uint64_t offset;
+	size_t size;
+	uint8_t *bytes;
+};
+static __thread struct pager_window thread_window;
+
 struct read_handle {
 	struct io_file file;
+	const struct pager_window *window;   /* the manifest bytes this thread read at once, or NULL */
 	int slot;               /* cache slot to release, or -1 */
 	bool private_file;      /* close after the read */
 	bool quiet;             /* a first attempt: leave logging to the retry */
@@ -621,6 +631,7 @@ static int handle_acquire(struct pager *pager, struct block_address address, boo
 	handle->pack = NULL;
 	if (address.segment == 0) {
 		handle->file = *pager->manifest;
+		handle->window = thread_window.pager == pager ? &thread_window : NULL;
 		handle->slot = -1;
 		handle->private_file = false;
 		snprintf(handle->name, sizeof handle->name, "manifest");
@@ -633,6 +644,7 @@ static int handle_acquire(struct pager *pager, struct block_address address, boo
 			pack_release(pager, use);
 		}
 	} else {
+		handle->window = NULL;
 		int rc = segment_acquire(pager, address.segment, handle);
 		if (rc < 0)
 			return rc;
@@ -678,6 +690,20 @@ static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *spec
 {
 	if (handle->pack)
 		return read_packed_block(handle, offset, block, header);
+	const struct pager_window *window = handle->window;
+	if (window && offset >= window->offset && offset - window->offset + BLOCK_HEADER_SIZE <= window->size) {
+		const uint8_t *bytes = window->bytes + (offset - window->offset);
+		size_t left = window->size - (size_t)(offset - window->offset);
+		if (codec_decode_header(bytes, header) == 0 && BLOCK_HEADER_SIZE + (size_t)header->stored_size <= left) {
+			size_t total = BLOCK_HEADER_SIZE + (size_t)header->stored_size;
+			*block = total <= SPECULATIVE_READ ? speculative : malloc(total);
+			if (!*block)
+				return -ENOMEM;
+			memcpy(*block, bytes, total);
+			return 0;
+		}
+		/* not a whole block inside the window: read the file, which reports what is wrong */
+	}
 	ssize_t got = io_pread_some(&handle->file, speculative, SPECULATIVE_READ, offset);
 	if (got < 0)
 		return (int)got;
@@ -707,6 +733,31 @@ static int read_block(struct read_handle *handle, uint64_t offset, uint8_t *spec
 	}
 	*block = whole;
 	return 0;
+}
+
+int pager_window_begin(struct pager *pager, uint64_t offset, size_t size)
+{
+	pager_window_end(pager);
+	if (thread_window.pager || io_file_is_remote(pager->manifest) || size == 0 || offset < MANIFEST_FIRST_BLOCK)
+		return 0;   /* (a window of another store stays this thread's one) */
+	uint8_t *bytes = malloc(size);
+	if (!bytes)
+		return -ENOMEM;
+	int rc = io_pread(pager->manifest, bytes, size, offset);
+	if (rc < 0) {
+		free(bytes);
+		return rc;
+	}
+	thread_window = (struct pager_window){ .pager = pager, .offset = offset, .size = size, .bytes = bytes };
+	return 0;
+}
+
+void pager_window_end(struct pager *pager)
+{
+	if (thread_window.pager != pager)
+		return;
+	free(thread_window.bytes);
+	thread_window = (struct pager_window){ 0 };
 }
 
 /* Table data (fragments, deletion bitmaps) is counted as data wherever it

@@ -108,6 +108,22 @@ const struct ulid *pager_store_id(const struct pager *pager);
 int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
 	       struct buf *raw_out);
 
+/*
+ * The window: recent manifest bytes read at once. pager_window_begin reads
+ * the manifest's bytes [offset, offset + size) with one pread; until
+ * pager_window_end, the calling thread's reads of manifest blocks lying
+ * wholly inside them are served from that copy (verified, and counted as
+ * pages and bytes, as a read from the file is; other threads never use it).
+ * A publish opens one over the tails other writers appended since this
+ * process last looked: they hold the nodes it rewrites. The caller keeps the
+ * bytes from changing while the window is open (they are below a written
+ * root's end and the store lock is held). Never on an object store, whose
+ * reads are requests counted by the test suites. Returns 0, or -errno with
+ * no window open (reads go to the file as before).
+ */
+int pager_window_begin(struct pager *pager, uint64_t offset, size_t size);
+void pager_window_end(struct pager *pager);
+
 /* Sets the block cache budget in bytes (0 disables it) and empties the cache.
  * Returns 0 or -ENOMEM (the cache is then disabled). */
 int pager_cache_limit(struct pager *pager, size_t budget);

@@ -23,9 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "io.h"
+#include "s3_curl_int.h"
 
 #define S3_ATTEMPTS 3
 #define S3_PART_MIN (5ull << 20)       /* S3's smallest part (but the last) */
@@ -156,29 +155,21 @@ int s3_location_parse(const char *text, struct s3_location *out, struct error_in
 
 /* ---- the client ------------------------------------------------------------------------ */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_global;
-
-static void curl_start(void)
-{
-	curl_global = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 int s3_client_open(const struct s3_location *location, struct s3_client **out, struct error_info *error)
 {
 	*out = NULL;
-	pthread_once(&curl_once, curl_start);
-	if (curl_global != CURLE_OK)
-		return error_info_set(error, -EIO, "cannot start libcurl: %s", curl_easy_strerror(curl_global));
+	int rc = s3_curl_load(error);   /* every libcurl call below follows one that succeeded */
+	if (rc < 0)
+		return rc;
 	struct s3_client *client = calloc(1, sizeof *client);
 	if (!client)
 		return error_info_set(error, -ENOMEM, "out of memory");
 	client->location = *location;
 	snprintf(client->signature, sizeof client->signature, "aws:amz:%s:s3", location->region);
 	snprintf(client->credentials, sizeof client->credentials, "%s:%s", location->access_key, location->secret_key);
-	if (!(client->curl = curl_easy_init()) || pthread_mutex_init(&client->lock, NULL) != 0) {
+	if (!(client->curl = s3_curl.easy_init()) || pthread_mutex_init(&client->lock, NULL) != 0) {
 		if (client->curl)
-			curl_easy_cleanup(client->curl);
+			s3_curl.easy_cleanup(client->curl);
 		free(client);
 		return error_info_set(error, -EIO, "cannot start a libcurl handle");
 	}
@@ -190,7 +181,7 @@ void s3_client_free(struct s3_client *client)
 {
 	if (!client)
 		return;
-	curl_easy_cleanup(client->curl);
+	s3_curl.easy_cleanup(client->curl);
 	pthread_mutex_destroy(&client->lock);
 	memset(client->credentials, 0, sizeof client->credentials);
 	free(client);
@@ -348,8 +339,8 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 {
 	struct curl_slist *headers = NULL;
 	for (const struct curl_slist *at = extra; at; at = at->next)
-		headers = curl_slist_append(headers, at->data);
-	headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+		headers = s3_curl.slist_append(headers, at->data);
+	headers = s3_curl.slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	if (!headers)
 		return error_info_set(error, -ENOMEM, "out of memory");
 	struct buf ignored;
@@ -366,39 +357,39 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		body->size = body_start;
 		struct upload upload = source ? *source : (struct upload){ NULL, -1, 0, 0, 0 };
 		upload.at = 0;
-		curl_easy_reset(curl);
-		curl_easy_setopt(curl, CURLOPT_URL, url);
-		curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, client->signature);
-		curl_easy_setopt(curl, CURLOPT_USERPWD, client->credentials);
-		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-		curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
-		curl_easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
-		curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
-		curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+		s3_curl.easy_reset(curl);
+		s3_curl.easy_setopt(curl, CURLOPT_URL, url);
+		s3_curl.easy_setopt(curl, CURLOPT_AWS_SIGV4, client->signature);
+		s3_curl.easy_setopt(curl, CURLOPT_USERPWD, client->credentials);
+		s3_curl.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+		s3_curl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+		s3_curl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+		s3_curl.easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
+		s3_curl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
+		s3_curl.easy_setopt(curl, CURLOPT_WRITEDATA, body);
 		if (answer) {
 			answer->object_size = UINT64_MAX;
 			answer->etag[0] = 0;
-			curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
-			curl_easy_setopt(curl, CURLOPT_HEADERDATA, answer);
+			s3_curl.easy_setopt(curl, CURLOPT_HEADERFUNCTION, read_header);
+			s3_curl.easy_setopt(curl, CURLOPT_HEADERDATA, answer);
 		}
 		if (kind == REQUEST_PUT || kind == REQUEST_POST) {
 			bool post = kind == REQUEST_POST;
-			curl_easy_setopt(curl, post ? CURLOPT_POST : CURLOPT_UPLOAD, 1L);
-			curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
-			curl_easy_setopt(curl, CURLOPT_READDATA, &upload);
-			curl_easy_setopt(curl, post ? CURLOPT_POSTFIELDSIZE_LARGE : CURLOPT_INFILESIZE_LARGE,
+			s3_curl.easy_setopt(curl, post ? CURLOPT_POST : CURLOPT_UPLOAD, 1L);
+			s3_curl.easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+			s3_curl.easy_setopt(curl, CURLOPT_READDATA, &upload);
+			s3_curl.easy_setopt(curl, post ? CURLOPT_POSTFIELDSIZE_LARGE : CURLOPT_INFILESIZE_LARGE,
 					 (curl_off_t)upload.size);
 			/* "Expect: 100-continue" stays (removing a header libcurl signed breaks the
 			 * signature), but the body follows at once: no round trip */
-			curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+			s3_curl.easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
 		} else if (kind == REQUEST_HEAD) {
-			curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+			s3_curl.easy_setopt(curl, CURLOPT_NOBODY, 1L);
 		} else if (kind == REQUEST_DELETE) {
-			curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+			s3_curl.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
 		}
 		(*counter_of(&client->counters, kind))++;
-		CURLcode result = curl_easy_perform(curl);
+		CURLcode result = s3_curl.easy_perform(curl);
 		uint64_t sent = result == CURLE_OK ? upload.at : 0, received = result == CURLE_OK ? body->size - body_start : 0;
 		client->counters.bytes_sent += sent;
 		client->counters.bytes_received += received;
@@ -408,10 +399,10 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		process_counters.bytes_received += received;
 		pthread_mutex_unlock(&process_lock);
 		if (result == CURLE_OK) {
-			curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+			s3_curl.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
 			if (length_out) {
 				curl_off_t length = -1;
-				curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+				s3_curl.easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
 				*length_out = length < 0 ? 0 : (uint64_t)length;
 			}
 			if ((*status == 500 || *status == 503) && repeatable && attempt + 1 < S3_ATTEMPTS) {
@@ -426,14 +417,14 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 			   : result == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
 			   : result == CURLE_COULDNT_RESOLVE_HOST ? -EHOSTUNREACH
 								  : -ECOMM;
-		rc = error_info_set(error, code, "%s: %s (%s)%s", what, curl_easy_strerror(result),
+		rc = error_info_set(error, code, "%s: %s (%s)%s", what, s3_curl.easy_strerror(result),
 				    client->location.endpoint,
 				    repeatable ? "" : "; the outcome is unknown: the object may or may not exist");
 		if (!repeatable)
 			break;
 		nanosleep(&(struct timespec){ 0, 50000000L << attempt }, NULL);
 	}
-	curl_slist_free_all(headers);
+	s3_curl.slist_free_all(headers);
 	buf_free(&ignored);
 	return rc;
 }
@@ -703,12 +694,12 @@ int s3_delete(struct s3_client *client, const char *key, struct error_info *erro
 /* Appends "&name=escaped value" (or "?name=…" first) to the query. */
 static int query_add(CURL *curl, char *query, size_t size, const char *name, const char *value)
 {
-	char *escaped = curl_easy_escape(curl, value, 0);
+	char *escaped = s3_curl.easy_escape(curl, value, 0);
 	if (!escaped)
 		return -ENOMEM;
 	size_t used = strlen(query);
 	int length = snprintf(query + used, size - used, "%s%s=%s", used ? "&" : "?", name, escaped);
-	curl_free(escaped);
+	s3_curl.free(escaped);
 	return length < 0 || (size_t)length >= size - used ? -EINVAL : 0;
 }
 

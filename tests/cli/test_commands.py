@@ -152,3 +152,13 @@ def test_repair_of_a_consistent_store_publishes_nothing(cli, store):
     assert cli.log(store) == log
     assert len(cli.log(store, branch="experiment")) == 2
     cli.ok("verify", store)
+
+
+def test_a_command_on_a_local_store_does_not_load_the_object_store_client(cli, store):
+    """libcurl and its thirty libraries are loaded by the first s3:// open only (core/s3_curl.c):
+    loading them cost every command about 12 ms at start."""
+    cli.import_rows(store, "T", [{"id": "a"}])
+    result = cli.ok("log", store, env={"LD_DEBUG": "libs"})
+    loaded = result.stderr.decode(errors="replace")
+    assert "libzstd" in loaded   # the tracing works
+    assert "libcurl" not in loaded

@@ -1036,6 +1036,41 @@ TEST(another_handle_sees_a_publish_after_refresh)
 	manifest_close(writer);
 }
 
+/* Manifest read calls and pages of one one-row merge commit by manifest. */
+static void commit_reads(struct manifest *manifest, const char *table, long value, struct io_counters *out)
+{
+	io_counters_reset();
+	CHECK_EQ(fixture_merge_one(manifest, "main", table, "r", value), 0);
+	io_counters_get(IO_MANIFEST, out);
+}
+
+TEST(a_publish_reads_the_tails_other_writers_appended_since_its_last_with_one_read)
+{
+	struct manifest *mine, *other;
+	CHECK_EQ(fixture_create_open(&mine), 0);
+	CHECK_EQ(fixture_open(&other), 0);
+	CHECK_EQ(pager_cache_limit(manifest_pager(mine), 1u << 20), 0);   /* as a store handle keeps blocks */
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(fixture_merge_one(mine, "main", "Mine", "r", i), 0);
+		CHECK_EQ(fixture_merge_one(other, "main", "Other", "r", i), 0);
+	}
+	/* after its own commit, every node the next one rewrites is in its cache */
+	struct io_counters after_own, after_others;
+	commit_reads(mine, "Mine", 10, &after_own);
+	commit_reads(mine, "Mine", 11, &after_own);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(fixture_merge_one(other, "main", "Other", "r", 20 + i), 0);
+	/* after three commits of another writer, the nodes they rewrote (heads, branches and
+	 * version index paths, the base's commit record) come from one read of their tails */
+	commit_reads(mine, "Mine", 12, &after_others);
+	CHECK_EQ(after_own.pages, 0);
+	CHECK(after_others.pages >= 8);
+	/* the newest root (the refresh finds it) and the window: two reads more, however many blocks */
+	CHECK_EQ(after_others.reads, after_own.reads + 2);
+	manifest_close(other);
+	manifest_close(mine);
+}
+
 TEST(a_hint_that_names_no_root_of_the_store_is_ignored)
 {
 	struct manifest *first, *second;

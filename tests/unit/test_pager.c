@@ -483,6 +483,78 @@ TEST(the_same_reads_count_the_same_whatever_follows_the_block)
 	store_close(&store);
 }
 
+TEST(blocks_wholly_inside_a_window_are_read_from_it_and_counted_as_pages)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct buf text, raw;
+	buf_init(&text);
+	buf_init(&raw);
+	fill_text(&text, 9000);
+	struct block_address first = append_one(&store, BLOCK_NODE, CODEC_NONE, "first", 5);
+	struct block_address second = append_one(&store, BLOCK_NODE, CODEC_ZSTD, text.data, text.size);
+	struct block_address third = append_one(&store, BLOCK_NODE, CODEC_NONE, "third", 5);
+	uint64_t third_size;
+	CHECK_EQ(pager_block_size(store.pager, third, &third_size), 0);
+	/* the window ends inside the third block */
+	uint64_t window_end = third.offset + third_size - 1;
+	io_counters_reset();
+	CHECK_EQ(pager_window_begin(store.pager, first.offset, (size_t)(window_end - first.offset)), 0);
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_NODE, &raw), 0);
+	CHECK_EQ(pager_read(store.pager, second, BLOCK_NODE, &raw), 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.reads, 1);   /* the window's */
+	CHECK_EQ(counters.pages, 2);
+	/* a block the window only partly holds comes from the file */
+	CHECK_EQ(pager_read(store.pager, third, BLOCK_NODE, &raw), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.reads, 2);
+	CHECK_EQ(counters.pages, 3);
+	pager_window_end(store.pager);
+	CHECK_EQ(pager_read(store.pager, first, BLOCK_NODE, &raw), 0);
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.reads, 3);
+	CHECK_EQ(raw.size, 5 + text.size + 5 + 5);
+	CHECK(memcmp(raw.data, "first", 5) == 0 && memcmp(raw.data + 5, text.data, text.size) == 0);
+	CHECK(memcmp(raw.data + 5 + text.size, "thirdfirst", 10) == 0);
+	buf_free(&text);
+	buf_free(&raw);
+	store_close(&store);
+}
+
+static void *read_in_another_thread(void *context)
+{
+	struct store *store = context;
+	struct buf raw;
+	buf_init(&raw);
+	intptr_t rc = pager_read(store->pager, (struct block_address){ 0, MANIFEST_FIRST_BLOCK }, BLOCK_NODE, &raw);
+	buf_free(&raw);
+	return (void *)rc;
+}
+
+TEST(a_window_serves_only_the_thread_that_opened_it)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct block_address block = append_one(&store, BLOCK_NODE, CODEC_NONE, "block", 5);
+	CHECK_EQ(block.offset, MANIFEST_FIRST_BLOCK);
+	uint64_t size;
+	CHECK_EQ(pager_block_size(store.pager, block, &size), 0);
+	CHECK_EQ(pager_window_begin(store.pager, block.offset, (size_t)size), 0);
+	io_counters_reset();
+	pthread_t thread;
+	void *result;
+	CHECK_EQ(pthread_create(&thread, NULL, read_in_another_thread, &store), 0);
+	CHECK_EQ(pthread_join(thread, &result), 0);
+	CHECK_EQ((intptr_t)result, 0);
+	struct io_counters counters;
+	io_counters_get(IO_MANIFEST, &counters);
+	CHECK_EQ(counters.reads, 1);   /* its own read of the file */
+	pager_window_end(store.pager);
+	store_close(&store);
+}
+
 TEST(reading_past_the_end_or_inside_the_header_is_eio)
 {
 	struct store store;
