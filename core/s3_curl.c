@@ -45,16 +45,16 @@ static int resolve(void *library, const char *name, void **slot)
 static void load(void)
 {
 	void *library = NULL;
-	const char *reason = "not found";
+	char reason[256] = "not found";   /* the first name's failure (dlerror's text is overwritten by the next) */
 	for (size_t i = 0; i < sizeof library_names / sizeof *library_names && !library; i++) {
 		library = dlopen(library_names[i], RTLD_NOW | RTLD_LOCAL);
-		if (!library && i == 0)
-			reason = dlerror();
+		const char *failure = library ? NULL : dlerror();
+		if (i == 0 && failure)
+			snprintf(reason, sizeof reason, "%s", failure);
 	}
 	if (!library) {
 		snprintf(load_error, sizeof load_error,
-			 "s3:// stores need libcurl, which cannot be loaded (%s): install the libcurl4 package",
-			 reason ? reason : "not found");
+			 "s3:// stores need libcurl, which cannot be loaded (%s): install the libcurl4 package", reason);
 		return;
 	}
 	struct {

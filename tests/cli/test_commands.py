@@ -162,3 +162,20 @@ def test_a_command_on_a_local_store_does_not_load_the_object_store_client(cli, s
     loaded = result.stderr.decode(errors="replace")
     assert "libzstd" in loaded   # the tracing works
     assert "libcurl" not in loaded
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hiding a system library needs a mount namespace (root)")
+def test_an_s3_location_without_libcurl_says_which_package_to_install(cli):
+    """Without libcurl, local stores work and an s3:// location names the package to install."""
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    libraries = sorted({os.path.realpath(line.split("=>")[-1].strip())
+                        for line in listing.splitlines() if "libcurl" in line and ".so" in line})
+    assert libraries
+    hide = "".join(f"mount --bind /dev/null {path} && " for path in libraries)
+    environment = dict(os.environ, AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_ACCESS_KEY_ID="a",
+                       AWS_SECRET_ACCESS_KEY="b")
+    result = subprocess.run(["unshare", "--mount", "sh", "-c", hide + f'exec "{cli.binary}" heads s3://bucket/store'],
+                            capture_output=True, text=True, env=environment, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "s3:// stores need libcurl, which cannot be loaded" in result.stderr
+    assert "install the libcurl4 package" in result.stderr
