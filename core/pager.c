@@ -10,7 +10,8 @@
  *      BLOCK_HEADER_SIZE + stored_size bytes in its class (table data blocks
  *      in IO_DATA, everything else in its file's class); the number
  *      of read calls depends only on the block's size (one speculative read
- *      of up to SPECULATIVE_READ bytes, a second one for the rest if larger).
+ *      of up to SPECULATIVE_READ bytes, a second one for the rest if larger),
+ *      or is none for a block inside the reading thread's window (8).
  *   3. The segment descriptor cache holds at most SEGMENT_CACHE_SIZE open
  *      files; a descriptor in use by a reader (users > 0) is never closed
  *      under it. When every slot is busy, a reader opens a private descriptor.
@@ -35,6 +36,11 @@
  *      never from the manifest file (whose pages there may be holes); a pack
  *      is freed only when it is no longer the one in use and no read holds
  *      it. The pack in use only ever moves to a larger N.
+ *   8. A window (pager_window_begin) serves only the thread that opened it,
+ *      only reads of its own pager's manifest that no pack serves, and only
+ *      blocks lying wholly inside it; anything else reads the file. Its
+ *      bytes were read with one pread; they are decoded and verified as a
+ *      read from the file is (1, 2).
  *
  * States of a struct pager_append: BUFFERING (blocks appended) -> WRITTEN
  * (after a successful pager_append_write; no more blocks) -> freed.
@@ -113,16 +119,16 @@ struct pager {
 	struct block_cache cache;
 };
 
-/* A file to read one block from: the manifest, a cached segment, or a private descriptor. */
 /* This thread's window (pager_window_begin): manifest bytes [offset, offset + size). */
 struct pager_window {
-	const struct pager *pager;
+	const struct pager *pager;   /* whose manifest; NULL: no window */
 	uint64_t offset;
 	size_t size;
 	uint8_t *bytes;
 };
 static __thread struct pager_window thread_window;
 
+/* A file to read one block from: the manifest, a cached segment, or a private descriptor. */
 struct read_handle {
 	struct io_file file;
 	const struct pager_window *window;   /* the manifest bytes this thread read at once, or NULL */
