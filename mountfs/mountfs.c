@@ -309,6 +309,12 @@ int mountfs_unlink(struct mountfs *mount, uint64_t parent_id, const char *name,
 	if (rc == 0) {
 		inode_detach(mount, parent, name);
 		changes_set(changes, parent->view.branch, dropped, NULL, true);
+		/* schema/X.json and heads/X.json went with tables/X.jsonl: their entries go
+		 * before the reply, or the caller's next open of schema/X.json may reach a
+		 * kernel entry that still names the dropped table (ENOENT, not a create) */
+		const char *names[1] = { dropped };
+		if (dropped[0] && node_is_live(parent))
+			mount_invalidate_entries_beside(mount, parent->view.branch, names, 1, parent_id, parent_id);
 	}
 	return rc;
 }
@@ -344,6 +350,14 @@ int mountfs_rename(struct mountfs *mount, uint64_t parent_id, const char *name, 
 		inode_detach(mount, new_parent, new_name);
 	}
 	changes_set(changes, parent->view.branch, changed[0], changed[1], true);
+	/* as for an unlink: the other directories' entries of both names before the reply */
+	const char *names[2];
+	size_t count = 0;
+	for (size_t i = 0; i < 2; i++)
+		if (changed[i][0])
+			names[count++] = changed[i];
+	if (count && node_is_live(parent))
+		mount_invalidate_entries_beside(mount, parent->view.branch, names, count, parent_id, new_parent_id);
 	return 0;
 }
 

@@ -328,6 +328,11 @@ void mount_refresh(struct mountfs *mount);
  * kernel needs for the notification (mountfs.h: struct mountfs_changes). */
 void mount_invalidate_branch(struct mountfs *mount, const char *branch, const char *const *names,
 			     size_t name_count, bool removed);
+/* The cached entries of names in the branch's live directories other than the one or two a
+ * request holds (held_parent, other_held_parent): safe while that request runs, so that
+ * a name that went away in tables/ is gone from schema/ and heads/ before its reply. */
+void mount_invalidate_entries_beside(struct mountfs *mount, const char *branch, const char *const *names,
+				     size_t name_count, uint64_t held_parent, uint64_t other_held_parent);
 uint64_t mount_now_ms(void);
 
 /* ---- inode.c ---------------------------------------------------------------- */

@@ -49,6 +49,8 @@ struct invalidation {
 	const char *const *names;     /* NULL: every file; else only these tables' files and logs */
 	size_t name_count;
 	bool removed;                 /* the names went away: invalidate their entries too */
+	bool entries_only;            /* only the entries in directories other than held[] */
+	uint64_t held[2];             /* directories the request holds (entries_only) */
 	struct mountfs *mount;
 };
 
@@ -98,6 +100,9 @@ static void collect_live(struct node *node, void *context)
 	if (work->branch && strcmp(node->view.branch, work->branch) != 0)
 		return;
 	uint64_t id = inode_id(work->mount, node);
+	if (work->entries_only && (!node_is_directory(node->kind) || node_is_graph(node->kind) ||
+				   node_is_change_view(node->kind) || id == work->held[0] || id == work->held[1]))
+		return;
 	/* graph/ shows rows and edges of any table by id: after a commit of this
 	 * mount, every graph node the kernel knows is looked up again (rows and
 	 * edges come and go with no table file of their own to invalidate) */
@@ -155,6 +160,21 @@ void mount_invalidate_branch(struct mountfs *mount, const char *branch, const ch
 	if (workspace)
 		workspace_touch(workspace);
 	invalidate(mount, branch, names, name_count, removed);
+}
+
+void mount_invalidate_entries_beside(struct mountfs *mount, const char *branch, const char *const *names,
+				     size_t name_count, uint64_t held_parent, uint64_t other_held_parent)
+{
+	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
+				     .removed = true, .entries_only = true,
+				     .held = { held_parent, other_held_parent }, .mount = mount };
+	inode_visit(mount, collect_live, &work);
+	if (mount->notify.invalidate_entry)
+		for (size_t i = 0; i < work.entry_count; i++)
+			mount->notify.invalidate_entry(mount->notify.context, work.entries[i].parent,
+						       work.entries[i].name);
+	free(work.inodes);
+	free(work.entries);
 }
 
 void mount_refresh(struct mountfs *mount)
