@@ -390,8 +390,7 @@ static int node_decode_packed(struct btree_node *view, size_t count, struct buf_
 	return 0;
 }
 
-/* Decodes view->raw into view's entries. Returns 0 or -EIO/-ENOMEM. */
-static int node_decode(struct btree_node *view)
+int btree_node_decode(struct btree_node *view)
 {
 	struct buf_reader reader;
 	buf_reader_init(&reader, view->raw.data, view->raw.size);
@@ -447,7 +446,7 @@ int btree_node_read(struct pager *pager, struct pager_append *append,
 			: pager_read(pager, address, BLOCK_NODE, &view->raw);
 	if (rc)
 		return rc;
-	rc = node_decode(view);
+	rc = btree_node_decode(view);
 	if (rc == 0 && !view->leaf) {
 		bool ordered = child_precedes(view->first_child.address, address);
 		for (size_t i = 0; i < view->count; i++)
@@ -1057,8 +1056,7 @@ static int node_pack(const struct btree_node *node, struct buf *out)
 	return 0;
 }
 
-/* Encodes a node whose children all have published addresses, in its layout. */
-static int node_encode(const struct btree_node *node, struct buf *out)
+int btree_node_encode(const struct btree_node *node, struct buf *out)
 {
 	if (node->layout == BTREE_PACKED)
 		return node_pack(node, out);
@@ -1097,7 +1095,7 @@ struct node_sink {
 static int node_store(struct node_sink sink, const struct btree_node *node, struct buf *encoded,
 		      struct block_address *address_out)
 {
-	int rc = node_encode(node, encoded);
+	int rc = btree_node_encode(node, encoded);
 	if (rc)
 		return rc;
 	enum codec_kind codec = node->layout == BTREE_PACKED ? CODEC_ZSTD : CODEC_NONE;

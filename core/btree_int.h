@@ -66,6 +66,20 @@ size_t btree_node_child_index(const struct btree_node *node, const uint8_t *key,
  */
 int btree_node_read(struct pager *pager, struct pager_append *append, struct block_address address,
 		    struct btree_node *view);
+/*
+ * Decodes view->raw (a node block's payload) into view's entries, checking
+ * the layout, the count, that the entries fill the payload exactly and that
+ * keys ascend. Returns 0, or -EIO (malformed; view->count is then 0 or
+ * partial and must not be used) or -ENOMEM. Does not check where children
+ * live (btree_node_read does: invariant 9).
+ */
+int btree_node_decode(struct btree_node *view);
+/*
+ * Encodes a node (an in-memory copy, or a decoded view) whose children all
+ * have published addresses into out (reset first), in the node's layout: the
+ * payload a node block carries. Returns 0 or -ENOMEM.
+ */
+int btree_node_encode(const struct btree_node *node, struct buf *out);
 /* Releases a view's memory and leaves it empty (views are embedded, not allocated). */
 void btree_view_clear(struct btree_node *view);
 

@@ -419,7 +419,6 @@ struct manifest_sidecar {
 	uint32_t segment_count;
 	uint64_t *segments;           /* owned */
 };
-/* Decodes a sidecar file's bytes: -EPROTO for another sidecar version, -EIO if damaged. */
 /* The names of a store subdirectory (recovery/, segments/), collected by
  * io_directory_list(..., manifest_name_list_collect, &list); free(list.names). */
 struct manifest_name_list {
@@ -428,7 +427,12 @@ struct manifest_name_list {
 };
 int manifest_name_list_collect(const char *name, void *context);
 
+/* Decodes a sidecar file's bytes: 0, -EPROTO for another sidecar version (only version
+ * set), -EIO if damaged, -ENOMEM. On success the caller frees with manifest_sidecar_free. */
 int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_sidecar *out);
+/* Appends a sidecar file's bytes (docs/FORMAT.md: header, then one BLOCK_SIDECAR block
+ * stored uncompressed) to out. 0 or -ENOMEM (out may then hold part of them). */
+int manifest_sidecar_encode(const struct manifest_sidecar *sidecar, struct buf *out);
 void manifest_sidecar_free(struct manifest_sidecar *sidecar);
 
 #endif

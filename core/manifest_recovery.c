@@ -65,25 +65,39 @@ struct manifest_intent {
 
 /* ---- encoding ---------------------------------------------------------------- */
 
-static int sidecar_encode(const struct manifest_intent *intent, struct buf *out)
+int manifest_sidecar_encode(const struct manifest_sidecar *sidecar, struct buf *out)
 {
 	struct buf payload;
 	buf_init(&payload);
 	int rc;
 	if ((rc = buf_put_u32(out, MANIFEST_SIDECAR_MAGIC)) < 0 ||
 	    (rc = buf_put_u32(out, MANIFEST_SIDECAR_VERSION)) < 0 ||
-	    (rc = buf_append(&payload, intent->commit.bytes, 16)) < 0 ||
-	    (rc = buf_put_u64(&payload, intent->base_version)) < 0 ||
-	    (rc = buf_put_u32(&payload, (uint32_t)getpid())) < 0 ||
-	    (rc = buf_put_u32(&payload, (uint32_t)intent->segment_count)) < 0)
+	    (rc = buf_append(&payload, sidecar->commit.bytes, 16)) < 0 ||
+	    (rc = buf_put_u64(&payload, sidecar->base_version)) < 0 ||
+	    (rc = buf_put_u32(&payload, sidecar->writer_pid)) < 0 ||
+	    (rc = buf_put_u32(&payload, sidecar->segment_count)) < 0)
 		goto out;
-	for (size_t i = 0; i < intent->segment_count; i++)
-		if ((rc = buf_put_u64(&payload, intent->segments[i])) < 0)
+	for (uint32_t i = 0; i < sidecar->segment_count; i++)
+		if ((rc = buf_put_u64(&payload, sidecar->segments[i])) < 0)
 			goto out;
 	rc = codec_encode(BLOCK_SIDECAR, CODEC_NONE, payload.data, payload.size, out);
 out:
 	buf_free(&payload);
 	return rc;
+}
+
+/* The sidecar of an intent, written by this process. */
+static int sidecar_encode(const struct manifest_intent *intent, struct buf *out)
+{
+	const struct manifest_sidecar sidecar = {
+		.version = MANIFEST_SIDECAR_VERSION,
+		.commit = intent->commit,
+		.base_version = intent->base_version,
+		.writer_pid = (uint32_t)getpid(),
+		.segment_count = (uint32_t)intent->segment_count,
+		.segments = intent->segments,
+	};
+	return manifest_sidecar_encode(&sidecar, out);
 }
 
 int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_sidecar *out)

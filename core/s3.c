@@ -25,6 +25,7 @@
 
 #include "io.h"
 #include "s3_curl_int.h"
+#include "s3_int.h"
 
 #define S3_ATTEMPTS 3
 #define S3_PART_MIN (5ull << 20)       /* S3's smallest part (but the last) */
@@ -276,45 +277,11 @@ static size_t write_body(char *data, size_t size, size_t count, void *context)
 	return buf_append(context, data, size * count) == 0 ? size * count : 0;
 }
 
-/* The text of <tag>…</tag> in xml from at on (entities decoded) into out; the position after it, or NULL. */
-static const char *xml_text(const char *xml, const char *end, const char *tag, char *out, size_t size)
-{
-	char open[40], close[40];
-	snprintf(open, sizeof open, "<%s>", tag);
-	snprintf(close, sizeof close, "</%s>", tag);
-	const char *start = memmem(xml, (size_t)(end - xml), open, strlen(open));
-	if (!start)
-		return NULL;
-	start += strlen(open);
-	const char *stop = memmem(start, (size_t)(end - start), close, strlen(close));
-	if (!stop)
-		return NULL;
-	static const struct { const char *entity; char c; } entities[] = {
-		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
-	};
-	size_t length = 0;
-	for (const char *at = start; at < stop && length + 1 < size;) {
-		char c = *at++;
-		for (size_t i = 0; c == '&' && i < sizeof entities / sizeof *entities; i++) {
-			size_t entity_length = strlen(entities[i].entity) - 1;
-			if ((size_t)(stop - at) >= entity_length && !memcmp(at, entities[i].entity + 1, entity_length)) {
-				c = entities[i].c;
-				at += entity_length;
-				break;
-			}
-		}
-		out[length++] = c;
-	}
-	out[length] = 0;
-	return stop + strlen(close);
-}
-
 /* What an unsuccessful status means, with the server's error code in the message. */
 static int status_error(long status, const struct buf *body, const char *what, struct error_info *error)
 {
-	char code[64] = "";
-	if (body->size)
-		xml_text((const char *)body->data, (const char *)body->data + body->size, "Code", code, sizeof code);
+	char code[64];
+	s3_answer_error_code(body->data, body->size, code, sizeof code);
 	int rc = status == 404 ? -ENOENT
 		 : status == 412 ? -EEXIST
 		 : status == 401 || status == 403 ? -EACCES
@@ -500,8 +467,8 @@ static int multipart_put(struct s3_client *client, const char *key, int descript
 	if ((rc = upload_request(client, REQUEST_POST, part_url, NULL, NULL, false, &response, NULL, what, error)) < 0)
 		goto out;
 	static const char id_characters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~-";
-	if (!xml_text((const char *)response.data, (const char *)response.data + response.size, "UploadId", upload_id,
-		      sizeof upload_id) ||
+	if (!s3_answer_text((const char *)response.data, (const char *)response.data + response.size, "UploadId",
+			    upload_id, sizeof upload_id) ||
 	    !upload_id[0] || strspn(upload_id, id_characters) != strlen(upload_id)) {   /* it goes into URLs as is */
 		rc = error_info_set(error, -EREMOTEIO, "%s: no usable UploadId in the answer", what);
 		upload_id[0] = 0;
@@ -709,11 +676,10 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 {
 	const struct s3_location *location = &client->location;
 	char full_prefix[sizeof location->prefix + S3_KEY_MAX], full_after[sizeof full_prefix];
-	char token[1024] = "", key[S3_KEY_MAX + sizeof location->prefix + 1], number[24];
+	char token[S3_ANSWER_TOKEN_MAX] = "", number[24];
 	snprintf(full_prefix, sizeof full_prefix, "%s%s", location->prefix, prefix ? prefix : "");
 	if (start_after)
 		snprintf(full_after, sizeof full_after, "%s%s", location->prefix, start_after);
-	size_t strip = strlen(location->prefix);
 	struct buf response;
 	buf_init(&response);
 	int rc = 0;
@@ -747,25 +713,11 @@ int s3_list(struct s3_client *client, const char *prefix, const char *start_afte
 			rc = status_error(status, &response, "LIST", error);
 		if (rc)
 			break;
-		const char *at = (const char *)response.data, *end = at + response.size;
-		char truncated[8] = "false";
-		xml_text(at, end, "IsTruncated", truncated, sizeof truncated);
-		more = strcmp(truncated, "true") == 0;
-		if (more && !xml_text(at, end, "NextContinuationToken", token, sizeof token)) {
-			rc = error_info_set(error, -EIO, "LIST: a truncated answer without a continuation token");
-			break;
-		}
-		const char *entry;
-		while (rc == 0 && (entry = memmem(at, (size_t)(end - at), "<Contents>", 10))) {
-			const char *entry_end = memmem(entry, (size_t)(end - entry), "</Contents>", 11);
-			if (!entry_end || !xml_text(entry, entry_end, "Key", key, sizeof key) ||
-			    !xml_text(entry, entry_end, "Size", number, sizeof number) || strncmp(key, location->prefix, strip)) {
-				rc = error_info_set(error, -EIO, "LIST: a malformed answer from the object store");
-				break;
-			}
-			rc = visit(key + strip, strtoull(number, NULL, 10), context);
-			at = entry_end + 11;
-		}
+		struct s3_listing_page page;
+		rc = s3_answer_listing((const char *)response.data, response.size, location->prefix, &page, visit,
+				       context, error);
+		more = page.truncated;
+		memcpy(token, page.token, sizeof token);
 	}
 	buf_free(&response);
 	return rc < 0 ? rc : 0;

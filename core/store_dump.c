@@ -21,6 +21,7 @@
  *      keep their order and canonical text, schemas their canonical JSON.
  *   2. load publishes nothing unless every line is accepted.
  */
+#include "store_envelope_int.h"
 #include "store_int.h"
 
 #include <errno.h>
@@ -73,15 +74,6 @@ static int output_text(struct dump_output *output, const char *text)
 	return output_add(output, text, strlen(text));
 }
 
-/* The end of the JSON string starting at text[at] (its opening quote): the index after its closing quote. */
-static size_t string_end(const char *text, size_t size, size_t at)
-{
-	size_t end = at + 1;
-	while (end < size && text[end] != '"')
-		end += text[end] == '\\' ? 2 : 1;
-	return end < size ? end + 1 : 0;
-}
-
 /* One canonical row line (no "\n") of table, in its envelope. */
 static int dump_row(struct dump_output *output, const char *table, bool edge, const char *line, size_t size)
 {
@@ -96,13 +88,13 @@ static int dump_row(struct dump_output *output, const char *table, bool edge, co
 	static const char id_key[] = "{\"id\":", from_key[] = ",\"from\":", to_key[] = ",\"to\":";
 	if (size < sizeof id_key || memcmp(line, id_key, sizeof id_key - 1) != 0)
 		return -EIO;
-	size_t id_end = string_end(line, size, sizeof id_key - 1);
+	size_t id_end = store_envelope_string_end(line, size, sizeof id_key - 1);
 	if (!id_end || id_end + sizeof from_key - 1 > size || memcmp(line + id_end, from_key, sizeof from_key - 1))
 		return -EIO;
-	size_t from_start = id_end + sizeof from_key - 1, from_end = string_end(line, size, from_start);
+	size_t from_start = id_end + sizeof from_key - 1, from_end = store_envelope_string_end(line, size, from_start);
 	if (!from_end || from_end + sizeof to_key - 1 > size || memcmp(line + from_end, to_key, sizeof to_key - 1))
 		return -EIO;
-	size_t to_start = from_end + sizeof to_key - 1, to_end = string_end(line, size, to_start);
+	size_t to_start = from_end + sizeof to_key - 1, to_end = store_envelope_string_end(line, size, to_start);
 	if (!to_end)
 		return -EIO;
 	output_text(output, "{\"edge\":\"");
@@ -250,6 +242,7 @@ struct load {
 	struct load_table *tables;
 	size_t count;
 	struct buf row;               /* the row line handed to a writer */
+	struct store_envelope envelope;   /* the line being loaded */
 	struct error_info *error;
 };
 
@@ -293,7 +286,8 @@ static int load_table_get(struct load *load, const char *name, struct load_table
 	return 0;
 }
 
-static int load_schema(struct load *load, const char *name, json_t *data)
+/* A schema line's data (its JSON text) for the table of that name. */
+static int load_schema(struct load *load, const char *name, const char *text, size_t size)
 {
 	struct load_table *table;
 	int rc = load_table_get(load, name, &table);
@@ -303,18 +297,16 @@ static int load_schema(struct load *load, const char *name, json_t *data)
 		return load_fail(load, -EINVAL, "the schema of %s comes after its rows: put schema lines first", name);
 	if (table->schema_given)
 		return load_fail(load, -EINVAL, "a second schema line for %s", name);
-	char *text = json_dumps(data, JSON_COMPACT);
-	if (!text)
-		return load_fail(load, -ENOMEM, "out of memory");
 	struct error_info schema_error;
 	error_info_clear(&schema_error);
-	rc = store_txn_schema(load->txn, name, text, strlen(text), &schema_error);
-	free(text);
+	rc = store_txn_schema(load->txn, name, text, size, &schema_error);
 	if (rc < 0)
 		return load_fail(load, rc, "schema of %s: %s", name, schema_error.message);
 	table->schema_given = true;
+	json_t *data = json_loadb(text, size, 0, NULL);
 	json_t *kind = json_object_get(data, "kind");
 	table->is_edge = json_is_string(kind) && strcmp(json_string_value(kind), "edge") == 0;
+	json_decref(data);
 	return 0;
 }
 
@@ -354,8 +346,9 @@ static const char *inferred_type(json_t *value)
 	}
 }
 
-/* An edge table without a schema line: its node tables when unambiguous, its properties from this row. */
-static int infer_edge_schema(struct load *load, struct load_table *table, json_t *data)
+/* An edge table without a schema line: its node tables when unambiguous, its properties from
+ * this row (its text: {"from":F,"to":T,…}). */
+static int infer_edge_schema(struct load *load, struct load_table *table, const char *text, size_t size)
 {
 	struct head_row existing;
 	if (store_snapshot_head(store_txn_snapshot(load->txn), table->name, &existing) == 0)
@@ -372,13 +365,19 @@ static int infer_edge_schema(struct load *load, struct load_table *table, json_t
 				 table->name, choice.count ? "its rows could join several node tables"
 							    : "there is no node table for it to join",
 				 table->name);
+	json_error_t parse_error;
+	json_t *data = json_loadb(text, size, 0, &parse_error);
+	if (!json_is_object(data)) {
+		json_decref(data);
+		return load_fail(load, -EINVAL, "%s: %s", table->name, data ? "not a JSON object" : parse_error.text);
+	}
 	json_t *schema = json_pack("{s:s, s:s, s:s, s:o}", "kind", "edge", "from", choice.name, "to", choice.name,
 				   "properties", json_object());
 	const char *key;
 	json_t *value;
 	int rc = schema ? 0 : -ENOMEM;
 	json_object_foreach(data, key, value) {
-		if (rc < 0 || strcmp(key, "id") == 0)
+		if (rc < 0 || strcmp(key, "id") == 0 || strcmp(key, "from") == 0 || strcmp(key, "to") == 0)
 			continue;
 		const char *type = inferred_type(value);
 		if (!type) {
@@ -390,9 +389,13 @@ static int infer_edge_schema(struct load *load, struct load_table *table, json_t
 		rc = json_object_set_new(json_object_get(schema, "properties"), key,
 					 json_pack("{s:s, s:b}", "type", type, "nullable", 1)) ? -ENOMEM : 0;
 	}
+	char *schema_text = rc == 0 ? json_dumps(schema, JSON_COMPACT) : NULL;
 	if (rc == 0)
-		rc = load_schema(load, table->name, schema);
+		rc = schema_text ? load_schema(load, table->name, schema_text, strlen(schema_text))
+				 : load_fail(load, -ENOMEM, "out of memory");
+	free(schema_text);
 	json_decref(schema);
+	json_decref(data);
 	if (rc == 0)
 		table->schema_given = false;   /* inferred, not given: a later schema line is still "after its rows" */
 	return rc;
@@ -439,161 +442,35 @@ static int load_row(struct load *load, struct load_table *table, const char *tex
 	return 0;
 }
 
-/* A JSON string at text[*at] copied raw (quotes included) into out; 0 or -EINVAL. */
-static int raw_string(const char *text, size_t size, size_t *at, const char **start, size_t *length)
-{
-	if (*at >= size || text[*at] != '"')
-		return -EINVAL;
-	size_t end = string_end(text, size, *at);
-	if (!end)
-		return -EINVAL;
-	*start = text + *at;
-	*length = end - *at;
-	*at = end;
-	return 0;
-}
-
-static bool take(const char *text, size_t size, size_t *at, const char *literal)
-{
-	size_t length = strlen(literal);
-	if (*at + length > size || memcmp(text + *at, literal, length) != 0)
-		return false;
-	*at += length;
-	return true;
-}
-
-/*
- * The envelopes exactly as dump writes them, without a JSON parse of their
- * own: the writer parses the row anyway. 1 if the line was one (handled),
- * 0 if not (the caller parses it), or an error.
- */
-static int load_fast(struct load *load, const char *line, size_t size)
-{
-	size_t at = 0;
-	const char *name;
-	size_t name_size;
-	char table_name[JOURNAL_NAME_MAX + 1];
-	bool edge;
-	if (take(line, size, &at, "{\"type\":"))
-		edge = false;
-	else if (take(line, size, &at, "{\"edge\":"))
-		edge = true;
-	else
-		return 0;
-	if (raw_string(line, size, &at, &name, &name_size) < 0 || name_size - 2 > JOURNAL_NAME_MAX ||
-	    memchr(name + 1, '\\', name_size - 2))
-		return 0;
-	memcpy(table_name, name + 1, name_size - 2);
-	table_name[name_size - 2] = 0;
-	struct load_table *table;
-	int rc;
-	if (!edge) {
-		if (!take(line, size, &at, ",\"data\":{") || line[size - 1] != '}' || line[size - 2] != '}')
-			return 0;
-		if ((rc = load_table_get(load, table_name, &table)) < 0)
-			return rc;
-		if (table->is_edge)
-			return load_fail(load, -EINVAL, "%s is an edge table: its rows are {\"edge\":…} lines", table_name);
-		rc = load_row(load, table, line + at - 1, size - 1 - (at - 1));
-		return rc < 0 ? rc : 1;
-	}
-	const char *from, *to;
-	size_t from_size, to_size;
-	if (!take(line, size, &at, ",\"from\":") || raw_string(line, size, &at, &from, &from_size) < 0 ||
-	    !take(line, size, &at, ",\"to\":") || raw_string(line, size, &at, &to, &to_size) < 0 ||
-	    !take(line, size, &at, ",\"data\":{") || line[size - 1] != '}' || line[size - 2] != '}')
-		return 0;
-	if ((rc = load_table_get(load, table_name, &table)) < 0)
-		return rc;
-	if (!table->schema_given && !table->writer)
-		return 0;   /* no schema yet: the slow path infers one from the parsed row */
-	if (!table->is_edge)
-		return load_fail(load, -EINVAL, "%s is a node table: its rows are {\"type\":…} lines", table_name);
-	/* {"from":F,"to":T,<data's members>} — the writer puts id first */
-	struct buf text;
-	buf_init(&text);
-	size_t members = size - 2 - at;     /* between data's "{" and its "}" */
-	rc = buf_append(&text, "{\"from\":", 8);
-	if (rc == 0)
-		rc = buf_append(&text, from, from_size);
-	if (rc == 0)
-		rc = buf_append(&text, ",\"to\":", 6);
-	if (rc == 0)
-		rc = buf_append(&text, to, to_size);
-	if (rc == 0 && members)
-		rc = buf_append(&text, ",", 1);
-	if (rc == 0)
-		rc = buf_append(&text, line + at, members);
-	if (rc == 0)
-		rc = buf_append(&text, "}", 1);
-	if (rc < 0)
-		rc = load_fail(load, rc, "out of memory");
-	else
-		rc = load_row(load, table, (const char *)text.data, text.size);
-	buf_free(&text);
-	return rc < 0 ? rc : 1;
-}
-
-/* Any envelope: parsed with jansson. */
-static int load_parsed(struct load *load, const char *line, size_t size)
-{
-	json_error_t parse_error;
-	json_t *object = json_loadb(line, size, 0, &parse_error);
-	if (!json_is_object(object)) {
-		json_decref(object);
-		return load_fail(load, -EINVAL, "not a JSON object%s%s", object ? "" : ": ", object ? "" : parse_error.text);
-	}
-	json_t *schema = json_object_get(object, "schema"), *type = json_object_get(object, "type");
-	json_t *edge = json_object_get(object, "edge"), *data = json_object_get(object, "data");
-	int rc;
-	if (json_is_string(schema) && json_is_object(data) && json_object_size(object) == 2) {
-		rc = load_schema(load, json_string_value(schema), data);
-	} else if (json_is_string(type) && json_is_object(data) && json_object_size(object) == 2) {
-		struct load_table *table;
-		rc = load_table_get(load, json_string_value(type), &table);
-		if (rc == 0 && table->is_edge)
-			rc = load_fail(load, -EINVAL, "%s is an edge table: its rows are {\"edge\":…} lines", table->name);
-		char *text = rc == 0 ? json_dumps(data, JSON_COMPACT) : NULL;
-		if (rc == 0)
-			rc = text ? load_row(load, table, text, strlen(text)) : load_fail(load, -ENOMEM, "out of memory");
-		free(text);
-	} else if (json_is_string(edge) && json_is_object(data) && json_object_get(object, "from") &&
-		   json_object_get(object, "to") && json_object_size(object) == 4) {
-		struct load_table *table;
-		rc = load_table_get(load, json_string_value(edge), &table);
-		if (rc == 0 && !table->schema_given && !table->writer) {
-			table->is_edge = true;
-			rc = infer_edge_schema(load, table, data);
-			table->is_edge = true;
-		}
-		if (rc == 0 && !table->is_edge)
-			rc = load_fail(load, -EINVAL, "%s is a node table: its rows are {\"type\":…} lines", table->name);
-		json_t *row = rc == 0 ? json_deep_copy(data) : NULL;
-		if (rc == 0 && (!row || json_object_set(row, "from", json_object_get(object, "from")) ||
-				json_object_set(row, "to", json_object_get(object, "to"))))
-			rc = load_fail(load, -ENOMEM, "out of memory");
-		char *text = rc == 0 ? json_dumps(row, JSON_COMPACT) : NULL;
-		if (rc == 0)
-			rc = text ? load_row(load, table, text, strlen(text)) : load_fail(load, -ENOMEM, "out of memory");
-		free(text);
-		json_decref(row);
-	} else {
-		rc = load_fail(load, -EINVAL,
-			       "not a dump line: expected {\"schema\":NAME,\"data\":{…}}, {\"type\":NODE,\"data\":{…}} "
-			       "or {\"edge\":EDGE,\"from\":…,\"to\":…,\"data\":{…}}");
-	}
-	json_decref(object);
-	return rc;
-}
-
 static int load_line(struct load *load, const char *line, size_t size)
 {
-	while (size && (line[size - 1] == '\r' || line[size - 1] == ' ' || line[size - 1] == '\t'))
-		size--;
-	if (size == 0)
-		return 0;   /* blank lines are allowed */
-	int rc = load_fast(load, line, size);
-	return rc != 0 ? (rc < 0 ? rc : 0) : load_parsed(load, line, size);
+	struct store_envelope *envelope = &load->envelope;
+	char message[sizeof load->error->message];
+	int rc = store_envelope_read(line, size, true, envelope, message, sizeof message);
+	if (rc <= 0)
+		return rc == 0 ? 0 : rc == -ENOMEM ? load_fail(load, rc, "out of memory") : load_fail(load, rc, "%s", message);
+	const char *row = (const char *)envelope->row.data;
+	size_t row_size = envelope->row.size;
+	if (envelope->kind == STORE_ENVELOPE_SCHEMA)
+		return load_schema(load, envelope->table, row, row_size);
+	struct load_table *table;
+	if ((rc = load_table_get(load, envelope->table, &table)) < 0)
+		return rc;
+	if (envelope->kind == STORE_ENVELOPE_NODE) {
+		if (table->is_edge)
+			return load_fail(load, -EINVAL, "%s is an edge table: its rows are {\"edge\":…} lines", table->name);
+		return load_row(load, table, row, row_size);
+	}
+	if (!table->schema_given && !table->writer) {
+		table->is_edge = true;
+		rc = infer_edge_schema(load, table, row, row_size);
+		table->is_edge = true;
+		if (rc < 0)
+			return rc;
+	}
+	if (!table->is_edge)
+		return load_fail(load, -EINVAL, "%s is a node table: its rows are {\"type\":…} lines", table->name);
+	return load_row(load, table, row, row_size);
 }
 
 /* A commit-time error (a dangling edge) names the writer's path and line: name the input's. */
@@ -623,6 +500,7 @@ int store_load(struct store *store, const char *branch, const char *file, const 
 		return error_info_set(error, -errno, "cannot read %s: %s", file, strerror(errno));
 	struct load load = { .store = store, .file = from_stdin ? "standard input" : file, .error = error };
 	buf_init(&load.row);
+	store_envelope_init(&load.envelope);
 	uint64_t total = 0, done = 0;
 	if (!from_stdin) {
 		struct stat status;
@@ -680,6 +558,7 @@ out:
 		free(load.tables[i].lines);
 	free(load.tables);
 	buf_free(&load.row);
+	store_envelope_free(&load.envelope);
 	if (!from_stdin)
 		fclose(input);
 	return rc;
