@@ -261,6 +261,18 @@ static int stage_build_map(struct table_stage *stage)
 	return 0;
 }
 
+/*
+ * The staged ids a spilled stage keeps in memory unless told otherwise:
+ * TABLE_RUN_ENTRIES, or GRAPHFS_STAGE_RUN_ENTRIES (1..TABLE_RUN_ENTRIES), with
+ * which the tests write runs from a few thousand rows instead of a million.
+ */
+static uint32_t default_run_entries(void)
+{
+	const char *text = getenv("GRAPHFS_STAGE_RUN_ENTRIES");
+	unsigned long entries = text && *text ? strtoul(text, NULL, 10) : 0;
+	return entries >= 1 && entries <= TABLE_RUN_ENTRIES ? (uint32_t)entries : TABLE_RUN_ENTRIES;
+}
+
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out)
@@ -273,7 +285,7 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	stage->codec = codec;
 	stage->allocate = allocate;
 	stage->allocate_context = allocate_context;
-	stage->run_entries = TABLE_RUN_ENTRIES;
+	stage->run_entries = default_run_entries();
 	stage->ids_ascending = true;
 	stage->keys_build = mode == TABLE_OVERWRITE ? KEYS_STREAMED : KEYS_BUILT_AT_SEAL;
 	buf_init(&stage->last_run_id);

@@ -16,6 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
 from store_files import piece_cache  # noqa: E402,F401  (autouse: each test its own cache)
+from tier import SANITIZED, quieter_leak_checks  # noqa: E402
 
 
 def graphfs_binary():
@@ -60,13 +61,14 @@ def store_digest(store):
 class Cli:
     """Runs graphfs and checks its outcome."""
 
-    def __init__(self, binary, work):
+    def __init__(self, binary, work, leak_checked=True):
         self.binary = binary
         self.work = Path(work)
         self.files = 0
+        self.leak_checked = leak_checked
 
     def run(self, *args, input=None, env=None, timeout=120):
-        environment = dict(os.environ)
+        environment = quieter_leak_checks(dict(os.environ), self.leak_checked)
         if env:
             environment.update(env)
         return subprocess.run([self.binary, *[str(a) for a in args]], input=input,
@@ -133,6 +135,17 @@ class Cli:
         lines = self.ok(*args).stdout.decode().splitlines()
         return [json.loads(line) for line in lines]
 
+    def commits(self, store, count, tables=1, prefix="T"):
+        """`count` one-row merge commits, each its own durable publish, from one process
+        (graphfs-bench commits, tools/bench.d/graphfs_bench.c): commit V merges
+        {"id":"r","value":V} into table <prefix>00 (round robin over <prefix>00.. with tables > 1).
+        For a long history without a launch per commit."""
+        bench = Path(self.binary).parent / "graphfs-bench"
+        environment = quieter_leak_checks(dict(os.environ), self.leak_checked)
+        result = subprocess.run([str(bench), "commits", str(store), str(count), "--tables", str(tables),
+                                 "--prefix", prefix], capture_output=True, env=environment, timeout=600)
+        assert result.returncode == 0, f"graphfs-bench commits failed: {result.stderr.decode(errors='replace')}"
+
     def set_schema(self, store, table, schema, branch=None):
         path = self.write_file(json.dumps(schema), name=f"schema-{self.files}.json")
         args = ["schema", store, table, "--set", path] + (["--branch", branch] if branch else [])
@@ -144,31 +157,57 @@ def graphfs():
     return graphfs_binary()
 
 
+# Under ASan, the command-line launches of these files check leaks at exit (every other launch
+# skips the ~40 ms check; docs/TESTING.md "Sanitizers"): together they take every command and its
+# error paths.
+LEAK_CHECKED = {"test_bad_input", "test_commands", "test_corruption", "test_dump", "test_gc", "test_merge",
+                "test_object_store", "test_snapshot"}
+
+
+def module_name(request):
+    return request.module.__name__.rsplit(".", 1)[-1]
+
+
 @pytest.fixture
-def cli(graphfs, tmp_path):
+def cli(graphfs, tmp_path, request):
     work = tmp_path / "work"
     work.mkdir()
-    return Cli(graphfs, work)
+    return Cli(graphfs, work, leak_checked=module_name(request) in LEAK_CHECKED)
 
 
 # Suites that run twice where an object store is given (tools/test starts one): on a local store
 # and on an s3:// store, so that what works on a disk is shown to work on an object store too.
+# Under ASan the s3 variants run for one representative file (and test_object_store.py, which
+# is about the object store): the normal build runs them all (docs/TESTING.md "Stores").
 BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "test_gc", "test_graph",
                "test_heads", "test_history", "test_log", "test_merge", "test_names", "test_progress",
                "test_row_history", "test_rows", "test_snapshot"}
+BOTH_STORES_SANITIZED = {"test_rows"}
 
+
+def store_kinds(module):
+    """The stores a test of `module` runs on: ["local"], or ["local", "s3"] where an object store is given."""
+    chosen = BOTH_STORES_SANITIZED if SANITIZED else BOTH_STORES
+    if module in chosen and os.environ.get("GRAPHFS_TEST_BUCKET"):
+        return ["local", "s3"]
+    return ["local"]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "local_only: a test of BOTH_STORES that reads the store's files itself "
                             "or sees what differs there by design (docs/MOUNT.md)")
+    config.addinivalue_line("markers", "serial: a test that measures time or loads the machine: "
+                            "tools/test runs it alone, after the parallel pass")
+    config.addinivalue_line("markers", "xdist_group(name): tests that must run in one pytest-xdist worker, "
+                            "one after the other (they share something outside their temporary directories)")
 
 
 def pytest_generate_tests(metafunc):
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    if ("store" in metafunc.fixturenames and module in BOTH_STORES and os.environ.get("GRAPHFS_TEST_BUCKET")
+    kinds = store_kinds(module)
+    if ("store" in metafunc.fixturenames and len(kinds) > 1
             and not metafunc.definition.get_closest_marker("local_only")):
-        metafunc.parametrize("store", ["local", "s3"], indirect=True)
+        metafunc.parametrize("store", kinds, indirect=True)
 
 
 @pytest.fixture

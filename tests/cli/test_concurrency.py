@@ -1,10 +1,15 @@
 """Several processes committing through the CLI at once: every commit lands,
 one linear history, heads equal the journal replay (verify), no lost rows."""
+import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
-from conftest import jsonl
+import pytest
+
+from conftest import Cli, graphfs_binary, jsonl, store_kinds
+from tier import quieter_leak_checks
 
 WORKERS = 4
 COMMITS_EACH = 50
@@ -29,8 +34,9 @@ WORKER = textwrap.dedent("""
 def start_workers(cli, store, count, commits):
     script = cli.work / "worker.py"
     script.write_text(WORKER)
+    environment = quieter_leak_checks(dict(os.environ), False)
     return [subprocess.Popen([sys.executable, str(script), cli.binary, str(store), str(cli.work),
-                              str(worker), str(commits)], stderr=subprocess.PIPE)
+                              str(worker), str(commits)], stderr=subprocess.PIPE, env=environment)
             for worker in range(count)]
 
 
@@ -40,8 +46,24 @@ def wait_all(processes):
         assert process.returncode == 0, error.decode()
 
 
-def test_concurrent_merges_make_exactly_one_commit_each(cli, store):
+@pytest.fixture(scope="module", params=store_kinds("test_concurrency"))
+def merged_by_four(request, tmp_path_factory):
+    """One run of WORKERS processes making COMMITS_EACH one-row merges each, per store: the
+    three tests below assert different things about the same run."""
+    work = tmp_path_factory.mktemp("concurrency")
+    cli = Cli(graphfs_binary(), work, leak_checked=False)
+    if request.param == "s3":
+        store = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
+    else:
+        store = work / "store"
+    cli.ok("init", store)
     wait_all(start_workers(cli, store, WORKERS, COMMITS_EACH))
+    return cli, store
+
+
+@pytest.mark.xdist_group("merged-by-four")   # one run of the workload, on one worker
+def test_concurrent_merges_make_exactly_one_commit_each(merged_by_four):
+    cli, store = merged_by_four
     log = cli.log(store)
     assert len(log) == WORKERS * COMMITS_EACH
     assert sorted(entry["version"] for entry in log) == list(range(1, WORKERS * COMMITS_EACH + 1))
@@ -51,8 +73,9 @@ def test_concurrent_merges_make_exactly_one_commit_each(cli, store):
     assert messages == {f"worker {w} step {s}" for w in range(WORKERS) for s in range(COMMITS_EACH)}
 
 
-def test_concurrent_merges_lose_no_rows(cli, store):
-    wait_all(start_workers(cli, store, WORKERS, COMMITS_EACH))
+@pytest.mark.xdist_group("merged-by-four")   # one run of the workload, on one worker
+def test_concurrent_merges_lose_no_rows(merged_by_four):
+    cli, store = merged_by_four
     shared = cli.export(store, "Shared").splitlines()
     assert len(shared) == WORKERS * COMMITS_EACH // 2
     assert {line.split('"')[3] for line in shared} == {
@@ -63,8 +86,9 @@ def test_concurrent_merges_lose_no_rows(cli, store):
                              for s in range(1, COMMITS_EACH, 2)])
 
 
-def test_concurrent_merges_leave_heads_equal_to_the_journal_replay(cli, store):
-    wait_all(start_workers(cli, store, WORKERS, COMMITS_EACH))
+@pytest.mark.xdist_group("merged-by-four")   # one run of the workload, on one worker
+def test_concurrent_merges_leave_heads_equal_to_the_journal_replay(merged_by_four):
+    cli, store = merged_by_four
     cli.ok("verify", store)
     heads = {head["table_key"]: head for head in cli.heads(store)}
     assert heads["Shared"]["row_count"] == WORKERS * COMMITS_EACH // 2
@@ -108,7 +132,8 @@ def test_concurrent_branch_writers_keep_one_linear_history_per_branch(cli, store
                 sys.exit(1)
     """))
     processes = [subprocess.Popen([sys.executable, str(script), cli.binary, str(store),
-                                   str(cli.work), branch], stderr=subprocess.PIPE)
+                                   str(cli.work), branch], stderr=subprocess.PIPE,
+                                  env=quieter_leak_checks(dict(os.environ), False))
                  for branch in ("main", "side")]
     wait_all(processes)
     for branch in ("main", "side"):

@@ -355,12 +355,13 @@ def test_a_commit_stopped_at_any_request_leaves_the_store_before_or_after_it(cli
         assert outcomes == {"before", "after"}
 
 
+@pytest.mark.serial   # stops the object store every other test uses
 @pytest.mark.skipif(not os.environ.get("GRAPHFS_OBJECTSTORE_DIR"),
                     reason="restarting the gateway needs the object store of tools/objectstore")
 def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, remote):
     # radosgw killed (-9) and started again in the middle of a run of commits: each commit either
     # says it failed or is there; nothing half-made is visible; the next commit works. (meson runs
-    # this suite alone, is_parallel: false, so no other suite uses the gateway meanwhile.)
+    # this test alone (the serial mark), so no other test uses the gateway meanwhile.)
     cli.import_rows(remote, "Person", [{"id": "p000"}])
     sources = [cli.write_file(f'{{"id":"q{i:03}"}}\n') for i in range(80)]
     script = "; ".join(f'"{cli.binary}" import {remote} Person {source} --mode merge >/dev/null 2>>"{source}.err"; '
@@ -386,6 +387,7 @@ def test_a_gateway_restarted_while_commits_run_loses_nothing_acknowledged(cli, r
     assert cli.export(remote, "Person").endswith('{"id":"zzz"}\n')
 
 
+@pytest.mark.serial   # stops the object store every other test uses
 @pytest.mark.skipif(not os.environ.get("GRAPHFS_OBJECTSTORE_DIR"),
                     reason="stopping the gateway needs the object store of tools/objectstore")
 def test_a_commit_while_the_gateway_is_down_fails_in_one_line_and_leaves_nothing(cli, remote):

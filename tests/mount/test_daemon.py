@@ -181,6 +181,7 @@ def system_helper():
             link.unlink()
 
 
+@pytest.mark.xdist_group("system-helper")   # both link /sbin/mount.fuse.graphfs
 def test_mount_t_fuse_graphfs_uses_the_helper(store, tmp_path, system_helper):
     import_rows(store, "Person", PEOPLE)
     mountpoint = tmp_path / "mnt"
@@ -200,6 +201,7 @@ def test_mount_t_fuse_graphfs_uses_the_helper(store, tmp_path, system_helper):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.xdist_group("system-helper")
 def test_an_fstab_line_mounts(store, tmp_path, system_helper):
     import_rows(store, "Person", PEOPLE)
     mountpoint = tmp_path / "mnt"
@@ -221,6 +223,7 @@ def test_an_fstab_line_mounts(store, tmp_path, system_helper):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.serial   # a time bound
 def test_a_cli_commit_becomes_visible_within_the_documented_bound(store, mounter):
     import_rows(store, "Person", PEOPLE)
     m = mounter(store)
@@ -244,6 +247,7 @@ def test_a_cli_commit_becomes_visible_within_the_documented_bound(store, mounter
         time.sleep(0.05)
 
 
+@pytest.mark.serial   # a time bound
 def test_two_mounts_of_one_store_see_each_others_commits(store, mounter):
     import_rows(store, "Person", PEOPLE)
     first = mounter(store)

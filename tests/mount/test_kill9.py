@@ -15,10 +15,11 @@ import time
 import pytest
 
 from conftest import graphfs, import_rows, jsonl, kill_daemon
+from tier import size
 from mountpoints import detach_killed, mount, mountpoint_directory, unmount
 from store_files import is_remote, store_entries
 
-CYCLES = 5
+CYCLES = size(5, soak=50)   # kill -9 cycles (50 under --soak)
 TABLES = ("K0", "K1", "K2")
 # Errors a write may see once the daemon is dead (connection aborted, mount detached).
 DEAD_MOUNT_ERRNOS = {errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT}

@@ -2,6 +2,8 @@
 #include "harness.h"
 
 #include <ftw.h>
+#include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,8 +68,12 @@ int harness_run(void)
 			continue;
 		current_failed = 0;
 		current_directory[0] = 0;
+		struct timespec start, end;
+		clock_gettime(CLOCK_MONOTONIC, &start);
 		tests[i].fn();
-		printf("%s %s\n", current_failed ? "FAIL" : "ok  ", tests[i].name);
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		double seconds = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
+		printf("%s %s (%.2f s)\n", current_failed ? "FAIL" : "ok  ", tests[i].name, seconds);
 		fflush(stdout);
 		if (current_failed)
 			failures++;

@@ -22,6 +22,29 @@ int harness_failed(void);
 /* A fresh, empty directory for this test (mkdtemp); removed recursively after a pass. */
 const char *harness_temp_directory(void);
 
+/* Built with AddressSanitizer (gcc or clang)? */
+#if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HARNESS_SANITIZED 1
+#endif
+#endif
+#ifndef HARNESS_SANITIZED
+#define HARNESS_SANITIZED 0
+#endif
+
+/*
+ * The rounds a loop of n rounds runs: n, or a quarter of them (at least one) in a
+ * sanitized build, where every allocation and access costs several times as much
+ * (docs/TESTING.md "Tiers"). For loops that repeat one behaviour with other data:
+ * the normal build runs them whole.
+ */
+static inline int harness_rounds(int n)
+{
+	return HARNESS_SANITIZED ? (n / 4 > 0 ? n / 4 : 1) : n;
+}
+
 #define TEST(name)                                                           \
 	static void test_##name(void);                                       \
 	__attribute__((constructor)) static void register_##name(void)       \
