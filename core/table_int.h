@@ -291,6 +291,7 @@ struct table_stage {
 	 */
 	struct stage_runs *runs;        /* NULL until the first run */
 	uint32_t run_entries;           /* entries held in memory before a run is written */
+	size_t inline_limit;            /* staged bytes kept in memory before spilling (TABLE_INLINE_LIMIT) */
 	/* A sealed spilled overwrite: its key tree, built into the segment by the seal or the writer. */
 	enum stage_keys_build keys_build;
 	struct buf last_run_id;         /* KEYS_STREAMED with runs: the greatest id written to a run */

@@ -51,7 +51,7 @@
  *      merge.
  *
  * States of a stage:
- *   OPEN (inline) --lines over TABLE_INLINE_LIMIT--> OPEN (spilled to a segment,
+ *   OPEN (inline) --lines over inline_limit--> OPEN (spilled to a segment,
  *   writer thread running; its first error fails every later add and the seal)
  *   --run_entries ids held--> OPEN with runs (any number of times)
  *   OPEN --table_stage_seal--> SEALED --table_apply (any number of times)-->
@@ -273,6 +273,18 @@ static uint32_t default_run_entries(void)
 	return entries >= 1 && entries <= TABLE_RUN_ENTRIES ? (uint32_t)entries : TABLE_RUN_ENTRIES;
 }
 
+/*
+ * The staged bytes a stage keeps in memory before it spills to a segment:
+ * TABLE_INLINE_LIMIT, or GRAPHFS_STAGE_INLINE_BYTES (4096..TABLE_INLINE_LIMIT),
+ * with which the tests make segment files from writes of a few hundred KiB.
+ */
+static size_t default_inline_limit(void)
+{
+	const char *text = getenv("GRAPHFS_STAGE_INLINE_BYTES");
+	unsigned long bytes = text && *text ? strtoul(text, NULL, 10) : 0;
+	return bytes >= 4096 && bytes <= TABLE_INLINE_LIMIT ? (size_t)bytes : TABLE_INLINE_LIMIT;
+}
+
 int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec_kind codec,
 		     table_segment_allocator allocate, void *allocate_context,
 		     struct table_stage **out)
@@ -286,6 +298,7 @@ int table_stage_open(struct pager *pager, enum table_write_mode mode, enum codec
 	stage->allocate = allocate;
 	stage->allocate_context = allocate_context;
 	stage->run_entries = default_run_entries();
+	stage->inline_limit = default_inline_limit();
 	stage->ids_ascending = true;
 	stage->keys_build = mode == TABLE_OVERWRITE ? KEYS_STREAMED : KEYS_BUILT_AT_SEAL;
 	buf_init(&stage->last_run_id);
@@ -704,7 +717,7 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 
 	/* Make room first, so that nothing below can fail once the stage changes. */
 	if (!row->is_delete) {
-		if (!stage->segment && stage->pending_lines.size + line_size > TABLE_INLINE_LIMIT) {
+		if (!stage->segment && stage->pending_lines.size + line_size > stage->inline_limit) {
 			if ((rc = stage_spill(stage)) < 0)
 				return rc;
 		} else if (stage->segment &&

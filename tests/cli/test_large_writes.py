@@ -1,10 +1,10 @@
 """Large writes: more ids than a stage keeps in memory, so the stage writes sorted id runs
 to a scratch file and finds ids again there.
 
-Under --soak with the real bound (TABLE_RUN_ENTRIES, 1,048,576 ids): 1.1 million rows. Otherwise
-the same path from a smaller write: GRAPHFS_STAGE_RUN_ENTRIES lowers the bound to RUN_ENTRIES,
-and each row carries PAD bytes so that the write is still above the 4 MiB a stage keeps before it
-spills to a segment (runs are written only by a spilled stage)."""
+Under --soak with the real bounds (TABLE_RUN_ENTRIES, 1,048,576 ids; 4 MiB kept before a stage
+spills to a segment, and runs are written only by a spilled stage): 1.1 million rows. Otherwise
+the same path from a smaller write: GRAPHFS_STAGE_RUN_ENTRIES lowers the first bound to
+RUN_ENTRIES and GRAPHFS_STAGE_INLINE_BYTES the second to INLINE_BYTES."""
 import random
 
 import pytest
@@ -14,13 +14,12 @@ from tier import SOAK, size
 
 ROWS = size(24_000, soak=1_100_000)
 RUN_ENTRIES = 4096
-PAD = "" if SOAK else "p" * 200
-ENVIRONMENT = None if SOAK else {"GRAPHFS_STAGE_RUN_ENTRIES": str(RUN_ENTRIES)}
+INLINE_BYTES = 64 << 10
+ENVIRONMENT = None if SOAK else {"GRAPHFS_STAGE_RUN_ENTRIES": str(RUN_ENTRIES),
+                                 "GRAPHFS_STAGE_INLINE_BYTES": str(INLINE_BYTES)}
 
 
 def line(number, value):
-    if PAD:
-        return f'{{"id":"r{number:07d}","v":{value},"pad":"{PAD}"}}\n'
     return f'{{"id":"r{number:07d}","v":{value}}}\n'
 
 
@@ -31,7 +30,7 @@ def small_runs(monkeypatch):
 
 
 def test_the_write_is_large_enough_to_spill_and_write_runs():
-    assert ROWS * len(line(ROWS, ROWS)) > 4 << 20
+    assert ROWS * len(line(ROWS, ROWS)) > (INLINE_BYTES if ENVIRONMENT else 4 << 20)
     assert ROWS > (4 * RUN_ENTRIES if ENVIRONMENT else 1 << 20)
 
 
