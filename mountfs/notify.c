@@ -135,21 +135,27 @@ static void collect_live(struct node *node, void *context)
 	}
 }
 
+/* Collects what work names, tells the kernel, and frees the collection. */
+static void invalidate_collected(struct mountfs *mount, struct invalidation *work)
+{
+	inode_visit(mount, collect_live, work);
+	if (mount->notify.invalidate_inode)
+		for (size_t i = 0; i < work->inode_count; i++)
+			mount->notify.invalidate_inode(mount->notify.context, work->inodes[i]);
+	if (mount->notify.invalidate_entry)
+		for (size_t i = 0; i < work->entry_count; i++)
+			mount->notify.invalidate_entry(mount->notify.context, work->entries[i].parent,
+						       work->entries[i].name);
+	free(work->inodes);
+	free(work->entries);
+}
+
 static void invalidate(struct mountfs *mount, const char *branch, const char *const *names,
 		       size_t name_count, bool removed)
 {
 	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
 				     .removed = removed, .mount = mount };
-	inode_visit(mount, collect_live, &work);
-	if (mount->notify.invalidate_inode)
-		for (size_t i = 0; i < work.inode_count; i++)
-			mount->notify.invalidate_inode(mount->notify.context, work.inodes[i]);
-	if (mount->notify.invalidate_entry)
-		for (size_t i = 0; i < work.entry_count; i++)
-			mount->notify.invalidate_entry(mount->notify.context, work.entries[i].parent,
-						       work.entries[i].name);
-	free(work.inodes);
-	free(work.entries);
+	invalidate_collected(mount, &work);
 }
 
 void mount_invalidate_branch(struct mountfs *mount, const char *branch, const char *const *names,
@@ -168,13 +174,7 @@ void mount_invalidate_entries_beside(struct mountfs *mount, const char *branch, 
 	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
 				     .removed = true, .entries_only = true,
 				     .held = { held_parent, other_held_parent }, .mount = mount };
-	inode_visit(mount, collect_live, &work);
-	if (mount->notify.invalidate_entry)
-		for (size_t i = 0; i < work.entry_count; i++)
-			mount->notify.invalidate_entry(mount->notify.context, work.entries[i].parent,
-						       work.entries[i].name);
-	free(work.inodes);
-	free(work.entries);
+	invalidate_collected(mount, &work);   /* entries only: collect_live adds no inode */
 }
 
 void mount_refresh(struct mountfs *mount)
