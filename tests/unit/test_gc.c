@@ -430,8 +430,15 @@ TEST(gc_keeps_the_retained_history_in_a_pack_and_every_retained_version_reads_as
 	CHECK_EQ(gc_keep(store, 10, &result), 0);
 	CHECK_EQ(packs_in_store(), 1);
 	CHECK(result.pack_bytes > 0);
-	/* the manifest keeps its header, meta slots and the pages from the pack's offset on */
-	CHECK(manifest_disk_bytes() <= 12288 + 2 * 4096);
+	/* the manifest keeps its header, meta slots and the pages from the pack's offset on: the
+	 * records after that offset take under two pages, which straddle three when the offset
+	 * falls late in its page (where depends on the compressed sizes of 400 commit records,
+	 * whose ids and times differ from run to run: 25 runs kept 1, 2 and 3 pages 5, 18 and 2
+	 * times, so a bound of two pages failed about once in twelve) */
+	uint64_t kept = manifest_disk_bytes();
+	if (kept > 12288 + 3 * 4096)
+		fprintf(stderr, "    the manifest keeps %llu bytes on disk after gc\n", (unsigned long long)kept);
+	CHECK(kept <= 12288 + 3 * 4096);
 	for (int i = 1; i <= 10; i++) {
 		char *after = rows_at(store, "main", 390 + (uint64_t)i, "T1");
 		CHECK(after && before[i] && strcmp(after, before[i]) == 0);
