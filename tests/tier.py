@@ -37,3 +37,22 @@ def quieter_leak_checks(environment, leak_checked):
     if options and not leak_checked:
         environment["ASAN_OPTIONS"] = options.replace("detect_leaks=1", "detect_leaks=0")
     return environment
+
+
+def store_kinds(module, both_stores, both_stores_sanitized):
+    """The stores a test of `module` runs on: ["local"], or ["local", "s3"] where an object store
+    is given and module is one of both_stores (both_stores_sanitized under ASan)."""
+    chosen = both_stores_sanitized if SANITIZED else both_stores
+    if module in chosen and os.environ.get("GRAPHFS_TEST_BUCKET"):
+        return ["local", "s3"]
+    return ["local"]
+
+
+def parametrize_stores(metafunc, both_stores, both_stores_sanitized):
+    """pytest_generate_tests for a suite: a test asking for `store` runs on every store kind of its
+    module, unless it is marked local_only."""
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    kinds = store_kinds(module, both_stores, both_stores_sanitized)
+    if ("store" in metafunc.fixturenames and len(kinds) > 1
+            and not metafunc.definition.get_closest_marker("local_only")):
+        metafunc.parametrize("store", kinds, indirect=True)

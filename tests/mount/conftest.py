@@ -27,7 +27,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # tests/store_files.py
 from store_files import piece_cache  # noqa: E402,F401  (autouse: each test its own cache)
-from tier import SANITIZED, quieter_leak_checks  # noqa: E402
+import tier  # noqa: E402
+from tier import quieter_leak_checks  # noqa: E402
 
 FUSERMOUNT = "fusermount3"
 MOUNT_TIMEOUT = 20.0
@@ -243,11 +244,8 @@ BOTH_STORES_SANITIZED = {"test_write"}
 
 
 def store_kinds(module):
-    """The stores a test of `module` runs on: ["local"], or ["local", "s3"] where an object store is given."""
-    chosen = BOTH_STORES_SANITIZED if SANITIZED else BOTH_STORES
-    if module in chosen and os.environ.get("GRAPHFS_TEST_BUCKET"):
-        return ["local", "s3"]
-    return ["local"]
+    """The stores a test of `module` runs on (tests/tier.py)."""
+    return tier.store_kinds(module, BOTH_STORES, BOTH_STORES_SANITIZED)
 
 
 def pytest_configure(config):
@@ -260,11 +258,7 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    kinds = store_kinds(module)
-    if ("store" in metafunc.fixturenames and len(kinds) > 1
-            and not metafunc.definition.get_closest_marker("local_only")):
-        metafunc.parametrize("store", kinds, indirect=True)
+    tier.parametrize_stores(metafunc, BOTH_STORES, BOTH_STORES_SANITIZED)
 
 
 @pytest.fixture
