@@ -305,3 +305,40 @@ struct block_address codec_get_address(struct buf_reader *reader)
 	address.offset = buf_get_u64(reader);
 	return address;
 }
+
+static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
+
+/* ---- file headers (docs/FORMAT.md §2) ------------------------------------------------------- */
+
+void codec_file_header_encode(const struct file_header *header, uint8_t *out)
+{
+	memset(out, 0, FILE_HEADER_SIZE);
+	memcpy(out, file_magic, sizeof file_magic);
+	buf_store_u32(out + 8, header->format_version);
+	buf_store_u32(out + 12, (uint32_t)header->kind);
+	memcpy(out + 16, header->store_id.bytes, 16);
+	buf_store_u64(out + 32, header->segment_id);
+	buf_store_u64(out + 40, header->created_us);
+	buf_store_u64(out + 48, codec_hash(out, 48));
+}
+
+int codec_file_header_decode(const uint8_t *bytes, struct file_header *out)
+{
+	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
+		return -EIO;
+	out->format_version = buf_load_u32(bytes + 8);
+	if (out->format_version != FILE_FORMAT_VERSION)
+		return -EPROTO;
+	if (buf_load_u64(bytes + 48) != codec_hash(bytes, 48))
+		return -EIO;
+	uint32_t kind = buf_load_u32(bytes + 12);
+	if (kind != FILE_KIND_MANIFEST && kind != FILE_KIND_SEGMENT && kind != FILE_KIND_PACK)
+		return -EIO;
+	out->kind = (enum file_kind)kind;
+	memcpy(out->store_id.bytes, bytes + 16, 16);
+	out->segment_id = buf_load_u64(bytes + 32);
+	out->created_us = buf_load_u64(bytes + 40);
+	if ((out->kind == FILE_KIND_MANIFEST) != (out->segment_id == 0))
+		return -EIO;
+	return 0;
+}

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ulid.h"
 
 #define BLOCK_MAGIC 0x42534647u /* "GFSB" read as little-endian u32 */
 #define BLOCK_HEADER_SIZE 24
@@ -116,5 +117,37 @@ int codec_decode(const void *block, size_t block_size, enum block_type expected_
 /* Encodes / decodes a block address as 16 bytes. */
 int codec_put_address(struct buf *out, struct block_address address);
 struct block_address codec_get_address(struct buf_reader *reader);
+
+/* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
+
+#define FILE_HEADER_SIZE 4096
+#define FILE_FORMAT_VERSION 6          /* the store format this binary reads and writes */
+#define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
+
+enum file_kind {
+	FILE_KIND_MANIFEST = 1,
+	FILE_KIND_SEGMENT = 2,
+	FILE_KIND_PACK = 3,      /* packs/<N>: segment_id holds N (docs/FORMAT.md §22) */
+};
+
+struct file_header {
+	uint32_t format_version;
+	enum file_kind kind;
+	struct ulid store_id;
+	uint64_t segment_id;      /* 0 in the manifest */
+	uint64_t created_us;      /* µs since the epoch */
+};
+
+/* Encodes header into out (FILE_HEADER_SIZE bytes, checksummed, zero padded). */
+void codec_file_header_encode(const struct file_header *header, uint8_t *out);
+
+/*
+ * Decodes FILE_HEADER_SIZE bytes. Checks the magic first (-EIO if it is not
+ * a graphfs file), then the format version: if it is not FILE_FORMAT_VERSION
+ * it returns -EPROTO with only out->format_version filled (a different
+ * format may lay out or checksum the rest differently). Then verifies the
+ * checksum and the kind (-EIO). Returns 0, -EIO or -EPROTO.
+ */
+int codec_file_header_decode(const uint8_t *bytes, struct file_header *out);
 
 #endif

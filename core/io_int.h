@@ -22,9 +22,6 @@ static inline bool io_remote_directory(int directory)
 	return directory >= IO_REMOTE_BASE;
 }
 
-/* Records this thread's last failed object-store request (io_strerror). */
-void io_failure_note(int rc, const char *message);
-
 void io_remote_readahead_pause(void);
 void io_remote_readahead_resume(void);
 int io_remote_open_root(const char *location);

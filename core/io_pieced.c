@@ -43,6 +43,7 @@
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
+#include "io_diag.h"
 #include "io_remote_int.h"
 
 #include <errno.h>
@@ -147,7 +148,7 @@ static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop
 	error_info_clear(&error);
 	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
 	if (rc < 0 && rc != -ENOMEM)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	if (first_out)
 		*first_out = listing.first;
 	return rc;
@@ -209,7 +210,7 @@ static int meta_object_get(struct io_remote_file *file, unsigned slot, uint64_t 
 	if (rc == -ENOENT || rc == -ERANGE)
 		rc = 0;
 	else if (rc < 0)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	return rc;
 }
 
@@ -370,7 +371,7 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 		*object_size = whole_size;
 	if (rc == 0 && start == 0 && from == 0 && !file->cache && bytes.size >= 32) {
 		file->cache = io_cache_open(bytes.data + 16);   /* the header names the store (FORMAT.md §2) */
-		io_remote_store_id_note(file->directory, bytes.data + 16);   /* for its segments' chunks */
+		file->store_id_note(file->directory, bytes.data + 16);   /* for its segments' chunks */
 	}
 	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size) {
 		io_cache_put(file->cache, NULL, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
@@ -383,7 +384,7 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 	if (rc == 0)
 		range_keep(file, from, &bytes);
 	else if (rc != -ENOENT && rc != -ERANGE)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	buf_free(&bytes);
 	return rc;
 }
@@ -425,7 +426,7 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 		piece_key(file, granule, key);
 		/* a part answered names the size; a piece ending before offset needs a HEAD */
 		if (rc == -ERANGE && (rc = s3_head(file->directory->client, key, &size, &error)) < 0) {
-			io_remote_log(&error);
+			io_log_failure(&error);
 			return rc;
 		}
 		return piece_insert(file, granule, size);
@@ -682,7 +683,7 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 		}
 	}
 	if (rc < 0 && rc != -ESTALE)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	return rc;
 }
 
@@ -705,7 +706,7 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 						range_drop(file, &file->ranges[r]);
 				continue;
 			}
-			io_remote_log(&error);
+			io_log_failure(&error);
 		}
 		file->pieces[kept++] = *piece;
 	}

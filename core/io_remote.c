@@ -40,6 +40,7 @@
  *      written in place: never cached.
  */
 #include "io_int.h"
+#include "io_diag.h"
 #include "io_remote_int.h"
 
 #include <errno.h>
@@ -102,14 +103,6 @@ static void readahead_leave(void)
 	pthread_mutex_unlock(&readahead_gate);
 }
 static struct remote_directory *directories[REMOTE_DIRECTORIES];
-
-void io_remote_log(const struct error_info *error)
-{
-	if (error->code) {
-		io_failure_note(error->code, error->message);
-		io_log(LOG_INFO, "%s", error->message);
-	}
-}
 
 static struct remote_directory *directory_of(int directory)
 {
@@ -189,7 +182,7 @@ int io_remote_open_root(const char *location)
 	struct s3_client *client = NULL;
 	if ((rc = s3_location_parse(location, &parsed, &error)) < 0 ||
 	    (rc = s3_client_open(&parsed, &client, &error)) < 0) {
-		io_remote_log(&error);
+		io_log_failure(&error);
 		return rc;
 	}
 	return directory_register(location, "", client, true, NULL);
@@ -206,7 +199,7 @@ int io_remote_open_at(int directory, const char *name)
 	return directory_register(parent->location, key, parent->client, false, parent->root);
 }
 
-void io_remote_store_id_note(struct remote_directory *directory, const uint8_t store_id[16])
+static void store_id_note(struct remote_directory *directory, const uint8_t store_id[16])
 {
 	pthread_mutex_lock(&table_lock);
 	memcpy(directory->root->store_id, store_id, 16);
@@ -268,6 +261,7 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 	error_info_clear(&error);
 	if (parent->key[0] == 0 && strcmp(name, "manifest") == 0) {
 		file->kind = REMOTE_PIECED;
+		file->store_id_note = store_id_note;
 		rc = io_pieced_open(file, flags);
 		goto out;
 	}
@@ -291,7 +285,7 @@ int io_remote_file_open(int directory, const char *name, int flags, enum io_clas
 		file->dirty = true;      /* stored by the first fsync or the close, even if empty */
 	} else {
 		if (rc != -ENOENT)
-			io_remote_log(&error);
+			io_log_failure(&error);
 		goto out;
 	}
 out:
@@ -321,7 +315,7 @@ static int whole_store(struct io_remote_file *file)
 			 : s3_put(file->directory->client, file->key, file->content.data, file->content.size, condition,
 				  &error);
 	if (rc < 0) {
-		io_remote_log(&error);
+		io_log_failure(&error);
 		return rc;
 	}
 	file->exists = true;
@@ -366,7 +360,7 @@ static int whole_load(struct io_remote_file *file)
 	error_info_clear(&error);
 	int rc = file->size ? s3_get(file->directory->client, file->key, 0, 0, &file->content, &error) : 0;
 	if (rc < 0) {
-		io_remote_log(&error);
+		io_log_failure(&error);
 		return rc;
 	}
 	file->loaded = true;
@@ -498,7 +492,7 @@ static int chunk_get(struct io_remote_file *file, uint64_t offset, struct chunk 
 			int rc = s3_get(file->directory->client, file->key, start, length, &chunk->bytes, &error);
 			if (rc < 0) {
 				buf_reset(&chunk->bytes);
-				io_remote_log(&error);
+				io_log_failure(&error);
 				return rc;
 			}
 			io_cache_put(file->cache, file->key, start, chunk->bytes.data, chunk->bytes.size);
@@ -831,7 +825,7 @@ int io_remote_unlink(int directory, const char *name)
 	if (rc == 0 && (rc = s3_head(parent->client, key, &size, &error)) == 0)
 		rc = s3_delete(parent->client, key, &error);
 	if (rc < 0 && rc != -ENOENT)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	return rc;
 }
 
@@ -858,7 +852,7 @@ int io_remote_rename(int directory, const char *from, const char *to)
 	    (rc = s3_put(parent->client, to_key, bytes.data, bytes.size, S3_ALWAYS, &error)) == 0)
 		rc = s3_delete(parent->client, from_key, &error);
 	if (rc < 0 && rc != -ENOENT)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	buf_free(&bytes);
 	return rc;
 }
@@ -897,6 +891,6 @@ int io_remote_list(int directory, const char *subdirectory, int (*visit)(const c
 	error_info_clear(&error);
 	int rc = s3_list(parent->client, prefix, NULL, list_one, &listing, &error);
 	if (rc < 0 && error.code)
-		io_remote_log(&error);
+		io_log_failure(&error);
 	return rc < 0 ? rc : listing.stopped;
 }

@@ -85,11 +85,11 @@ struct io_remote_file {
 	uint64_t own_piece, own_state_start;   /* the last piece this process created and where its state
 					  part begins (0: not known): the hint its meta slot writes carry */
 	uint64_t hinted_piece, hinted_state_start;   /* the same as read from the meta slots at open */
+	/* called once the manifest header names the store, so that its directory's segment and
+	 * pack chunks can be cached by store (set by io_remote.c before io_pieced_open) */
+	void (*store_id_note)(struct remote_directory *directory, const uint8_t store_id[16]);
 };
 
-/* A failed request: the reason the error carries up (io_strerror), and a log line for a
- * daemon's log (informational: the caller's error says what failed). */
-void io_remote_log(const struct error_info *error);
 
 /* Opens the pieced manifest (flags as open(2): O_CREAT, O_EXCL). 0, -ENOENT, -EEXIST or
  * a request's -errno; on error the caller frees what io_pieced_free frees. */
@@ -137,7 +137,5 @@ void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, cons
 
 /* ---- which store a remote directory belongs to (io_remote.c) ---- */
 
-/* Notes the store id read from the manifest header of the store at directory's root. */
-void io_remote_store_id_note(struct remote_directory *directory, const uint8_t store_id[16]);
 
 #endif

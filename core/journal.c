@@ -123,7 +123,7 @@ static int json_put_ulid(struct buf *out, const struct ulid *id)
 
 /* ---- head rows ---------------------------------------------------------------- */
 
-int head_row_encode(const struct head_row *head, struct buf *out)
+int journal_head_row_encode(const struct head_row *head, struct buf *out)
 {
 	size_t start = out->size;
 	size_t name_length = strnlen(head->name, sizeof head->name);
@@ -136,7 +136,7 @@ int head_row_encode(const struct head_row *head, struct buf *out)
 		rc = -EINVAL;
 		goto out;
 	}
-	/* Never write what head_row_decode would refuse. */
+	/* Never write what journal_head_row_decode would refuse. */
 	for (size_t i = 0; i < hash_length; i++) {
 		char digit = head->schema_hash[i];
 		if (!((digit >= '0' && digit <= '9') || (digit >= 'a' && digit <= 'f'))) {
@@ -167,7 +167,7 @@ out:
 	return rc;
 }
 
-/* Decodes one head row from reader (shared by head_row_decode and commit records). */
+/* Decodes one head row from reader (shared by journal_head_row_decode and commit records). */
 static int head_row_read(struct buf_reader *reader, struct head_row *out)
 {
 	memset(out, 0, sizeof *out);
@@ -216,7 +216,7 @@ corrupt:
 	return -EIO;
 }
 
-int head_row_decode(const void *bytes, size_t size, struct head_row *out)
+int journal_head_row_decode(const void *bytes, size_t size, struct head_row *out)
 {
 	struct buf_reader reader;
 	buf_reader_init(&reader, bytes, size);
@@ -228,7 +228,7 @@ int head_row_decode(const void *bytes, size_t size, struct head_row *out)
 	return rc;
 }
 
-int head_row_render_json(const struct head_row *head, struct buf *out)
+int journal_head_row_render_json(const struct head_row *head, struct buf *out)
 {
 	size_t start = out->size;
 	bool live = head->state == HEAD_LIVE;
@@ -266,7 +266,7 @@ out:
 
 /* ---- commit records --------------------------------------------------------- */
 
-const char *change_op_name(enum change_op op)
+const char *journal_change_op_name(enum change_op op)
 {
 	switch (op) {
 	case CHANGE_CREATE: return "create";
@@ -280,20 +280,20 @@ const char *change_op_name(enum change_op op)
 	return "unknown";
 }
 
-void commit_record_init(struct commit_record *record)
+void journal_commit_record_init(struct commit_record *record)
 {
 	memset(record, 0, sizeof *record);
 }
 
-void commit_record_free(struct commit_record *record)
+void journal_commit_record_free(struct commit_record *record)
 {
 	free(record->actor);
 	free(record->message);
 	free(record->changes);
-	commit_record_init(record);
+	journal_commit_record_init(record);
 }
 
-int commit_record_encode(const struct commit_record *record, struct buf *out)
+int journal_commit_record_encode(const struct commit_record *record, struct buf *out)
 {
 	size_t start = out->size;
 	const char *actor = record->actor ? record->actor : "";
@@ -332,7 +332,7 @@ int commit_record_encode(const struct commit_record *record, struct buf *out)
 			goto out;
 		}
 		buf_reset(&head);
-		if ((rc = head_row_encode(&change->head_after, &head)) < 0)
+		if ((rc = journal_head_row_encode(&change->head_after, &head)) < 0)
 			goto out;
 		assert(head.size <= UINT16_MAX);
 		if ((rc = buf_put_u8(out, (uint8_t)change->op)) < 0 ||
@@ -369,11 +369,11 @@ static char *copy_text(const uint8_t *bytes, size_t length, int *rc)
 /* Smallest encoding of one change: op, rows, empty previous name, head length, smallest head. */
 #define CHANGE_MIN_SIZE (1 + 8 + 2 + 2 + 4 + 16 + 16 + 2 + 8 + 2 + 8 + 8 + 16 + 16 + 8 + 16)
 
-int commit_record_decode(const void *bytes, size_t size, struct commit_record *record)
+int journal_commit_record_decode(const void *bytes, size_t size, struct commit_record *record)
 {
 	struct buf_reader reader;
 	buf_reader_init(&reader, bytes, size);
-	commit_record_init(record);
+	journal_commit_record_init(record);
 	int rc = 0;
 	record->version = buf_get_u64(&reader);
 	buf_get_raw(&reader, record->id.bytes, 16);
@@ -421,7 +421,7 @@ int commit_record_decode(const void *bytes, size_t size, struct commit_record *r
 			goto corrupt;
 		change->op = (enum change_op)op;
 		memcpy(change->previous_name, previous, previous_length);
-		if (head_row_decode(reader.position, head_length, &change->head_after) < 0)
+		if (journal_head_row_decode(reader.position, head_length, &change->head_after) < 0)
 			goto corrupt;
 		reader.position += head_length;
 	}
@@ -431,11 +431,11 @@ int commit_record_decode(const void *bytes, size_t size, struct commit_record *r
 corrupt:
 	rc = -EIO;
 out:
-	commit_record_free(record);
+	journal_commit_record_free(record);
 	return rc;
 }
 
-int commit_record_render_json(const struct commit_record *record, struct buf *out)
+int journal_commit_record_render_json(const struct commit_record *record, struct buf *out)
 {
 	size_t start = out->size;
 	char time_text[32];
@@ -477,7 +477,7 @@ int commit_record_render_json(const struct commit_record *record, struct buf *ou
 		    ((rc = buf_append_string(out, ",\"from\":")) < 0 ||
 		     (rc = json_put_cstring(out, change->previous_name)) < 0))
 			goto out;
-		if ((rc = buf_printf(out, ",\"op\":\"%s\",\"rows\":%llu}", change_op_name(change->op),
+		if ((rc = buf_printf(out, ",\"op\":\"%s\",\"rows\":%llu}", journal_change_op_name(change->op),
 				     (unsigned long long)change->rows)) < 0)
 			goto out;
 	}

@@ -48,10 +48,10 @@ struct head_row {
 };
 
 /* Appends / reads the fixed layout of a head row. decode returns 0 or -EIO (also for an unknown state). */
-int head_row_encode(const struct head_row *head, struct buf *out);
-int head_row_decode(const void *bytes, size_t size, struct head_row *out);
+int journal_head_row_encode(const struct head_row *head, struct buf *out);
+int journal_head_row_decode(const void *bytes, size_t size, struct head_row *out);
 /* Renders the head file JSON (docs/MOUNT.md "The tree" field names, one object, "\n" at the end). */
-int head_row_render_json(const struct head_row *head, struct buf *out);
+int journal_head_row_render_json(const struct head_row *head, struct buf *out);
 
 enum change_op {
 	CHANGE_CREATE = 1,
@@ -63,7 +63,7 @@ enum change_op {
 	CHANGE_OPTIMIZE = 7,   /* the same rows rewritten into fresh fragments (graphfs optimize) */
 };
 
-const char *change_op_name(enum change_op op);  /* "create", "overwrite", ... */
+const char *journal_change_op_name(enum change_op op);  /* "create", "overwrite", ... */
 
 struct change {
 	enum change_op op;
@@ -90,18 +90,18 @@ struct commit_record {
 						    version and id are known (its child names it) */
 };
 
-void commit_record_init(struct commit_record *record);
-void commit_record_free(struct commit_record *record);
+void journal_commit_record_init(struct commit_record *record);
+void journal_commit_record_free(struct commit_record *record);
 /* Appends the record's payload encoding (not yet a block) to out. 0 or -errno. */
-int commit_record_encode(const struct commit_record *record, struct buf *out);
+int journal_commit_record_encode(const struct commit_record *record, struct buf *out);
 /* Decodes a payload into record (initialised by the callee). 0, -EIO, -ENOMEM. */
-int commit_record_decode(const void *bytes, size_t size, struct commit_record *record);
+int journal_commit_record_decode(const void *bytes, size_t size, struct commit_record *record);
 /*
  * Renders one `log` line (docs/MOUNT.md "The tree"): {"version","commit","parents","branch",
  * "time" (RFC 3339 UTC with µs),"actor","message","changes":[{"table","op","rows"}]}
  * followed by "\n".
  */
-int commit_record_render_json(const struct commit_record *record, struct buf *out);   /* reclaimed: {"version","commit","reclaimed":true} */
+int journal_commit_record_render_json(const struct commit_record *record, struct buf *out);   /* reclaimed: {"version","commit","reclaimed":true} */
 
 /* RFC 3339 UTC with microseconds, e.g. 2026-11-30T12:00:00.000000Z; out must hold 32 bytes. */
 void journal_format_time(uint64_t time_us, char out[32]);

@@ -59,8 +59,6 @@
  * from 100 µs to 5 ms after the first 20 ms). */
 #define LOCK_PAUSE_US 2000u
 
-static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
-static const uint8_t meta_magic[8] = { 'G', 'F', 'S', 'M', 'E', 'T', 'A', 0 };
 
 uint64_t manifest_now_us(void)
 {
@@ -84,168 +82,6 @@ int manifest_name_check(const char *what, const char *name, struct error_info *e
 	return 0;
 }
 
-/* ---- encodings ------------------------------------------------------------ */
-
-void manifest_meta_encode(const struct meta_slot *slot, uint8_t out[MANIFEST_META_SLOT_SIZE])
-{
-	memset(out, 0, MANIFEST_META_SLOT_SIZE);
-	memcpy(out, meta_magic, sizeof meta_magic);
-	buf_store_u64(out + 8, slot->sequence);
-	buf_store_u64(out + 16, slot->root_offset);
-	buf_store_u64(out + 24, slot->size);
-	buf_store_u64(out + 32, slot->version);
-	buf_store_u64(out + 40, codec_hash(out, 40));
-}
-
-void manifest_meta_decode(const uint8_t bytes[MANIFEST_META_SLOT_SIZE], struct meta_slot *out)
-{
-	memset(out, 0, sizeof *out);
-	/* every refresh decodes both slots: compare memory, not bytes one by one */
-	bool padding_zero = bytes[MANIFEST_META_ENCODED_SIZE] == 0 &&
-			    memcmp(bytes + MANIFEST_META_ENCODED_SIZE, bytes + MANIFEST_META_ENCODED_SIZE + 1,
-				   MANIFEST_META_SLOT_SIZE - MANIFEST_META_ENCODED_SIZE - 1) == 0;
-	if (padding_zero && bytes[0] == 0 && memcmp(bytes, bytes + 1, MANIFEST_META_ENCODED_SIZE) == 0) {
-		out->empty = true;
-		return;
-	}
-	if (!padding_zero || memcmp(bytes, meta_magic, sizeof meta_magic) != 0 ||
-	    buf_load_u64(bytes + 40) != codec_hash(bytes, 40))
-		return;
-	out->sequence = buf_load_u64(bytes + 8);
-	out->root_offset = buf_load_u64(bytes + 16);
-	out->size = buf_load_u64(bytes + 24);
-	out->version = buf_load_u64(bytes + 32);
-	out->valid = out->sequence > 0 && out->root_offset >= MANIFEST_FIRST_BLOCK &&
-		     out->size == out->root_offset + MANIFEST_ROOT_BLOCK_SIZE;
-}
-
-int manifest_root_encode(const struct root_record *root, struct buf *out)
-{
-	size_t start = out->size;
-	int rc;
-	if ((rc = buf_put_u64(out, root->sequence)) < 0 || (rc = buf_put_u64(out, root->version)) < 0 ||
-	    (rc = buf_put_u64(out, root->horizon)) < 0 || (rc = buf_put_u64(out, root->time_us)) < 0 ||
-	    (rc = codec_put_address(out, root->branches)) < 0 ||
-	    (rc = codec_put_address(out, root->versions)) < 0 ||
-	    (rc = codec_put_address(out, root->commit)) < 0 ||
-	    (rc = codec_put_address(out, root->previous)) < 0 ||
-	    (rc = codec_put_address(out, root->tags)) < 0 || (rc = buf_put_u64(out, root->swept_below)) < 0)
-		out->size = start;
-	assert(rc < 0 || out->size - start == MANIFEST_ROOT_PAYLOAD_SIZE);
-	return rc;
-}
-
-int manifest_root_decode(const void *bytes, size_t size, struct root_record *out)
-{
-	struct buf_reader reader;
-	buf_reader_init(&reader, bytes, size);
-	struct root_record root = { 0 };
-	root.sequence = buf_get_u64(&reader);
-	root.version = buf_get_u64(&reader);
-	root.horizon = buf_get_u64(&reader);
-	root.time_us = buf_get_u64(&reader);
-	root.branches = codec_get_address(&reader);
-	root.versions = codec_get_address(&reader);
-	root.commit = codec_get_address(&reader);
-	root.previous = codec_get_address(&reader);
-	root.tags = codec_get_address(&reader);
-	root.swept_below = buf_get_u64(&reader);
-	if (reader.failed || buf_reader_remaining(&reader) != 0 || root.sequence == 0 ||
-	    root.horizon > root.version || block_address_is_null(root.branches) ||
-	    (root.version == 0) != block_address_is_null(root.commit) ||
-	    (root.swept_below != 0 && root.swept_below < MANIFEST_FIRST_BLOCK))
-		return -EIO;
-	*out = root;
-	return 0;
-}
-
-int manifest_root_read(struct pager *pager, struct block_address address, struct root_record *out)
-{
-	struct buf raw;
-	buf_init(&raw);
-	int rc = pager_read(pager, address, BLOCK_ROOT, &raw);
-	if (rc == 0)
-		rc = manifest_root_decode(raw.data, raw.size, out);
-	if (rc == 0 && address.segment == 0 && out->swept_below > address.offset)
-		rc = -EIO;   /* gc sweeps only below its own root */
-	if (rc == 0)
-		out->self = address;
-	buf_free(&raw);
-	return rc;
-}
-
-int manifest_branch_encode(const struct branch_record *branch, struct buf *out)
-{
-	size_t start = out->size;
-	size_t name_length = strnlen(branch->name, sizeof branch->name);
-	size_t from_length = strnlen(branch->forked_from, sizeof branch->forked_from);
-	int rc;
-	if (name_length == 0 || name_length > JOURNAL_NAME_MAX || from_length > JOURNAL_NAME_MAX)
-		return -EINVAL;
-	if ((rc = buf_put_str(out, branch->name, name_length)) < 0 ||
-	    (rc = buf_append(out, branch->incarnation.bytes, 16)) < 0 ||
-	    (rc = buf_append(out, branch->head_commit.bytes, 16)) < 0 ||
-	    (rc = codec_put_address(out, branch->head_record)) < 0 ||
-	    (rc = buf_put_u64(out, branch->head_version)) < 0 ||
-	    (rc = codec_put_address(out, branch->heads)) < 0 ||
-	    (rc = codec_put_address(out, branch->names)) < 0 ||
-	    (rc = buf_put_str(out, branch->forked_from, from_length)) < 0 ||
-	    (rc = buf_put_u64(out, branch->fork_point)) < 0 ||
-	    (rc = buf_put_u64(out, branch->created_version)) < 0 ||
-	    (rc = buf_put_u64(out, branch->created_time_us)) < 0)
-		out->size = start;
-	return rc;
-}
-
-int manifest_branch_decode(const void *bytes, size_t size, struct branch_record *out)
-{
-	struct buf_reader reader;
-	buf_reader_init(&reader, bytes, size);
-	struct branch_record branch;
-	memset(&branch, 0, sizeof branch);
-	const uint8_t *name_bytes;
-	size_t name_length = buf_get_str(&reader, &name_bytes);
-	if (!reader.failed && name_length > 0 && name_length <= JOURNAL_NAME_MAX &&
-	    !memchr(name_bytes, 0, name_length))
-		memcpy(branch.name, name_bytes, name_length);
-	else
-		return -EIO;
-	buf_get_raw(&reader, branch.incarnation.bytes, 16);
-	buf_get_raw(&reader, branch.head_commit.bytes, 16);
-	branch.head_record = codec_get_address(&reader);
-	branch.head_version = buf_get_u64(&reader);
-	branch.heads = codec_get_address(&reader);
-	branch.names = codec_get_address(&reader);
-	const uint8_t *from_bytes;
-	size_t from_length = buf_get_str(&reader, &from_bytes);
-	if (reader.failed || from_length > JOURNAL_NAME_MAX || memchr(from_bytes, 0, from_length))
-		return -EIO;
-	memcpy(branch.forked_from, from_bytes, from_length);
-	branch.fork_point = buf_get_u64(&reader);
-	branch.created_version = buf_get_u64(&reader);
-	branch.created_time_us = buf_get_u64(&reader);
-	if (reader.failed || buf_reader_remaining(&reader) != 0 ||
-	    ulid_is_zero(&branch.incarnation) ||
-	    ulid_is_zero(&branch.head_commit) != block_address_is_null(branch.head_record))
-		return -EIO;
-	*out = branch;
-	return 0;
-}
-
-/* ---- the file header --------------------------------------------------------- */
-
-static void header_build(const struct ulid *store_id, uint32_t format_version, uint8_t *out)
-{
-	struct file_header header = {
-		.format_version = format_version,
-		.kind = FILE_KIND_MANIFEST,
-		.store_id = *store_id,
-		.segment_id = 0,
-		.created_us = manifest_now_us(),
-	};
-	pager_file_header_encode(&header, out);
-}
-
 uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset)
 {
 	if (io_file_is_remote(&manifest->file))
@@ -253,69 +89,6 @@ uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset)
 	if (!manifest->granule)
 		return offset;
 	return (offset + manifest->granule - 1) / manifest->granule * manifest->granule;
-}
-
-/*
- * Checks the header bytes in the order the contract requires: a graphfs
- * manifest at all (-EINVAL), intact (-EIO), then the format version (-EPROTO
- * with the export/upgrade guidance). Nothing else of the store is read
- * before this passes.
- */
-static int header_check(const char *path, const uint8_t *bytes, struct ulid *store_id, uint32_t *granule,
-			struct error_info *error)
-{
-	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
-		return error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest has no graphfs header)",
-				      path);
-	bool intact = buf_load_u64(bytes + 48) == codec_hash(bytes, 48);
-	*granule = buf_load_u32(bytes + MANIFEST_GRANULE_OFFSET);   /* FORMAT.md §2 */
-	intact = intact && (*granule == 0 || *granule == MANIFEST_GRANULE);
-	for (size_t i = MANIFEST_GRANULE_OFFSET + 4; i < FILE_HEADER_SIZE && intact; i++)
-		intact = bytes[i] == 0;
-	if (!intact)
-		return error_info_set(error, -EIO, "%s/manifest: the file header at offset 0 is damaged (checksum mismatch)",
-				      path);
-	uint32_t kind = buf_load_u32(bytes + 12);
-	if (kind != FILE_KIND_MANIFEST || buf_load_u64(bytes + 32) != 0)
-		return error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest header is of kind %u)",
-				      path, kind);
-	uint32_t format = buf_load_u32(bytes + 8);
-	if (format < MANIFEST_FORMAT_VERSION)
-		return error_info_set(error, -EPROTO,
-				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
-				      format, MANIFEST_FORMAT_VERSION);
-	if (format > MANIFEST_FORMAT_VERSION)
-		return error_info_set(error, -EPROTO,
-				      "store format %u is newer than this graphfs (format %d): upgrade graphfs",
-				      format, MANIFEST_FORMAT_VERSION);
-	memcpy(store_id->bytes, bytes + 16, 16);
-	return 0;
-}
-
-int manifest_stamp_format(const char *path, uint32_t format_version)
-{
-	int directory = io_directory_open(path);
-	if (directory < 0)
-		return directory;
-	struct io_file file;
-	uint8_t bytes[FILE_HEADER_SIZE];
-	int rc = io_file_open(directory, "manifest", O_RDWR, IO_MANIFEST, &file);
-	if (rc < 0)
-		goto out;
-	rc = io_pread(&file, bytes, sizeof bytes, 0);
-	if (rc == 0 && memcmp(bytes, file_magic, sizeof file_magic) != 0)
-		rc = -EINVAL;
-	if (rc == 0) {
-		buf_store_u32(bytes + 8, format_version);
-		buf_store_u64(bytes + 48, codec_hash(bytes, 48));
-		rc = io_pwrite(&file, bytes, sizeof bytes, 0);
-	}
-	if (rc == 0)
-		rc = io_fsync(&file);
-	io_file_close(&file);
-out:
-	close(directory);
-	return rc;
 }
 
 /* ---- latest root discovery ------------------------------------------------------ */
@@ -495,7 +268,7 @@ static uint64_t remote_refresh_us(void)
 	return milliseconds >= 1 && milliseconds <= 600000 ? (uint64_t)milliseconds * 1000u : REMOTE_REFRESH_US;
 }
 
-static uint64_t manifest_monotonic_us(void)
+uint64_t manifest_monotonic_us(void)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -819,25 +592,6 @@ out:
 	return rc;
 }
 
-int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
-{
-	int rc = manifest_refresh_for_publish(manifest, error);
-	if (rc < 0 || (manifest->flags & MANIFEST_READ_ONLY))
-		return rc;
-	/* Settle: roots written by publishes still waiting for their sync, or by a
-	 * writer that died before its meta slot, become durable and announced now,
-	 * so that what follows (recovery, gc, a snapshot copy) sees one durable state. */
-	pthread_mutex_lock(&manifest->state_mutex);
-	struct root_record written = manifest->written;
-	uint64_t written_size = manifest->written_size;
-	bool behind = manifest->latest.sequence < written.sequence ||
-		      manifest->meta_sequence < written.sequence;
-	pthread_mutex_unlock(&manifest->state_mutex);
-	if (behind)
-		rc = manifest_sync_through(manifest, &written, written_size, NULL, error);
-	return rc;
-}
-
 /* ---- the store lock ---------------------------------------------------------------- */
 
 int manifest_lock(struct manifest *manifest, struct error_info *error)
@@ -885,250 +639,12 @@ void manifest_unlock(struct manifest *manifest)
 	pthread_mutex_unlock(&manifest->publish_mutex);
 }
 
-/* ---- create / open / close --------------------------------------------------------------- */
-
-static int visit_any(const char *name, void *context)
-{
-	(void)name;
-	(void)context;
-	return 1;
-}
-
-int manifest_directory_prepare(const char *path, bool *created, struct error_info *error)
-{
-	*created = false;
-	int directory = io_directory_open(path);
-	if (directory == -ENOENT) {
-		char parent[PATH_MAX];
-		const char *slash = strrchr(path, '/');
-		const char *leaf = slash ? slash + 1 : path;
-		if (!slash)
-			snprintf(parent, sizeof parent, ".");
-		else if (slash == path)
-			snprintf(parent, sizeof parent, "/");
-		else
-			snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
-		int parent_directory = io_directory_open(parent);
-		if (parent_directory < 0)
-			return error_info_set(error, parent_directory, "cannot open %s: %s", parent,
-					      strerror(-parent_directory));
-		int rc = io_directory_make(parent_directory, leaf);
-		if (rc == 0)
-			io_directory_sync(parent_directory);
-		close(parent_directory);
-		if (rc < 0)
-			return error_info_set(error, rc, "cannot create %s: %s", path, io_strerror(rc));
-		*created = true;
-		directory = io_directory_open(path);
-	}
-	if (directory < 0)
-		return error_info_set(error, directory, "cannot open %s: %s", path, strerror(-directory));
-	if (!*created) {
-		int rc = io_directory_list(directory, NULL, visit_any, NULL);
-		if (rc != 0) {
-			close(directory);
-			if (rc > 0)
-				return error_info_set(error, -EEXIST, "%s exists and is not empty", path);
-			return error_info_set(error, rc, "cannot list %s: %s", path, io_strerror(rc));
-		}
-	}
-	return directory;
-}
-
 uint64_t manifest_end(struct manifest *manifest)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
 	uint64_t end = manifest->committed_size;
 	pthread_mutex_unlock(&manifest->state_mutex);
 	return end;
-}
-
-int manifest_create(const char *path, struct error_info *error)
-{
-	bool created;
-	int directory = manifest_directory_prepare(path, &created, error);
-	if (directory < 0)
-		return directory;
-	struct io_file file = { -1, IO_MANIFEST, NULL }, lock_file = { -1, IO_MANIFEST, NULL }, pins_file = { -1, IO_MANIFEST, NULL };
-	struct pager *pager = NULL;
-	struct pager_append *append = NULL;
-	struct btree *branches = NULL;
-	struct buf bytes;
-	buf_init(&bytes);
-	int rc;
-	if ((rc = io_directory_make(directory, "segments")) < 0 ||
-	    (rc = io_directory_make(directory, "recovery")) < 0 ||
-	    (rc = io_file_open(directory, "lock", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &lock_file)) < 0 ||
-	    (rc = io_file_open(directory, "pins", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &pins_file)) < 0 ||
-	    (rc = io_file_open(directory, "manifest", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &file)) < 0) {
-		error_info_set(error, rc, "cannot create the files of %s: %s", path, io_strerror(rc));
-		goto out;
-	}
-	/* header, then two empty meta slots */
-	struct ulid store_id;
-	ulid_new(&store_id);
-	if ((rc = buf_reserve(&bytes, MANIFEST_FIRST_BLOCK)) < 0)
-		goto out;
-	memset(bytes.data, 0, MANIFEST_FIRST_BLOCK);
-	header_build(&store_id, MANIFEST_FORMAT_VERSION, bytes.data);
-	if ((rc = io_pwrite(&file, bytes.data, MANIFEST_FIRST_BLOCK, 0)) < 0 ||
-	    (rc = pager_init(directory, &file, &pager)) < 0)
-		goto failed_write;
-
-	/* the first root: branch main with no commit and no tables; version 0 */
-	uint64_t now = manifest_now_us();
-	struct branch_record main_branch;
-	memset(&main_branch, 0, sizeof main_branch);
-	snprintf(main_branch.name, sizeof main_branch.name, "main");
-	ulid_new(&main_branch.incarnation);
-	main_branch.created_time_us = now;
-	struct root_record root = { .sequence = 1, .version = 0, .time_us = now };
-	buf_reset(&bytes);
-	if ((rc = pager_append_begin(pager, MANIFEST_FIRST_BLOCK, &append)) < 0 ||
-	    (rc = btree_open(pager, (struct block_address){ 0, 0 }, &branches)) < 0 ||
-	    (rc = manifest_branch_encode(&main_branch, &bytes)) < 0 ||
-	    (rc = btree_put(branches, "main", 4, bytes.data, bytes.size)) < 0 ||
-	    (rc = btree_flush(branches, append, &root.branches)) < 0)
-		goto failed_write;
-	buf_reset(&bytes);
-	if ((rc = manifest_root_encode(&root, &bytes)) < 0 ||
-	    (rc = pager_append_block(append, BLOCK_ROOT, CODEC_NONE, bytes.data, bytes.size, &root.self)) < 0 ||
-	    (rc = pager_append_write(append)) < 0)
-		goto failed_write;
-	if ((rc = manifest_meta_write_file(&file, &root, root.self.offset + MANIFEST_ROOT_BLOCK_SIZE)) < 0 ||
-	    (rc = io_fsync(&file)) < 0 || (rc = io_directory_sync(directory)) < 0)
-		goto failed_write;
-	goto out;
-failed_write:
-	error_info_set(error, rc, "cannot write the new store %s: %s", path, io_strerror(rc));
-out:
-	buf_free(&bytes);
-	btree_free(branches);
-	pager_append_free(append);
-	pager_free(pager);
-	io_file_close(&file);
-	io_file_close(&lock_file);
-	io_file_close(&pins_file);
-	close(directory);
-	return rc;
-}
-
-int manifest_open(const char *path, int flags, struct manifest **out, struct error_info *error)
-{
-	struct manifest *manifest = calloc(1, sizeof *manifest);
-	if (!manifest)
-		return -ENOMEM;
-	manifest->directory = -1;
-	manifest->file.descriptor = -1;
-	manifest->lock_file.descriptor = -1;
-	manifest->pins.file.descriptor = -1;
-	manifest->flags = flags;
-	pthread_mutex_init(&manifest->publish_mutex, NULL);
-	pthread_mutex_init(&manifest->sync_mutex, NULL);
-	pthread_mutex_init(&manifest->state_mutex, NULL);
-	pthread_mutex_init(&manifest->pins.mutex, NULL);
-	snprintf(manifest->path, sizeof manifest->path, "%s", path);
-	bool read_only = flags & MANIFEST_READ_ONLY;
-	uint8_t header[FILE_HEADER_SIZE];
-	int rc = io_directory_open(path);
-	if (rc < 0) {
-		if (rc == -ENOENT)
-			error_info_set(error, rc, "no graphfs store at %s (no such directory)", path);
-		else if (rc == -ENOTDIR)
-			error_info_set(error, -EINVAL, "%s is not a graphfs store (not a directory)", path), rc = -EINVAL;
-		else
-			error_info_set(error, rc, "cannot open %s: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	manifest->directory = rc;
-	rc = io_file_open(manifest->directory, "manifest", read_only ? O_RDONLY : O_RDWR, IO_MANIFEST,
-			  &manifest->file);
-	if (rc == 0 && io_file_is_remote(&manifest->file))
-		manifest->listed_us = manifest_monotonic_us();   /* the open listed the recent pieces */
-	if (rc < 0) {
-		if (rc == -ENOENT)
-			error_info_set(error, rc, "%s is not a graphfs store (no manifest file)", path);
-		else
-			error_info_set(error, rc, "cannot open %s/manifest: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	/* OPENING: the header (and so the format version) before anything else */
-	ssize_t got = io_pread_some(&manifest->file, header, sizeof header, 0);
-	if (got < 0) {
-		rc = (int)got;
-		error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	if ((size_t)got < sizeof header) {
-		rc = error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest is too short)", path);
-		goto failed;
-	}
-	rc = header_check(path, header, &manifest->store_id, &manifest->granule, error);
-	if (rc < 0)
-		goto failed;
-	rc = pager_init(manifest->directory, &manifest->file, &manifest->pager);
-	if (rc < 0) {
-		error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	rc = io_file_open(manifest->directory, "lock", read_only ? O_RDONLY : O_RDWR | O_CREAT, IO_MANIFEST,
-			  &manifest->lock_file);
-	if (rc < 0 && !(read_only && rc == -ENOENT)) {
-		error_info_set(error, rc, "cannot open %s/lock: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	/* waits for the store lock and for syncs sleep until woken (FORMAT.md §18); without
-	 * the page (an object store, a read-only open) they are plain bounded sleeps */
-	if (!read_only)
-		(void)io_wake_page_map(&manifest->lock_file, &manifest->wake);
-	if ((rc = manifest_pins_open(manifest, read_only)) < 0) {
-		error_info_set(error, rc, "cannot open %s/pins: %s", path, io_strerror(rc));
-		goto failed;
-	}
-	if (read_only) {
-		pthread_mutex_lock(&manifest->state_mutex);
-		rc = manifest_state_refresh(manifest, NULL);
-		pthread_mutex_unlock(&manifest->state_mutex);
-		if (rc < 0 && !manifest->damage) {
-			error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
-			goto failed;
-		}
-		/* a damaged read-only handle opens so that verify can report; reads answer -EIO */
-		rc = 0;
-	} else {
-		/* RECOVERING */
-		rc = manifest_lock(manifest, error);
-		if (rc < 0)
-			goto failed;
-		rc = manifest_refresh_locked(manifest, error);
-		if (rc == 0)
-			rc = manifest_recover(manifest, error);
-		manifest_unlock(manifest);
-		if (rc < 0)
-			goto failed;
-	}
-	*out = manifest;
-	return 0;
-failed:
-	manifest_close(manifest);
-	return rc;
-}
-
-void manifest_close(struct manifest *manifest)
-{
-	if (!manifest)
-		return;
-	pager_free(manifest->pager);
-	manifest_pins_close(manifest);
-	io_wake_page_unmap(&manifest->wake);
-	io_file_close(&manifest->lock_file);
-	io_file_close(&manifest->file);
-	if (manifest->directory >= 0)
-		close(manifest->directory);
-	pthread_mutex_destroy(&manifest->publish_mutex);
-	pthread_mutex_destroy(&manifest->sync_mutex);
-	pthread_mutex_destroy(&manifest->state_mutex);
-	free(manifest);
 }
 
 struct pager *manifest_pager(struct manifest *manifest)
@@ -1199,7 +715,7 @@ static int head_get(struct btree *heads, const uint8_t *stable_id, struct buf *s
 	buf_reset(scratch);
 	int rc = btree_get(heads, stable_id, 16, scratch);
 	if (rc == 0)
-		rc = head_row_decode(scratch->data, scratch->size, out);
+		rc = journal_head_row_decode(scratch->data, scratch->size, out);
 	if (rc == 0 && memcmp(out->stable_id.bytes, stable_id, 16) != 0)
 		rc = -EIO;
 	return rc;
@@ -1266,7 +782,7 @@ int manifest_heads_each(struct manifest *manifest, const struct manifest_snapsho
 		const uint8_t *key, *value;
 		size_t key_size, value_size;
 		while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
-			if (key_size != 16 || head_row_decode(value, value_size, &head) < 0 ||
+			if (key_size != 16 || journal_head_row_decode(value, value_size, &head) < 0 ||
 			    memcmp(head.stable_id.bytes, key, 16) != 0) {
 				rc = head_damaged(snapshot, "(unknown)", "a head row is damaged");
 				goto out;

@@ -179,7 +179,7 @@ static int mark_head(const uint8_t *key, size_t key_size, const uint8_t *value, 
 {
 	struct gc_mark *mark = context;
 	struct head_row head;
-	int rc = head_row_decode(value, value_size, &head);
+	int rc = journal_head_row_decode(value, value_size, &head);
 	if (rc < 0)
 		return rc;
 	/* a dropped table's last version is history, kept only while its versions are */

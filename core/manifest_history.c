@@ -148,12 +148,12 @@ int manifest_commit_read(struct manifest *manifest, struct block_address address
 	buf_init(&raw);
 	int rc = pager_read(manifest->pager, address, BLOCK_COMMIT, &raw);
 	if (rc == 0) {
-		rc = commit_record_decode(raw.data, raw.size, out);
+		rc = journal_commit_record_decode(raw.data, raw.size, out);
 		if (rc == -EIO)
 			io_log(LOG_ERR, "%s/manifest: commit record at offset %llu is damaged",
 				manifest->path, (unsigned long long)address.offset);
 	} else {
-		commit_record_init(out);
+		journal_commit_record_init(out);
 	}
 	buf_free(&raw);
 	return rc;
@@ -175,12 +175,12 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		uint64_t version = manifest_commit_id_version(&expected);
 		if (latest.horizon && version <= latest.horizon && version < snapshot->branch.head_version) {
 			/* gc reclaimed it (a head's own record is kept): the line says so, and the walk ends */
-			commit_record_init(&record);
+			journal_commit_record_init(&record);
 			record.version = version;
 			record.id = expected;
 			record.reclaimed = true;
 			rc = visit(&record, context);
-			commit_record_free(&record);
+			journal_commit_record_free(&record);
 			return rc;
 		}
 		rc = manifest_commit_read(manifest, address, &record);
@@ -189,7 +189,7 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		if (record.version >= previous_version) {
 			io_log(LOG_ERR, "%s/manifest: commit at offset %llu does not precede its child",
 				manifest->path, (unsigned long long)address.offset);
-			commit_record_free(&record);
+			journal_commit_record_free(&record);
 			return -EIO;
 		}
 		previous_version = record.version;
@@ -197,7 +197,7 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		address = record.parent_count > 0 ? record.parent_records[0] : (struct block_address){ 0, 0 };
 		if (record.parent_count > 0)
 			expected = record.parents[0];
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 		if (rc != 0)
 			return rc;
 	}
@@ -226,7 +226,7 @@ int manifest_log_versions(struct manifest *manifest, const struct manifest_snaps
 		if (record.version != version || parent >= version)
 			rc = -EIO;
 	}
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	while (rc == 0) {
 		if ((rc = visit(&line, context)) != 0 || parent == 0)
 			break;
@@ -285,7 +285,7 @@ int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, u
 	struct root_record latest;
 	struct block_address address;
 	struct commit_record found;
-	commit_record_init(&found);
+	journal_commit_record_init(&found);
 	uint64_t claimed = manifest_commit_id_version(commit);
 	int rc = manifest_refresh(manifest, NULL);
 	if (rc == 0)
@@ -304,7 +304,7 @@ int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, u
 		if (record)
 			*record = address;
 	}
-	commit_record_free(&found);
+	journal_commit_record_free(&found);
 	return rc;
 }
 
@@ -338,7 +338,7 @@ int manifest_version_at_time(struct manifest *manifest, uint64_t time_us, uint64
 			struct commit_record record;
 			if ((rc = manifest_commit_read(manifest, latest.commit, &record)) == 0)
 				at = record.time_us;
-			commit_record_free(&record);
+			journal_commit_record_free(&record);
 		} else {
 			struct manifest_version_entry entry = { 0 };
 			rc = cursor_entry(manifest, cursor, middle, &entry);
@@ -495,7 +495,7 @@ int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct 
 	struct root_record latest;
 	struct base_walk walk = { 0 };
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	int rc = manifest_latest(manifest, &latest);
 	if (rc == 0 && (ulid_is_zero(a) || ulid_is_zero(b)))
 		rc = -ENOENT;
@@ -521,7 +521,7 @@ int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct 
 		bool is_head = ulid_compare(&entry.id, a) == 0 || ulid_compare(&entry.id, b) == 0;
 		if (latest.horizon && entry.version <= latest.horizon && !is_head)
 			continue;
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 		int read = manifest_commit_read(manifest, entry.record, &record);
 		if (read < 0) {
 			rc = read;
@@ -536,7 +536,7 @@ int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct 
 		}
 	}
 out:
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	free(walk.entries);
 	free(walk.heap);
 	return rc;
@@ -547,7 +547,7 @@ int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *co
 {
 	struct root_record latest;
 	struct commit_record found;
-	commit_record_init(&found);
+	journal_commit_record_init(&found);
 	int rc = manifest_latest(manifest, &latest);
 	if (rc == 0)
 		rc = manifest_commit_read(manifest, record, &found);
@@ -561,6 +561,6 @@ int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *co
 		rc = -EIO;   /* the last root of that version has the branch at another commit */
 	if (rc == 0)
 		out->version = found.version;
-	commit_record_free(&found);
+	journal_commit_record_free(&found);
 	return rc;
 }

@@ -109,7 +109,7 @@ struct manifest {
 	uint64_t allocated, allocated_for_size, allocated_for_sweep;
 };
 
-/* ---- encodings ---------------------------------------------------------- */
+/* ---- record codecs (manifest_records.c) -------------------------------- */
 
 void manifest_meta_encode(const struct meta_slot *slot, uint8_t out[MANIFEST_META_SLOT_SIZE]);
 void manifest_meta_decode(const uint8_t bytes[MANIFEST_META_SLOT_SIZE], struct meta_slot *out);
@@ -119,7 +119,9 @@ int manifest_branch_encode(const struct branch_record *branch, struct buf *out);
 int manifest_branch_decode(const void *bytes, size_t size, struct branch_record *out);
 int manifest_root_read(struct pager *pager, struct block_address address, struct root_record *out);
 
+/* The wall clock (records' times) and a monotonic clock (waits, refresh bounds), in µs. */
 uint64_t manifest_now_us(void);
+uint64_t manifest_monotonic_us(void);
 /* Table and branch names: schema_name_is_valid, with a message naming what is wrong. */
 int manifest_name_check(const char *what, const char *name, struct error_info *error);
 

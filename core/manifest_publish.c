@@ -251,7 +251,7 @@ static int version_entry_of(const struct manifest_publish *publish, struct manif
 		if (out->parent_version >= base->version)
 			rc = -EIO;
 	}
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	return rc;
 }
 
@@ -332,7 +332,7 @@ int manifest_publish_history(struct manifest_publish *publish, const struct bran
 		record->parent_records[record->parent_count++] = merge_record;
 	}
 	int rc;
-	if ((rc = commit_record_encode(record, &bytes)) < 0 ||
+	if ((rc = journal_commit_record_encode(record, &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_COMMIT, CODEC_ZSTD, bytes.data, bytes.size,
 				     &publish->commit_record)) < 0) {
 		error_info_set(error, rc, "cannot encode the commit record: %s", io_strerror(rc));
@@ -480,7 +480,7 @@ static int live_head(struct commit_state *state, const char *name, struct head_r
 	buf_reset(&state->scratch);
 	rc = btree_get(state->heads, id, 16, &state->scratch);
 	if (rc == 0)
-		rc = head_row_decode(state->scratch.data, state->scratch.size, out);
+		rc = journal_head_row_decode(state->scratch.data, state->scratch.size, out);
 	if (rc == -ENOENT || (rc == 0 && (out->state != HEAD_LIVE || strcmp(out->name, name) != 0))) {
 		io_log(LOG_ERR, "%s/manifest: table %s: the names entry and the heads disagree",
 			state->manifest->path, name);
@@ -516,7 +516,7 @@ static int head_table(struct commit_state *state, const struct head_row *head,
 static int head_store(struct commit_state *state, const struct head_row *head)
 {
 	buf_reset(&state->scratch);
-	int rc = head_row_encode(head, &state->scratch);
+	int rc = journal_head_row_encode(head, &state->scratch);
 	if (rc == 0)
 		rc = btree_put(state->heads, head->stable_id.bytes, 16, state->scratch.data,
 			       state->scratch.size);
@@ -960,7 +960,7 @@ static int references_collect(struct commit_state *state, const char *name, bool
 			break;
 		}
 		if ((rc = btree_get(state->heads, value, 16, &head_bytes)) < 0 ||
-		    (rc = head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
+		    (rc = journal_head_row_decode(head_bytes.data, head_bytes.size, &head)) < 0)
 			break;
 		if (head.kind != SCHEMA_EDGE || (head.row_count == 0 && !include_empty))
 			continue;
@@ -1042,7 +1042,7 @@ static int check_references(struct commit_state *state)
 		struct head_row head;
 		int rc = btree_get(state->heads, table.stable_id.bytes, 16, &head_bytes);
 		if (rc == 0)
-			rc = head_row_decode(head_bytes.data, head_bytes.size, &head);
+			rc = journal_head_row_decode(head_bytes.data, head_bytes.size, &head);
 		buf_free(&head_bytes);
 		if (rc < 0)
 			return rc;
@@ -1198,7 +1198,7 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 	struct commit_state state = { .manifest = manifest, .publish = &publish, .error = error };
 	buf_init(&state.scratch);
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	struct branch_record branch;
 	rc = manifest_publish_begin(manifest, &publish, error);
 	if (rc < 0)
@@ -1330,7 +1330,7 @@ out:
 		schema_free(&state.touched[i].schema);
 	free(state.touched);
 	buf_free(&state.scratch);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	manifest_publish_end(&publish);
 	return rc;
 }

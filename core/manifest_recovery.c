@@ -430,7 +430,7 @@ static int intent_published(struct manifest *manifest, const struct manifest_sid
 		if (rc < 0)
 			return rc == -ENOENT ? 0 : rc;
 		*published = ulid_compare(&record.id, &id) == 0;
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 		if (*published)
 			return 0;
 	}

@@ -150,3 +150,24 @@ out:
 	io_wake_all(&manifest->wake, IO_WAKE_DURABLE);
 	return rc;
 }
+
+/* ---- settling under the store lock ---------------------------------------------- */
+
+int manifest_refresh_locked(struct manifest *manifest, struct error_info *error)
+{
+	int rc = manifest_refresh_for_publish(manifest, error);
+	if (rc < 0 || (manifest->flags & MANIFEST_READ_ONLY))
+		return rc;
+	/* Settle: roots written by publishes still waiting for their sync, or by a
+	 * writer that died before its meta slot, become durable and announced now,
+	 * so that what follows (recovery, gc, a snapshot copy) sees one durable state. */
+	pthread_mutex_lock(&manifest->state_mutex);
+	struct root_record written = manifest->written;
+	uint64_t written_size = manifest->written_size;
+	bool behind = manifest->latest.sequence < written.sequence ||
+		      manifest->meta_sequence < written.sequence;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	if (behind)
+		rc = manifest_sync_through(manifest, &written, written_size, NULL, error);
+	return rc;
+}

@@ -144,7 +144,7 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 	for (size_t i = MANIFEST_GRANULE_OFFSET + 4; i < FILE_HEADER_SIZE && intact; i++)
 		intact = bytes[i] == 0;
 	struct file_header header;
-	if (!intact || pager_file_header_decode(bytes, &header) < 0 || header.kind != FILE_KIND_MANIFEST)
+	if (!intact || codec_file_header_decode(bytes, &header) < 0 || header.kind != FILE_KIND_MANIFEST)
 		finding(verify, "manifest: the file header (offset 0) is damaged");
 	for (int i = 0; i < 2; i++) {
 		struct meta_slot slot;
@@ -437,7 +437,7 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 				(unsigned long long)record.time_us, (unsigned long long)parent);
 		for (size_t c = 0; c < record.change_count; c++)
 			note_table_segments(verify, &record.changes[c].head_after, text);
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 	}
 	free(check.entries);
 }
@@ -574,7 +574,7 @@ static int replay_branch(struct manifest *manifest, const struct branch_record *
 		if (record.parent_count)
 			expected = record.parents[0];
 		child_version = record.version;
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 		if (!linked) {
 			snprintf(problem, problem_size, "the commit chain is broken at offset %llu",
 				 (unsigned long long)address.offset);
@@ -622,7 +622,7 @@ static int replay_branch(struct manifest *manifest, const struct branch_record *
 		}
 		for (size_t c = 0; c < record.change_count && rc == 0; c++)
 			rc = replay_apply(out, &record.changes[c].head_after);
-		commit_record_free(&record);
+		journal_commit_record_free(&record);
 		if (rc < 0)
 			goto out;
 	}
@@ -717,7 +717,7 @@ static int compare_heads(struct manifest *manifest, struct verify *verify, const
 		goto out;
 	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
 		struct head_row head;
-		if (key_size != 16 || head_row_decode(value, value_size, &head) < 0 ||
+		if (key_size != 16 || journal_head_row_decode(value, value_size, &head) < 0 ||
 		    memcmp(head.stable_id.bytes, key, 16) != 0) {
 			DIFFER("branch %s: a head row is damaged (malformed or unknown state)", branch->name);
 			continue;
@@ -898,7 +898,7 @@ static void verify_state(struct verify *verify, const struct branch_record *bran
 			if (ulid_compare(&record.id, &branch->head_commit) != 0 ||
 			    record.version != branch->head_version)
 				finding(verify, "%s: the record's head commit does not match its commit record", label);
-			commit_record_free(&record);
+			journal_commit_record_free(&record);
 		} else {
 			finding(verify, "%s: its head commit record cannot be read", label);
 		}
@@ -1057,7 +1057,7 @@ static void verify_segments(struct verify *verify)
 		}
 		if (io_size(&file, &size) < 0 || size < FILE_HEADER_SIZE ||
 		    io_pread(&file, header_bytes, sizeof header_bytes, 0) < 0 ||
-		    pager_file_header_decode(header_bytes, &header) < 0 || header.kind != FILE_KIND_SEGMENT ||
+		    codec_file_header_decode(header_bytes, &header) < 0 || header.kind != FILE_KIND_SEGMENT ||
 		    header.segment_id != id || ulid_compare(&header.store_id, &manifest->store_id) != 0) {
 			finding(verify, "%s: damaged file header", path);
 			io_file_close(&file);
@@ -1185,7 +1185,7 @@ static int build_trees(struct manifest_publish *publish, const struct replay *re
 	int rc = btree_builder_open(publish->append, &builder);
 	for (size_t i = 0; rc == 0 && i < replay->count; i++) {
 		buf_reset(&bytes);
-		rc = head_row_encode(&replay->heads[i], &bytes);
+		rc = journal_head_row_encode(&replay->heads[i], &bytes);
 		if (rc == 0)
 			rc = btree_builder_add(builder, replay->heads[i].stable_id.bytes, 16, bytes.data, bytes.size);
 	}
@@ -1225,7 +1225,7 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 	struct branch_record branch;
 	struct replay replay = { 0 };
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	char problem[256];
 	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &branch);
 	if (rc == -ENOENT) {
@@ -1268,7 +1268,7 @@ static int repair_branch(struct manifest *manifest, const char *name, bool *repa
 		*repaired = true;
 	}
 out:
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	replay_free(&replay);
 	manifest_publish_end(&publish);
 	return rc;

@@ -198,7 +198,7 @@ int pack_open(int store_directory, const struct ulid *store_id, uint64_t covered
 		goto out;
 	}
 	if ((rc = io_pread(&pack->file, header_bytes, sizeof header_bytes, 0)) < 0 ||
-	    (rc = pager_file_header_decode(header_bytes, &header)) < 0 ||
+	    (rc = codec_file_header_decode(header_bytes, &header)) < 0 ||
 	    (rc = header.kind != FILE_KIND_PACK || header.segment_id != covered_below ||
 		  ulid_compare(&header.store_id, store_id) != 0 ? -EIO : 0) < 0) {
 		if (rc == -EIO)
@@ -483,7 +483,7 @@ struct pack_writer {
 	char temporary[PACK_NAME_SIZE];
 };
 
-static int writer_fail(struct pack_writer *writer, int rc)
+static int store_writer_fail(struct pack_writer *writer, int rc)
 {
 	if (rc < 0 && writer->state == WRITER_WRITING) {
 		writer->state = WRITER_FAILED;
@@ -526,7 +526,7 @@ int pack_writer_begin(int store_directory, const struct ulid *store_id, uint64_t
 		.created_us = (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u,
 	};
 	uint8_t bytes[FILE_HEADER_SIZE];
-	pager_file_header_encode(&header, bytes);
+	codec_file_header_encode(&header, bytes);
 	if ((rc = io_pwrite(&writer->file, bytes, sizeof bytes, 0)) < 0)
 		goto out;
 	writer->file_end = FILE_HEADER_SIZE;
@@ -585,7 +585,7 @@ int pack_writer_add(struct pack_writer *writer, uint64_t offset, const void *byt
 	if (writer->run_count > 0 && writer->bytes.size + size > PACK_FRAME_RAW)
 		rc = flush_frame(writer);
 	if (rc < 0)
-		return writer_fail(writer, rc);
+		return store_writer_fail(writer, rc);
 	if (writer->run_count > 0 && offset == writer->last_end) {
 		/* contiguous with the last run: extend it (its size field is the last 16 bytes' second word) */
 		uint8_t *entry = writer->runs.data + writer->runs.size - PACK_RUN_ENTRY_SIZE;
@@ -600,7 +600,7 @@ int pack_writer_add(struct pack_writer *writer, uint64_t offset, const void *byt
 	if (rc == 0)
 		rc = buf_append(&writer->bytes, bytes, size);
 	if (rc < 0)
-		return writer_fail(writer, rc);
+		return store_writer_fail(writer, rc);
 	writer->last_end = offset + size;
 	return 0;
 }
@@ -630,12 +630,12 @@ int pack_writer_finish(struct pack_writer *writer)
 	if (rc == 0)
 		rc = io_fsync(&writer->file);
 	if (rc < 0)
-		return writer_fail(writer, rc);
+		return store_writer_fail(writer, rc);
 	writer->file_end += writer->encoded.size + sizeof trailer;
 	char name[PACK_NAME_SIZE];
 	pack_name(writer->covered_below, false, name);
 	if ((rc = io_rename(writer->store_directory, writer->temporary, name)) < 0)
-		return writer_fail(writer, rc);
+		return store_writer_fail(writer, rc);
 	writer->state = WRITER_FINISHED;   /* named: from now on it is a pack, failed sync or not */
 	int packs = io_directory_open_at(writer->store_directory, "packs");
 	if (packs < 0)

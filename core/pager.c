@@ -68,7 +68,6 @@
 #define SEGMENT_FLUSH_SIZE (1u << 20)
 #define FILE_NAME_SIZE 32
 
-static const uint8_t file_magic[8] = { 'G', 'R', 'A', 'P', 'H', 'F', 'S', 0 };
 
 struct segment_slot {
 	uint64_t segment_id;    /* 0: empty */
@@ -154,41 +153,6 @@ static uint64_t now_us(void)
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
-}
-
-/* ---- file headers ------------------------------------------------------- */
-
-void pager_file_header_encode(const struct file_header *header, uint8_t *out)
-{
-	memset(out, 0, FILE_HEADER_SIZE);
-	memcpy(out, file_magic, sizeof file_magic);
-	buf_store_u32(out + 8, header->format_version);
-	buf_store_u32(out + 12, (uint32_t)header->kind);
-	memcpy(out + 16, header->store_id.bytes, 16);
-	buf_store_u64(out + 32, header->segment_id);
-	buf_store_u64(out + 40, header->created_us);
-	buf_store_u64(out + 48, codec_hash(out, 48));
-}
-
-int pager_file_header_decode(const uint8_t *bytes, struct file_header *out)
-{
-	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
-		return -EIO;
-	out->format_version = buf_load_u32(bytes + 8);
-	if (out->format_version != FILE_FORMAT_VERSION)
-		return -EPROTO;
-	if (buf_load_u64(bytes + 48) != codec_hash(bytes, 48))
-		return -EIO;
-	uint32_t kind = buf_load_u32(bytes + 12);
-	if (kind != FILE_KIND_MANIFEST && kind != FILE_KIND_SEGMENT && kind != FILE_KIND_PACK)
-		return -EIO;
-	out->kind = (enum file_kind)kind;
-	memcpy(out->store_id.bytes, bytes + 16, 16);
-	out->segment_id = buf_load_u64(bytes + 32);
-	out->created_us = buf_load_u64(bytes + 40);
-	if ((out->kind == FILE_KIND_MANIFEST) != (out->segment_id == 0))
-		return -EIO;
-	return 0;
 }
 
 /* ---- the block cache ---------------------------------------------------- */
@@ -377,7 +341,7 @@ int pager_init(int store_directory, struct io_file *manifest, struct pager **out
 		log_bad_block("manifest", 0, "file header is unreadable or short");
 		return rc == -EIO || rc == -EINVAL ? -EIO : rc;
 	}
-	rc = pager_file_header_decode(bytes, &header);
+	rc = codec_file_header_decode(bytes, &header);
 	if (rc == 0 && header.kind != FILE_KIND_MANIFEST)
 		rc = -EIO;
 	if (rc == -EIO)
@@ -546,7 +510,7 @@ static int segment_open_verified(struct pager *pager, uint64_t segment_id, struc
 	struct file_header header;
 	rc = io_pread(out, bytes, sizeof bytes, 0);
 	if (rc == 0)
-		rc = pager_file_header_decode(bytes, &header);
+		rc = codec_file_header_decode(bytes, &header);
 	if (rc == 0 && (header.kind != FILE_KIND_SEGMENT || header.segment_id != segment_id ||
 			ulid_compare(&header.store_id, &pager->store_id) != 0))
 		rc = -EIO;
@@ -1111,7 +1075,7 @@ int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_
 		.segment_id = segment_id,
 		.created_us = now_us(),
 	};
-	pager_file_header_encode(&header, segment->pending.data);
+	codec_file_header_encode(&header, segment->pending.data);
 	segment->pending.size = FILE_HEADER_SIZE;
 	*out = segment;
 	return 0;

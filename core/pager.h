@@ -52,38 +52,6 @@
 
 struct pager;
 
-/* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
-
-#define FILE_HEADER_SIZE 4096
-#define FILE_FORMAT_VERSION 6          /* the store format this binary reads and writes */
-#define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
-
-enum file_kind {
-	FILE_KIND_MANIFEST = 1,
-	FILE_KIND_SEGMENT = 2,
-	FILE_KIND_PACK = 3,      /* packs/<N>: segment_id holds N (docs/FORMAT.md §22) */
-};
-
-struct file_header {
-	uint32_t format_version;
-	enum file_kind kind;
-	struct ulid store_id;
-	uint64_t segment_id;      /* 0 in the manifest */
-	uint64_t created_us;      /* µs since the epoch */
-};
-
-/* Encodes header into out (FILE_HEADER_SIZE bytes, checksummed, zero padded). */
-void pager_file_header_encode(const struct file_header *header, uint8_t *out);
-
-/*
- * Decodes FILE_HEADER_SIZE bytes. Checks the magic first (-EIO if it is not
- * a graphfs file), then the format version: if it is not FILE_FORMAT_VERSION
- * it returns -EPROTO with only out->format_version filled (a different
- * format may lay out or checksum the rest differently). Then verifies the
- * checksum and the kind (-EIO). Returns 0, -EIO or -EPROTO.
- */
-int pager_file_header_decode(const uint8_t *bytes, struct file_header *out);
-
 /*
  * Creates a pager over an already opened store directory and manifest file
  * (the pager does not take ownership of either). Reads and checks the

@@ -77,8 +77,8 @@ static void default_actor(char out[STORE_ACTOR_MAX])
 	snprintf(out, STORE_ACTOR_MAX, "%.63s@%s", user, host);
 }
 
-int store_open(const char *path, const struct store_options *options, struct store **out,
-	       struct error_info *error)
+int store_handle_open(const char *path, const struct store_options *options, struct store **out,
+		      struct error_info *error)
 {
 	struct store_options defaults = { 0 };
 	if (!options)
@@ -117,14 +117,11 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (rc < 0)
 		goto cleanup;
 	store->pager = manifest_pager(store->manifest);
-	manifest_set_delete_check(store->manifest, store_delete_check, store);
 	if (options->block_cache && (rc = pager_cache_limit(store->pager, options->block_cache)) < 0) {
 		error_info_set(error, rc, "out of memory for the block cache");
 		manifest_close(store->manifest);
 		goto cleanup;
 	}
-	if (!store->read_only)
-		store_restore_resume(store);
 	*out = store;
 	return 0;
 cleanup:
@@ -134,12 +131,11 @@ cleanup:
 	return rc;
 }
 
-void store_close(struct store *store)
+void store_handle_close(struct store *store)
 {
 	if (!store)
 		return;
 	assert(atomic_load(&store->open_snapshots) == 0);
-	store_unserve(store);
 	manifest_close(store->manifest);
 	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++)
 		schema_free(&store->schemas[i].schema);
@@ -302,14 +298,14 @@ uint64_t store_snapshot_time_us(const struct store_snapshot *snapshot)
 		bool known = true;
 		if (!block_address_is_null(snapshot->view.branch.head_record)) {
 			struct commit_record record;
-			commit_record_init(&record);
+			journal_commit_record_init(&record);
 			int rc = manifest_commit_read(snapshot->store->manifest,
 						      snapshot->view.branch.head_record, &record);
 			if (rc == 0)
 				time_us = record.time_us;
 			else
 				known = false; /* an I/O error: answer 0 now, try again next time */
-			commit_record_free(&record);
+			journal_commit_record_free(&record);
 		}
 		mutable_snapshot->time_us = time_us;
 		if (known)
@@ -522,7 +518,7 @@ int store_commit_find(struct store *store, const char *ulid_text, uint64_t *vers
 	struct block_address address;
 	uint64_t found_version = 0;
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc == 0)
 		rc = manifest_commit_find(store->manifest, &id, &found_version, &address);
@@ -534,7 +530,7 @@ int store_commit_find(struct store *store, const char *ulid_text, uint64_t *vers
 		if (branch)
 			snprintf(branch, JOURNAL_NAME_MAX + 1, "%s", record.branch);
 	}
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	return rc;
 }
 
@@ -569,42 +565,6 @@ int store_branches(struct store *store,
 	if (rc == 0)
 		rc = manifest_branches_each(store->manifest, &root, visit_branch, &trampoline);
 	return visit_result(rc);
-}
-
-int store_branch_create(struct store *store, const char *name, const char *from,
-			const struct store_condition *condition, struct error_info *error)
-{
-	if (store->read_only)
-		return error_info_set(error, -EROFS, "the store is open read-only");
-	if (!name || !schema_name_is_valid(name, strlen(name)))
-		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"",
-				      name ? name : "");
-	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
-	struct manifest_condition check;
-	store_condition_to_manifest(condition, &check);
-	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
-}
-
-int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
-			const struct store_condition *condition, struct error_info *error)
-{
-	if (store->read_only)
-		return error_info_set(error, -EROFS, "the store is open read-only");
-	if (!name || !schema_name_is_valid(name, strlen(name)))
-		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
-	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
-	struct manifest_condition check;
-	store_condition_to_manifest(condition, &check);
-	struct lease *announced;
-	if ((rc = store_delete_announce(store, name, &announced)) < 0)
-		return error_info_set(error, rc, "cannot announce the delete of branch %s: %s", name, io_strerror(rc));
-	rc = manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
-	lease_end(announced, true);
-	return rc;
 }
 
 /* ---- stats, verify, repair ------------------------------------------------------------ */
@@ -704,4 +664,69 @@ int store_stamp_format(const char *path, uint32_t format_version, struct error_i
 	if (rc < 0)
 		error_info_set(error, rc, "cannot stamp the format of %s: %s", path, io_strerror(rc));
 	return rc;
+}
+
+/* ---- helpers of the files above: conditions, missing versions, the horizon, head lists ---- */
+
+void store_condition_to_manifest(const struct store_condition *condition, struct manifest_condition *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!condition)
+		return;
+	out->has_version = condition->has_version;
+	out->version = condition->version;
+	if (condition->has_commit)
+		out->commit = condition->commit;
+}
+
+int store_version_missing(struct store *store, const char *branch, uint64_t version, struct error_info *error)
+{
+	struct root_record latest;
+	if (manifest_latest(store->manifest, &latest) == 0) {
+		if (version > latest.version)
+			return error_info_set(error, -ENOENT, "branch \"%s\" has no version %llu (the latest version is %llu)",
+					      branch, (unsigned long long)version, (unsigned long long)latest.version);
+		if (latest.horizon && version <= latest.horizon)
+			return error_info_set(error, -ENOENT, "version %llu was reclaimed by gc (horizon %llu)",
+					      (unsigned long long)version, (unsigned long long)latest.horizon);
+	}
+	return error_info_set(error, -ENOENT, "branch \"%s\" has no version %llu (it is before the first commit of its history)",
+			      branch, (unsigned long long)version);
+}
+
+uint64_t store_horizon(struct store *store)
+{
+	struct root_record root;
+	return manifest_latest(store->manifest, &root) < 0 ? 0 : root.horizon;
+}
+
+int store_heads_collect(struct store_snapshot *snapshot, struct store_head_list *out)
+{
+	memset(out, 0, sizeof *out);
+	return store_snapshot_heads(snapshot, false, store_head_list_add, out);
+}
+
+int store_head_list_add(const struct head_row *head, void *context)
+{
+	struct store_head_list *list = context;
+	if (buf_grow_array((void **)&list->heads, &list->capacity, list->count + 1, sizeof *list->heads) < 0)
+		return -ENOMEM;
+	list->heads[list->count++] = *head;
+	return 0;
+}
+
+const struct head_row *store_head_list_find(const struct store_head_list *list, const struct ulid *stable_id)
+{
+	for (size_t i = 0; i < list->count; i++)
+		if (ulid_compare(&list->heads[i].stable_id, stable_id) == 0)
+			return &list->heads[i];
+	return NULL;
+}
+
+const struct head_row *store_head_list_named(const struct store_head_list *list, const char *name)
+{
+	for (size_t i = 0; i < list->count; i++)
+		if (strcmp(list->heads[i].name, name) == 0)
+			return &list->heads[i];
+	return NULL;
 }

@@ -166,7 +166,7 @@ static int restore_steps_held(struct store *store, const char *path, store_repor
 	struct store *snapshot = NULL;
 	struct name_list theirs = { 0 }, ours = { 0 };
 	struct root_record snapshot_root, latest;
-	int rc = store_open(path, &options, &snapshot, error);
+	int rc = store_handle_open(path, &options, &snapshot, error);
 	if (rc < 0)
 		return rc;
 	if ((rc = manifest_latest(snapshot->manifest, &snapshot_root)) < 0 ||
@@ -251,7 +251,7 @@ static int restore_steps_held(struct store *store, const char *path, store_repor
 out:
 	names_free(&theirs);
 	names_free(&ours);
-	store_close(snapshot);
+	store_handle_close(snapshot);
 	return rc;
 }
 
@@ -418,13 +418,13 @@ int store_restore(struct store *store, const char *path, const struct store_cond
 	struct store_options options = { .read_only = true };
 	struct store *snapshot = NULL;
 	struct root_record snapshot_root;
-	int rc = store_open(absolute, &options, &snapshot, error);
+	int rc = store_handle_open(absolute, &options, &snapshot, error);
 	if (rc < 0)
 		return rc;
 	rc = manifest_latest(snapshot->manifest, &snapshot_root);
 	if (rc == 0)
 		rc = manifest_root_is_ours(store->manifest, manifest_store_id(snapshot->manifest), &snapshot_root);
-	store_close(snapshot);
+	store_handle_close(snapshot);
 	if (rc == -ESTALE)
 		return error_info_set(error, -ESTALE,
 				      "%s ran gc after the snapshot %s was taken, so blocks the snapshot shares with it may be gone: it cannot be restored in place; load its contents instead (graphfs dump %s > graph.ndjson; graphfs load %s graph.ndjson)",

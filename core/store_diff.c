@@ -19,37 +19,6 @@
 
 #include "store_int.h"
 
-int store_heads_collect(struct store_snapshot *snapshot, struct store_head_list *out)
-{
-	memset(out, 0, sizeof *out);
-	return store_snapshot_heads(snapshot, false, store_head_list_add, out);
-}
-
-int store_head_list_add(const struct head_row *head, void *context)
-{
-	struct store_head_list *list = context;
-	if (buf_grow_array((void **)&list->heads, &list->capacity, list->count + 1, sizeof *list->heads) < 0)
-		return -ENOMEM;
-	list->heads[list->count++] = *head;
-	return 0;
-}
-
-const struct head_row *store_head_list_find(const struct store_head_list *list, const struct ulid *stable_id)
-{
-	for (size_t i = 0; i < list->count; i++)
-		if (ulid_compare(&list->heads[i].stable_id, stable_id) == 0)
-			return &list->heads[i];
-	return NULL;
-}
-
-const struct head_row *store_head_list_named(const struct store_head_list *list, const char *name)
-{
-	for (size_t i = 0; i < list->count; i++)
-		if (strcmp(list->heads[i].name, name) == 0)
-			return &list->heads[i];
-	return NULL;
-}
-
 int store_json_string(struct buf *out, const void *bytes, size_t size)
 {
 	json_t *string = json_stringn_nocheck(bytes, size);

@@ -18,7 +18,7 @@
  * over its key tree (shared with same, the other end, when it names the same
  * table). Returns 0 (out->in_snapshot false if there is no such table) or -errno.
  */
-int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
+int store_edges_endpoint_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
 			struct endpoint_table *out)
 {
 	memset(out, 0, sizeof *out);
@@ -52,7 +52,7 @@ int endpoint_table_open(struct store_txn *txn, const char *name, const struct en
 static int endpoint_exists(struct store_txn *txn, struct endpoint_table *table,
 			   const void *id, size_t size)
 {
-	struct store_writer *writer = txn_find_writer(txn, table->name);
+	struct store_writer *writer = store_txn_find_writer(txn, table->name);
 	if (writer) {
 		int held = table_stage_has(writer->stage, id, size);
 		if (held != 0)
@@ -68,16 +68,16 @@ static int endpoint_exists(struct store_txn *txn, struct endpoint_table *table,
 	return table_finder_has(table->finder, id, size);
 }
 
-int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size,
+int store_edges_endpoint_check(struct store_writer *writer, int end, const void *id, size_t size,
 		   uint64_t line, struct error_info *error)
 {
 	struct endpoint_table *table = &writer->endpoints[end];
 	int found = endpoint_exists(writer->txn, table, id, size);
 	if (found < 0)
-		return writer_fail(writer, error, found, line, "cannot look up %s in %s: %s",
+		return store_writer_fail(writer, error, found, line, "cannot look up %s in %s: %s",
 				   end == ENDPOINT_FROM ? "from" : "to", table->name, strerror(-found));
 	if (!found)
-		return writer_fail(writer, error, -EINVAL, line,
+		return store_writer_fail(writer, error, -EINVAL, line,
 				   "dangling edge: %s \"%.*s\" is not a row of %s",
 				   end == ENDPOINT_FROM ? "from" : "to", (int)(size > 200 ? 200 : size),
 				   (const char *)id, table->name);
@@ -104,7 +104,7 @@ static int pending_spill(struct store_writer *writer)
 }
 
 /* Defers the check of one endpoint to the commit. 0 or -errno (nothing deferred). */
-int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id)
+int store_edges_pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id)
 {
 	size_t before = writer->pending.size;
 	int rc = buf_put_u8(&writer->pending, (uint8_t)end);
@@ -214,7 +214,7 @@ out:
 }
 
 /* Checks every deferred endpoint: the spilled chunks in order, then those in memory. Same contract. */
-int pending_check(struct store_writer *writer, struct error_info *error)
+int store_edges_pending_check(struct store_writer *writer, struct error_info *error)
 {
 	struct buf chunk;
 	buf_init(&chunk);
@@ -297,14 +297,14 @@ static int references_load(struct store_writer *writer)
 	if (rc == 0)
 		rc = loading.rc;
 	if (rc < 0) {
-		references_free(writer);
+		store_edges_references_free(writer);
 		return rc;
 	}
 	writer->references_loaded = true;
 	return 0;
 }
 
-void references_free(struct store_writer *writer)
+void store_edges_references_free(struct store_writer *writer)
 {
 	for (size_t i = 0; i < writer->reference_count; i++)
 		table_adjacency_free(writer->references[i].adjacency);
@@ -318,7 +318,7 @@ void references_free(struct store_writer *writer)
 static bool edge_handled(struct store_txn *txn, const struct reference_table *reference, const uint8_t *edge,
 			 size_t edge_size)
 {
-	struct store_writer *writer = txn_find_writer(txn, reference->name);
+	struct store_writer *writer = store_txn_find_writer(txn, reference->name);
 	if (!writer)
 		return false;
 	if (writer->mode == STORE_OVERWRITE)
@@ -327,7 +327,7 @@ static bool edge_handled(struct store_txn *txn, const struct reference_table *re
 	       table_stage_deletes(writer->stage, edge, edge_size) != 0;
 }
 
-/* What references_check and detach_collect carry through a walk of one reference's edges. */
+/* What store_edges_references_check and store_edges_detach_collect carry through a walk of one reference's edges. */
 struct reference_walk {
 	struct store_writer *writer;
 	const struct reference_table *reference;
@@ -343,7 +343,7 @@ static int refuse_unhandled(const uint8_t *edge, size_t edge_size, const uint8_t
 	struct store_writer *writer = walk->writer;
 	if (edge_handled(writer->txn, walk->reference, edge, edge_size))
 		return 0;
-	return writer_fail(writer, walk->error, -EINVAL, walk->line,
+	return store_writer_fail(writer, walk->error, -EINVAL, walk->line,
 			   "node \"%.200s\" is still referenced by edge \"%.*s\" of %s (its %s): "
 			   "delete the edges first, or delete the node with {\"id\":\"%.200s\",\"@delete\":\"detach\"}",
 			   buf_cstr(&writer->row.id), (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge,
@@ -351,14 +351,14 @@ static int refuse_unhandled(const uint8_t *edge, size_t edge_size, const uint8_t
 			   buf_cstr(&writer->row.id));
 }
 
-int references_check(struct store_writer *writer, uint64_t line, struct error_info *error)
+int store_edges_references_check(struct store_writer *writer, uint64_t line, struct error_info *error)
 {
 	if (io_failpoint_armed("integrity.skip_reference_checks"))
 		return 0;
 	const struct buf *node = &writer->row.id;
 	int rc = references_load(writer);
 	if (rc < 0)
-		return writer_fail(writer, error, rc, line, "cannot read the edge tables that refer to %s: %s",
+		return store_writer_fail(writer, error, rc, line, "cannot read the edge tables that refer to %s: %s",
 				   writer->table, io_strerror(rc));
 	for (size_t i = 0; i < writer->reference_count; i++) {
 		struct reference_walk walk = { writer, &writer->references[i], line, error };
@@ -366,7 +366,7 @@ int references_check(struct store_writer *writer, uint64_t line, struct error_in
 					  &walk);
 		if (rc < 0)
 			return writer->failure.code ? rc
-						    : writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
+						    : store_writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
 								  writer->references[i].name, io_strerror(rc));
 	}
 	return 0;
@@ -387,7 +387,7 @@ static int note_detached(const uint8_t *edge, size_t edge_size, const uint8_t *o
 	return rc;
 }
 
-int detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error)
+int store_edges_detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error)
 {
 	const struct buf *node = &writer->row.id;
 	int rc = references_load(writer);
@@ -396,68 +396,7 @@ int detach_collect(struct store_writer *writer, uint64_t line, struct error_info
 		rc = table_adjacency_each(writer->references[i].adjacency, node->data, node->size, note_detached, &walk);
 	}
 	if (rc < 0)
-		return writer_fail(writer, error, rc, line, "cannot collect the edges of \"%.200s\" to detach: %s",
+		return store_writer_fail(writer, error, rc, line, "cannot collect the edges of \"%.200s\" to detach: %s",
 				   buf_cstr(&writer->row.id), io_strerror(rc));
-	return 0;
-}
-
-/* The deletes one node writer's detach lines noted. */
-static int detach_apply_one(struct store_txn *txn, struct store_writer *node_writer, size_t *locked_writers,
-			    struct error_info *error)
-{
-	struct buf_reader reader;
-	buf_reader_init(&reader, node_writer->detached.data, node_writer->detached.size);
-	struct schema_row row;
-	schema_row_init(&row);
-	int rc = 0;
-	while (rc == 0 && buf_reader_remaining(&reader) > 0) {
-		char table[JOURNAL_NAME_MAX + 1];
-		const uint8_t *edge;
-		size_t edge_size;
-		buf_get_str_into(&reader, table, sizeof table);
-		edge_size = buf_get_str(&reader, &edge);
-		if (reader.failed) {
-			rc = error_info_set(error, -EIO, "the list of edges to detach is damaged");
-			break;
-		}
-		struct store_writer *writer = txn_find_writer(txn, table);
-		if (!writer) {
-			if ((rc = txn_writer_create(txn, table, STORE_MERGE, 0, table, &writer, error)) < 0)
-				break;
-			/* the commit holds every writer's lock (store_txn.c step 1): this one too */
-			pthread_mutex_lock(&writer->lock);
-			(*locked_writers)++;
-		}
-		if (writer->mode == STORE_OVERWRITE || table_stage_has(writer->stage, edge, edge_size) != 0)
-			continue;  /* the writer's own rows decide; the commit checks what they leave */
-		schema_row_free(&row);
-		schema_row_init(&row);
-		row.is_delete = true;
-		if ((rc = buf_append(&row.id, edge, edge_size)) < 0 || (rc = table_stage_add(writer->stage, &row)) < 0) {
-			error_info_set(error, rc, "cannot delete edge \"%.*s\" of %s to detach its node: %s",
-				       (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge, table, io_strerror(rc));
-			break;
-		}
-		atomic_fetch_add(&writer->lines, 1);
-		txn->staged_bytes += edge_size + 20;
-		writer->staged_bytes += edge_size + 20;
-	}
-	schema_row_free(&row);
-	if (rc == 0)
-		buf_reset(&node_writer->detached);
-	return rc;
-}
-
-int detach_apply(struct store_txn *txn, size_t *locked_writers, struct error_info *error)
-{
-	size_t count = txn->op_count;   /* writers created here have nothing to detach */
-	for (size_t i = 0; i < count; i++) {
-		struct txn_op *op = txn->ops[i];
-		if (op->kind != MANIFEST_WRITE || op->writer->detached.size == 0)
-			continue;
-		int rc = detach_apply_one(txn, op->writer, locked_writers, error);
-		if (rc < 0)
-			return rc;
-	}
 	return 0;
 }

@@ -51,6 +51,17 @@ struct store {
 	uint64_t schemas_clock;
 };
 
+/*
+ * The handle alone (store.c): options checked, the manifest opened, the schema
+ * cache ready; no delete check for the mounts and no restore resumed (what
+ * store_open adds, store_open.c). For the files below store_open.c that open
+ * another store (store_backup.c: the snapshot). 0 or -errno with error set;
+ * *out NULL on error. store_handle_close undoes it (serves nothing).
+ */
+int store_handle_open(const char *path, const struct store_options *options, struct store **out,
+		      struct error_info *error);
+void store_handle_close(struct store *store);
+
 /* Releases the branch this handle serves (store_serving.c). */
 void store_unserve(struct store *store);
 /* The manifest's delete check: -EBUSY (saying where) for a branch a running mount serves. */
@@ -91,7 +102,7 @@ int store_snapshot_pinned(struct store *store, store_snapshot_resolver resolve, 
 int store_snapshot_wrap(struct store *store, const struct manifest_snapshot *view, const char *branch,
 			struct store_snapshot **out, struct error_info *error);
 /* The -ENOENT error of a version branch does not show: reclaimed, before the
- * first commit of its ancestry, or after the latest version (store_names.c). */
+ * first commit of its ancestry, or after the latest version (store.c). */
 int store_version_missing(struct store *store, const char *branch, uint64_t version, struct error_info *error);
 
 /* The manifest's form of a store condition (NULL: none). */
@@ -115,7 +126,7 @@ int store_txn_restore(struct store_txn *txn, const char *table, struct block_add
 void store_txn_set_merge_parent(struct store_txn *txn, const struct ulid *commit, struct block_address record);
 void store_txn_trust_endpoints(struct store_txn *txn);
 
-/* Live heads of a snapshot, in name order (store_diff.c). */
+/* Live heads of a snapshot, in name order (store.c). */
 struct store_head_list {
 	struct head_row *heads;
 	size_t count, capacity;

@@ -774,7 +774,7 @@ out:
 
 /* ---- the merge ----------------------------------------------------------------------------------------- */
 
-void merge_free(struct merge *merge)
+void store_merge_state_free(struct merge *merge)
 {
 	for (size_t i = 0; i < merge->count; i++) {
 		struct merge_table *table = &merge->tables[i];
@@ -890,7 +890,7 @@ static int find_base(struct merge *merge, const char *source, const char *dest, 
  * outcome, every table's action and apply list, orphan checks. State
  * MERGE_CHECKED on success (UP_TO_DATE stops early). 0 or -errno.
  */
-int merge_compute(struct merge *merge, const char *source, const char *dest, struct store_merge_result *out)
+int store_merge_compute(struct merge *merge, const char *source, const char *dest, struct store_merge_result *out)
 {
 	struct store *store = merge->store;
 	struct error_info *error = merge->error;
@@ -934,7 +934,7 @@ int merge_compute(struct merge *merge, const char *source, const char *dest, str
 	return rc;
 }
 
-int merge_arguments(const char *source, const char **dest, struct error_info *error)
+int store_merge_arguments(const char *source, const char **dest, struct error_info *error)
 {
 	*dest = store_branch_or_main(*dest);
 	if (!source || !*source)
@@ -953,7 +953,7 @@ int store_merge(struct store *store, const char *source, const char *dest, const
 	memset(out, 0, sizeof *out);
 	if (!options)
 		options = &defaults;
-	int rc = merge_arguments(source, &dest, error);
+	int rc = store_merge_arguments(source, &dest, error);
 	if (rc < 0)
 		return rc;
 	if (store->read_only && !options->dry_run)
@@ -966,9 +966,9 @@ int store_merge(struct store *store, const char *source, const char *dest, const
 		buf_init(&merge.line);
 		error_info_clear(error);
 		memset(out, 0, sizeof *out);
-		rc = merge_compute(&merge, source, dest, out);
+		rc = store_merge_compute(&merge, source, dest, out);
 		if (rc < 0 || out->outcome == STORE_MERGE_UP_TO_DATE) {
-			merge_free(&merge);
+			store_merge_state_free(&merge);
 			return rc;
 		}
 		if (merge.conflicts) {
@@ -986,11 +986,11 @@ int store_merge(struct store *store, const char *source, const char *dest, const
 				out->outcome = STORE_MERGE_UP_TO_DATE;
 			}
 			if (rc == -EBUSY && options->condition && (options->condition->has_commit || options->condition->has_version)) {
-				merge_free(&merge);
+				store_merge_state_free(&merge);
 				return rc;   /* the caller's own condition failed: no retry */
 			}
 		}
-		merge_free(&merge);
+		store_merge_state_free(&merge);
 	}
 	return rc;
 }

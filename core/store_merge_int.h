@@ -74,10 +74,10 @@ struct merge {
  * options, conflict callback and error): snapshots, base, outcome, every
  * table's action and apply list, orphan checks. 0 or -errno with error set.
  */
-int merge_compute(struct merge *merge, const char *source, const char *dest, struct store_merge_result *out);
+int store_merge_compute(struct merge *merge, const char *source, const char *dest, struct store_merge_result *out);
 /* Releases what a merge holds (not the struct). */
-void merge_free(struct merge *merge);
+void store_merge_state_free(struct merge *merge);
 /* Checks source and dest (NULL: main) name a merge. 0 or -EINVAL with error set. */
-int merge_arguments(const char *source, const char **dest, struct error_info *error);
+int store_merge_arguments(const char *source, const char **dest, struct error_info *error);
 
 #endif

@@ -57,7 +57,7 @@ int store_merge_plan_open(struct store *store, const char *source, const char *d
 {
 	*out = NULL;
 	error_info_clear(error);
-	int rc = merge_arguments(source, &dest, error);
+	int rc = store_merge_arguments(source, &dest, error);
 	if (rc < 0)
 		return rc;
 	struct store_merge_plan *plan = calloc(1, sizeof *plan);
@@ -69,7 +69,7 @@ int store_merge_plan_open(struct store *store, const char *source, const char *d
 	plan->merge = (struct merge){ .store = store, .options = &plan->options, .conflict = plan_conflict,
 				      .conflict_context = plan, .error = error };
 	buf_init(&plan->merge.line);
-	rc = merge_compute(&plan->merge, source, dest, &plan->result);
+	rc = store_merge_compute(&plan->merge, source, dest, &plan->result);
 	if (rc == 0 && plan->rc < 0)
 		rc = error_info_set(error, plan->rc, "out of memory");
 	if (rc < 0) {
@@ -86,7 +86,7 @@ void store_merge_plan_free(struct store_merge_plan *plan)
 {
 	if (!plan)
 		return;
-	merge_free(&plan->merge);
+	store_merge_state_free(&plan->merge);
 	free(plan->conflicts);
 	buf_free(&plan->conflict_arena);
 	free(plan);

@@ -41,44 +41,11 @@ int store_condition_parse(const char *if_version, const char *if_commit, struct 
 	return 0;
 }
 
-void store_condition_to_manifest(const struct store_condition *condition, struct manifest_condition *out)
-{
-	memset(out, 0, sizeof *out);
-	if (!condition)
-		return;
-	out->has_version = condition->has_version;
-	out->version = condition->version;
-	if (condition->has_commit)
-		out->commit = condition->commit;
-}
-
-void store_txn_set_condition(struct store_txn *txn, const struct store_condition *condition)
-{
-	pthread_mutex_lock(&txn->lock);
-	store_condition_to_manifest(condition, &txn->condition);
-	pthread_mutex_unlock(&txn->lock);
-}
-
 /* ---- versions, times and tags ----------------------------------------------------- */
 
 int store_time_parse(const char *text, uint64_t *time_us)
 {
 	return journal_parse_time(text, time_us);
-}
-
-int store_version_missing(struct store *store, const char *branch, uint64_t version, struct error_info *error)
-{
-	struct root_record latest;
-	if (manifest_latest(store->manifest, &latest) == 0) {
-		if (version > latest.version)
-			return error_info_set(error, -ENOENT, "branch \"%s\" has no version %llu (the latest version is %llu)",
-					      branch, (unsigned long long)version, (unsigned long long)latest.version);
-		if (latest.horizon && version <= latest.horizon)
-			return error_info_set(error, -ENOENT, "version %llu was reclaimed by gc (horizon %llu)",
-					      (unsigned long long)version, (unsigned long long)latest.horizon);
-	}
-	return error_info_set(error, -ENOENT, "branch \"%s\" has no version %llu (it is before the first commit of its history)",
-			      branch, (unsigned long long)version);
 }
 
 int store_version_at_time(struct store *store, const char *branch, uint64_t time_us, uint64_t *version,

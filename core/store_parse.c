@@ -11,8 +11,8 @@
  * line of the write is the one reported, and no row after it is staged.
  *
  * States of a helper (enum parse_state, parse_state_check): IDLE (no job)
- * --parse_helper_start--> ASKED (the thread parses) --the thread--> DONE
- * (results ready) --parse_helper_finish--> IDLE; free from IDLE or DONE
+ * --store_parse_helper_start--> ASKED (the thread parses) --the thread--> DONE
+ * (results ready) --store_parse_helper_finish--> IDLE; free from IDLE or DONE
  * (finish is always called before the caller returns: the bytes are the
  * caller's) --> STOPPING, thread joined.
  *
@@ -130,7 +130,7 @@ static void *parse_thread(void *context)
 	return NULL;
 }
 
-int parse_helper_open(struct parse_helper **out)
+int store_parse_helper_open(struct parse_helper **out)
 {
 	*out = NULL;
 	struct parse_helper *helper = calloc(1, sizeof *helper);
@@ -149,7 +149,7 @@ int parse_helper_open(struct parse_helper **out)
 	return 0;
 }
 
-void parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
+void store_parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
 			const char *bytes, size_t size, size_t row_max)
 {
 	pthread_mutex_lock(&helper->mutex);
@@ -162,7 +162,7 @@ void parse_helper_start(struct parse_helper *helper, const struct schema *schema
 	pthread_mutex_unlock(&helper->mutex);
 }
 
-const struct parse_result *parse_helper_finish(struct parse_helper *helper, size_t *count)
+const struct parse_result *store_parse_helper_finish(struct parse_helper *helper, size_t *count)
 {
 	pthread_mutex_lock(&helper->mutex);
 	while (helper->state != PARSE_DONE)
@@ -173,7 +173,7 @@ const struct parse_result *parse_helper_finish(struct parse_helper *helper, size
 	return helper->results;
 }
 
-void parse_helper_free(struct parse_helper *helper)
+void store_parse_helper_free(struct parse_helper *helper)
 {
 	if (!helper)
 		return;

@@ -46,12 +46,6 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
 	return 0;
 }
 
-uint64_t store_horizon(struct store *store)
-{
-	struct root_record root;
-	return manifest_latest(store->manifest, &root) < 0 ? 0 : root.horizon;
-}
-
 uint64_t store_sweep_sequence(struct store *store)
 {
 	return manifest_sweep_sequence(store->manifest);

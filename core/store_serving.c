@@ -330,3 +330,39 @@ int store_delete_check(const char *name, void *context, struct error_info *error
 				      io_strerror(rc));
 	return 0;
 }
+
+int store_branch_create(struct store *store, const char *name, const char *from,
+			const struct store_condition *condition, struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	if (!name || !schema_name_is_valid(name, strlen(name)))
+		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"",
+				      name ? name : "");
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
+}
+
+int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
+			const struct store_condition *condition, struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	if (!name || !schema_name_is_valid(name, strlen(name)))
+		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	struct lease *announced;
+	if ((rc = store_delete_announce(store, name, &announced)) < 0)
+		return error_info_set(error, rc, "cannot announce the delete of branch %s: %s", name, io_strerror(rc));
+	rc = manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
+	lease_end(announced, true);
+	return rc;
+}

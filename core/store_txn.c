@@ -67,14 +67,6 @@ static void txn_remove_op(struct store_txn *txn, size_t index)
 	txn->op_count--;
 }
 
-struct store_writer *txn_find_writer(struct store_txn *txn, const char *table)
-{
-	for (size_t i = 0; i < txn->op_count; i++)
-		if (txn->ops[i]->kind == MANIFEST_WRITE && strcmp(txn->ops[i]->name, table) == 0)
-			return txn->ops[i]->writer;
-	return NULL;
-}
-
 /*
  * What a table name means inside the transaction: replays the pending
  * operations backwards (through renames) down to the pinned snapshot.
@@ -201,7 +193,7 @@ static void writer_free(struct store_writer *writer)
 	schema_free(&writer->inferred);
 	schema_inference_free(writer->inference);
 	schema_row_free(&writer->row);
-	parse_helper_free(writer->parse_helper);
+	store_parse_helper_free(writer->parse_helper);
 	buf_free(&writer->partial);
 	buf_free(&writer->pending);
 	if (writer->pending_file_open)
@@ -210,7 +202,7 @@ static void writer_free(struct store_writer *writer)
 	for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++)
 		if (!writer->endpoints[end].shares_finder)
 			table_finder_free(writer->endpoints[end].finder);
-	references_free(writer);
+	store_edges_references_free(writer);
 	buf_free(&writer->detached);
 	pthread_mutex_destroy(&writer->lock);
 	free(writer);
@@ -278,7 +270,7 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 
 
 /* store_txn_writer with txn.lock held (also for the writers a detach creates at commit). */
-int txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
+int store_txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
 		      uint64_t based_on_version, const char *path, struct store_writer **out,
 		      struct error_info *error)
 {
@@ -315,7 +307,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 	atomic_init(&writer->lines, 0);
 
 	struct table_state state;
-	if (txn_find_writer(txn, table)) {
+	if (store_txn_find_writer(txn, table)) {
 		rc = error_info_set(error, -EBUSY, "table %s already has a writer in this transaction",
 				    table);
 		goto cleanup;
@@ -356,9 +348,9 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 	if (!writer->creates && writer->schema.kind == SCHEMA_EDGE) {
 		writer->is_edge = true;
 		struct endpoint_table *from = &writer->endpoints[ENDPOINT_FROM], *to = &writer->endpoints[ENDPOINT_TO];
-		rc = endpoint_table_open(txn, writer->schema.from, NULL, from);
+		rc = store_edges_endpoint_open(txn, writer->schema.from, NULL, from);
 		if (rc == 0)
-			rc = endpoint_table_open(txn, writer->schema.to, from, to);
+			rc = store_edges_endpoint_open(txn, writer->schema.to, from, to);
 		if (rc < 0) {
 			error_info_set(error, rc, "cannot read the node tables of %s: %s", table,
 				       io_strerror(rc));
@@ -383,7 +375,7 @@ int txn_writer_create(struct store_txn *txn, const char *table, enum store_write
 	snprintf(op->name, sizeof op->name, "%s", table);
 	schema_init(&op->schema);
 	op->writer = writer;
-	assert(!txn_find_writer(txn, table)); /* invariant 5 */
+	assert(!store_txn_find_writer(txn, table)); /* invariant 5 */
 	rc = txn_append_op(txn, op);
 	if (rc < 0) {
 		error_info_set(error, rc, "out of memory");
@@ -404,28 +396,12 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 		     struct error_info *error)
 {
 	pthread_mutex_lock(&txn->lock);
-	int rc = txn_writer_create(txn, table, mode, based_on_version, path, out, error);
+	int rc = store_txn_writer_create(txn, table, mode, based_on_version, path, out, error);
 	pthread_mutex_unlock(&txn->lock);
 	return rc;
 }
 
 
-
-/* Records the first error of a writer (sticky) and copies it to error. */
-int writer_fail(struct store_writer *writer, struct error_info *error, int code,
-		uint64_t line, const char *format, ...)
-{
-	struct error_info *failure = &writer->failure;
-	failure->code = code;
-	va_list arguments;
-	va_start(arguments, format);
-	vsnprintf(failure->message, sizeof failure->message, format, arguments);
-	va_end(arguments);
-	error_info_locate(failure, writer->path, line);
-	if (error)
-		*error = *failure;
-	return code;
-}
 
 /* Parses, validates and stages one complete line (without "\n"). Writer lock and txn.lock held. */
 /* The schema module does not know the table's name and writes "<Name>" in
@@ -451,7 +427,7 @@ static int writer_stage_row(struct store_writer *writer, uint64_t number, struct
 	uint64_t cost = size + 1;
 	int rc = 0;
 	if (store->staged_max && txn->staged_bytes + cost > store->staged_max) {
-		rc = writer_fail(writer, error, -ENOSPC, number,
+		rc = store_writer_fail(writer, error, -ENOSPC, number,
 				 "the transaction would stage more than %llu bytes",
 				 (unsigned long long)store->staged_max);
 		goto out;
@@ -460,9 +436,9 @@ static int writer_stage_row(struct store_writer *writer, uint64_t number, struct
 	if (!writer->is_edge && row->is_delete) {
 		assert(row == &writer->row);   /* the checks read writer->row */
 		if (row->is_detach)
-			rc = detach_collect(writer, number, error);
+			rc = store_edges_detach_collect(writer, number, error);
 		else if (!txn->defer_endpoints && !txn->trust_endpoints)
-			rc = references_check(writer, number, error);
+			rc = store_edges_references_check(writer, number, error);
 		if (rc < 0)
 			goto out;
 	}
@@ -470,11 +446,11 @@ static int writer_stage_row(struct store_writer *writer, uint64_t number, struct
 		for (int end = ENDPOINT_FROM; end <= ENDPOINT_TO; end++) {
 			const struct buf *id = end == ENDPOINT_FROM ? &row->from : &row->to;
 			if (txn->defer_endpoints) {
-				rc = pending_add(writer, end, number, id);
+				rc = store_edges_pending_add(writer, end, number, id);
 				if (rc < 0)
-					rc = writer_fail(writer, error, rc, number, "out of memory");
+					rc = store_writer_fail(writer, error, rc, number, "out of memory");
 			} else {
-				rc = endpoint_check(writer, end, id->data, id->size, number, error);
+				rc = store_edges_endpoint_check(writer, end, id->data, id->size, number, error);
 			}
 			if (rc < 0)
 				goto out;
@@ -482,12 +458,12 @@ static int writer_stage_row(struct store_writer *writer, uint64_t number, struct
 	}
 	rc = table_stage_add(writer->stage, row);
 	if (rc == -EEXIST) {
-		rc = writer_fail(writer, error, -EINVAL, number, "duplicate id \"%.200s\"",
+		rc = store_writer_fail(writer, error, -EINVAL, number, "duplicate id \"%.200s\"",
 				 buf_cstr(&row->id));
 		goto out;
 	}
 	if (rc < 0) {
-		rc = writer_fail(writer, error, rc, number, "cannot stage the row: %s",
+		rc = store_writer_fail(writer, error, rc, number, "cannot stage the row: %s",
 				 io_strerror(rc));
 		goto out;
 	}
@@ -503,7 +479,7 @@ static int writer_parse_failed(struct store_writer *writer, uint64_t number, int
 			       struct error_info *error)
 {
 	name_the_table(parse_error->message, sizeof parse_error->message, writer->table);
-	return writer_fail(writer, error, rc, number, "%s",
+	return store_writer_fail(writer, error, rc, number, "%s",
 			   parse_error->message[0] ? parse_error->message : io_strerror(rc));
 }
 
@@ -514,7 +490,7 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 	uint64_t number = atomic_load_explicit(&writer->lines, memory_order_relaxed) + 1;
 	atomic_store_explicit(&writer->lines, number, memory_order_relaxed);
 	if (size == 0)
-		return writer_fail(writer, error, -EINVAL, number, "empty line");
+		return store_writer_fail(writer, error, -EINVAL, number, "empty line");
 	struct error_info parse_error;
 	error_info_clear(&parse_error);
 	bool allow_delete = writer->mode == STORE_MERGE;
@@ -558,11 +534,11 @@ static int writer_lines_in_parallel(struct store_writer *writer, const char *pos
 	if (!middle || middle + 1 >= end)
 		return writer_lines(writer, position, end, error);
 	middle++;
-	parse_helper_start(writer->parse_helper, &writer->schema, writer->mode == STORE_MERGE, middle,
+	store_parse_helper_start(writer->parse_helper, &writer->schema, writer->mode == STORE_MERGE, middle,
 			   (size_t)(end - middle), writer->txn->store->row_max);
 	int rc = writer_lines(writer, position, middle, error);
 	size_t count;
-	const struct parse_result *results = parse_helper_finish(writer->parse_helper, &count);
+	const struct parse_result *results = store_parse_helper_finish(writer->parse_helper, &count);
 	if (rc < 0)
 		return rc;
 	const char *next = middle;
@@ -573,7 +549,7 @@ static int writer_lines_in_parallel(struct store_writer *writer, const char *pos
 		uint64_t number = atomic_load_explicit(&writer->lines, memory_order_relaxed) + 1;
 		atomic_store_explicit(&writer->lines, number, memory_order_relaxed);
 		if (result->rc == -ENODATA)
-			return writer_fail(writer, error, -EINVAL, number, "empty line");
+			return store_writer_fail(writer, error, -EINVAL, number, "empty line");
 		if (result->rc < 0)
 			return writer_parse_failed(writer, number, result->rc, &result->error, error);
 		struct schema_row *row = &result->row;
@@ -638,7 +614,7 @@ now:;
 
 static int writer_too_long(struct store_writer *writer, struct error_info *error)
 {
-	return writer_fail(writer, error, -EFBIG, atomic_load(&writer->lines) + 1,
+	return store_writer_fail(writer, error, -EFBIG, atomic_load(&writer->lines) + 1,
 			   "line is longer than the limit of %zu bytes", writer->txn->store->row_max);
 }
 
@@ -676,7 +652,7 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 		    (size_t)(end - position) >= STORE_PARSE_PARALLEL_MIN) {
 			const char *last = memrchr(position, '\n', (size_t)(end - position));
 			if (last && (size_t)(last + 1 - position) >= STORE_PARSE_PARALLEL_MIN &&
-			    (writer->parse_helper || parse_helper_open(&writer->parse_helper) == 0)) {
+			    (writer->parse_helper || store_parse_helper_open(&writer->parse_helper) == 0)) {
 				rc = writer_lines_in_parallel(writer, position, last + 1, error);
 				if (rc < 0)
 					goto out;
@@ -689,7 +665,7 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 		if (writer->partial_staged) {
 			/* The line was staged when its JSON closed: only blanks may follow. */
 			if (!only_blanks(position, piece)) {
-				rc = writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines),
+				rc = store_writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines),
 						 "text after the end of the row's JSON object on the same line");
 				goto out;
 			}
@@ -707,7 +683,7 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 		if (!newline) {
 			rc = buf_append(&writer->partial, position, piece);
 			if (rc < 0)
-				rc = writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
+				rc = store_writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
 						 "out of memory");
 			else
 				rc = writer_open_line(writer, error);
@@ -716,7 +692,7 @@ int store_writer_write(struct store_writer *writer, const void *bytes, size_t si
 		if (writer->partial.size) {
 			rc = buf_append(&writer->partial, position, piece);
 			if (rc < 0) {
-				rc = writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
+				rc = store_writer_fail(writer, error, rc, atomic_load(&writer->lines) + 1,
 						 "out of memory");
 				goto out;
 			}
@@ -745,7 +721,7 @@ int store_writer_finish(struct store_writer *writer, struct error_info *error)
 			*error = writer->failure;
 		rc = writer->failure.code;
 	} else if (writer->partial.size) {
-		rc = writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines) + 1,
+		rc = store_writer_fail(writer, error, -EINVAL, atomic_load(&writer->lines) + 1,
 				 "the last line is not a complete JSON object");
 	} else {
 		writer->finished = true;
@@ -977,6 +953,73 @@ static int default_message(struct txn_op **ops, size_t count, struct buf *out)
 	return buf_append(out, "", 1) < 0 ? -ENOMEM : 0;
 }
 
+/* The deletes one node writer's detach lines noted. */
+static int detach_apply_one(struct store_txn *txn, struct store_writer *node_writer, size_t *locked_writers,
+			    struct error_info *error)
+{
+	struct buf_reader reader;
+	buf_reader_init(&reader, node_writer->detached.data, node_writer->detached.size);
+	struct schema_row row;
+	schema_row_init(&row);
+	int rc = 0;
+	while (rc == 0 && buf_reader_remaining(&reader) > 0) {
+		char table[JOURNAL_NAME_MAX + 1];
+		const uint8_t *edge;
+		size_t edge_size;
+		buf_get_str_into(&reader, table, sizeof table);
+		edge_size = buf_get_str(&reader, &edge);
+		if (reader.failed) {
+			rc = error_info_set(error, -EIO, "the list of edges to detach is damaged");
+			break;
+		}
+		struct store_writer *writer = store_txn_find_writer(txn, table);
+		if (!writer) {
+			if ((rc = store_txn_writer_create(txn, table, STORE_MERGE, 0, table, &writer, error)) < 0)
+				break;
+			/* the commit holds every writer's lock (store_txn.c step 1): this one too */
+			pthread_mutex_lock(&writer->lock);
+			(*locked_writers)++;
+		}
+		if (writer->mode == STORE_OVERWRITE || table_stage_has(writer->stage, edge, edge_size) != 0)
+			continue;  /* the writer's own rows decide; the commit checks what they leave */
+		schema_row_free(&row);
+		schema_row_init(&row);
+		row.is_delete = true;
+		if ((rc = buf_append(&row.id, edge, edge_size)) < 0 || (rc = table_stage_add(writer->stage, &row)) < 0) {
+			error_info_set(error, rc, "cannot delete edge \"%.*s\" of %s to detach its node: %s",
+				       (int)(edge_size > 200 ? 200 : edge_size), (const char *)edge, table, io_strerror(rc));
+			break;
+		}
+		atomic_fetch_add(&writer->lines, 1);
+		txn->staged_bytes += edge_size + 20;
+		writer->staged_bytes += edge_size + 20;
+	}
+	schema_row_free(&row);
+	if (rc == 0)
+		buf_reset(&node_writer->detached);
+	return rc;
+}
+
+/*
+ * At commit, every writer locked (*locked_writers of txn's ops): stages the
+ * deletes detach noted into their edge tables' writers (creating and locking
+ * merge writers where there are none), except for edges a writer stages a
+ * row for. 0 or -errno with error set.
+ */
+static int detach_apply(struct store_txn *txn, size_t *locked_writers, struct error_info *error)
+{
+	size_t count = txn->op_count;   /* writers created here have nothing to detach */
+	for (size_t i = 0; i < count; i++) {
+		struct txn_op *op = txn->ops[i];
+		if (op->kind != MANIFEST_WRITE || op->writer->detached.size == 0)
+			continue;
+		int rc = detach_apply_one(txn, op->writer, locked_writers, error);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int store_txn_commit(struct store_txn *txn, const char *message, struct store_commit_result *result,
 		     struct error_info *error)
 {
@@ -1040,7 +1083,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	for (size_t i = 0; i < included_count; i++) {
 		if (included[i]->kind != MANIFEST_WRITE)
 			continue;
-		rc = pending_check(included[i]->writer, error);
+		rc = store_edges_pending_check(included[i]->writer, error);
 		if (rc < 0)
 			goto cleanup;
 	}
@@ -1160,4 +1203,11 @@ cleanup:
 	free(manifest_ops);
 	buf_free(&summary);
 	return rc;
+}
+
+void store_txn_set_condition(struct store_txn *txn, const struct store_condition *condition)
+{
+	pthread_mutex_lock(&txn->lock);
+	store_condition_to_manifest(condition, &txn->condition);
+	pthread_mutex_unlock(&txn->lock);
 }

@@ -101,13 +101,13 @@ struct store_txn {
 
 /* store_txn.c */
 /* store_txn_writer with txn.lock held. */
-int txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
+int store_txn_writer_create(struct store_txn *txn, const char *table, enum store_write_mode mode,
 		      uint64_t based_on_version, const char *path, struct store_writer **out,
 		      struct error_info *error);
 /* The writer of table in txn, or NULL. txn.lock held. */
-struct store_writer *txn_find_writer(struct store_txn *txn, const char *table);
+struct store_writer *store_txn_find_writer(struct store_txn *txn, const char *table);
 /* Records the first error of a writer (sticky), copies it to error (may be NULL), returns code. */
-int writer_fail(struct store_writer *writer, struct error_info *error, int code, uint64_t line,
+int store_writer_fail(struct store_writer *writer, struct error_info *error, int code, uint64_t line,
 		const char *format, ...) __attribute__((format(printf, 5, 6)));
 
 /* store_parse.c — a second thread parsing the lines of a large write */
@@ -121,27 +121,27 @@ struct parse_result {
 /* A write with at least this many bytes of complete lines is parsed by two threads. */
 #define STORE_PARSE_PARALLEL_MIN (64u << 10)
 struct parse_helper;
-int parse_helper_open(struct parse_helper **out);
+int store_parse_helper_open(struct parse_helper **out);
 /* Parses the complete lines bytes[0..size) (each ending with "\n") against schema
  * (allow_delete: a merge's delete lines too), on the helper's thread. */
-void parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
+void store_parse_helper_start(struct parse_helper *helper, const struct schema *schema, bool allow_delete,
 			const char *bytes, size_t size, size_t row_max);
 /* Waits for the job: its results in line order, *count of them; the last may have
  * failed (rc < 0: nothing after it was parsed). Fewer than the job's lines (out of
  * memory) leaves the rest to the caller. Valid until the next start. */
-const struct parse_result *parse_helper_finish(struct parse_helper *helper, size_t *count);
-void parse_helper_free(struct parse_helper *helper);
+const struct parse_result *store_parse_helper_finish(struct parse_helper *helper, size_t *count);
+void store_parse_helper_free(struct parse_helper *helper);
 
 /* store_edges.c — each called with txn.lock held */
-int endpoint_table_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
+int store_edges_endpoint_open(struct store_txn *txn, const char *name, const struct endpoint_table *same,
 			struct endpoint_table *out);
 /* Checks one endpoint now: 0, or the writer's sticky failure (a dangling edge is -EINVAL). */
-int endpoint_check(struct store_writer *writer, int end, const void *id, size_t size, uint64_t line,
+int store_edges_endpoint_check(struct store_writer *writer, int end, const void *id, size_t size, uint64_t line,
 		   struct error_info *error);
 /* Defers the check of one endpoint to the commit. 0 or -errno (nothing deferred). */
-int pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id);
+int store_edges_pending_add(struct store_writer *writer, int end, uint64_t line, const struct buf *id);
 /* Checks every deferred endpoint; reports the first dangling one in input order. 0 or -errno. */
-int pending_check(struct store_writer *writer, struct error_info *error);
+int store_edges_pending_check(struct store_writer *writer, struct error_info *error);
 
 /*
  * Referential integrity at write time (the commit checks again, against
@@ -150,16 +150,9 @@ int pending_check(struct store_writer *writer, struct error_info *error);
  * transaction does not delete or rewrite that edge. 0 or the writer's
  * sticky failure (-EINVAL naming the edge).
  */
-int references_check(struct store_writer *writer, uint64_t line, struct error_info *error);
+int store_edges_references_check(struct store_writer *writer, uint64_t line, struct error_info *error);
 /* {"id":…,"@delete":"detach"}: notes every edge of the snapshot naming the node, to delete at commit. */
-int detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error);
-/*
- * At commit, every writer locked (*locked_writers of txn's ops): stages the
- * deletes detach noted into their edge tables' writers (creating and locking
- * merge writers where there are none), except for edges a writer stages a
- * row for. 0 or -errno with error set.
- */
-int detach_apply(struct store_txn *txn, size_t *locked_writers, struct error_info *error);
-void references_free(struct store_writer *writer);
+int store_edges_detach_collect(struct store_writer *writer, uint64_t line, struct error_info *error);
+void store_edges_references_free(struct store_writer *writer);
 
 #endif

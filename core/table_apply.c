@@ -101,7 +101,7 @@ static int apply_bulk(struct pager_append *append, const struct table_stage *sta
 		info->keys = stage->prebuilt_keys;
 	} else {
 		if ((rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0 ||
-		    (rc = stage_build_keys(stage, state->first_sequence, builder)) < 0)
+		    (rc = table_stage_build_keys(stage, state->first_sequence, builder)) < 0)
 			goto out;
 		rc = btree_builder_finish(builder, &info->keys);
 		builder = NULL;
@@ -345,10 +345,10 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 		goto out;
 	/* The base may have been flushed into this same, still unwritten, publish. */
 	btree_attach_append(keys, append);
-	if ((rc = stage_iterator_open(stage, &staged)) < 0)
+	if ((rc = table_stage_iterator_open(stage, &staged)) < 0)
 		goto out;
 	struct stage_record entry;
-	while ((rc = stage_iterator_next(&staged, &entry)) == 1) {
+	while ((rc = table_stage_iterator_next(&staged, &entry)) == 1) {
 		const uint8_t *id = entry.id;
 		buf_reset(&value);
 		rc = btree_get(keys, id, entry.id_size, &value);
@@ -365,7 +365,7 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 			rc = existed ? btree_delete(keys, id, entry.id_size) : 0;
 		} else {
 			uint8_t location[KEY_VALUE_SIZE];
-			stage_record_location(state->first_sequence, &entry, location);
+			table_stage_record_location(state->first_sequence, &entry, location);
 			rc = btree_put(keys, id, entry.id_size, location, sizeof location);
 		}
 		if (rc < 0)
@@ -375,7 +375,7 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 	    (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) == 0)
 		rc = btree_flush(keys, append, &info->keys);
 out:
-	stage_iterator_close(&staged);
+	table_stage_iterator_close(&staged);
 	buf_free(&value);
 	touched_free(&touched);
 	btree_free(keys);
@@ -402,14 +402,14 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 		goto out;
 	btree_attach_append(keys, append);
 	if ((rc = btree_iterator_open(keys, NULL, 0, &iterator)) < 0 ||
-	    (rc = stage_iterator_open(stage, &staged)) < 0 ||
+	    (rc = table_stage_iterator_open(stage, &staged)) < 0 ||
 	    (rc = btree_builder_open_layout(append, BTREE_PACKED, &builder)) < 0)
 		goto out;
 	const uint8_t *key = NULL, *value = NULL;
 	size_t key_size = 0, value_size = 0;
 	struct stage_record entry;
 	int base_more = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
-	int stage_more = stage_iterator_next(&staged, &entry);
+	int stage_more = table_stage_iterator_next(&staged, &entry);
 	while (base_more == 1 || stage_more == 1) {
 		int order = base_more != 1 ? 1 : stage_more != 1 ? -1 : table_id_compare(key, key_size, entry.id, entry.id_size);
 		if (order <= 0 && value_size != KEY_VALUE_SIZE) {
@@ -428,7 +428,7 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 			rc = 0;
 			if (!entry.is_delete) {
 				uint8_t location[KEY_VALUE_SIZE];
-				stage_record_location(state->first_sequence, &entry, location);
+				table_stage_record_location(state->first_sequence, &entry, location);
 				rc = btree_builder_add(builder, entry.id, entry.id_size, location, sizeof location);
 			}
 		}
@@ -437,7 +437,7 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 		if (order <= 0)
 			base_more = btree_iterator_next(iterator, &key, &key_size, &value, &value_size);
 		if (order >= 0)
-			stage_more = stage_iterator_next(&staged, &entry);
+			stage_more = table_stage_iterator_next(&staged, &entry);
 		if (base_more < 0 || stage_more < 0) {
 			rc = base_more < 0 ? base_more : stage_more;
 			goto out;
@@ -451,7 +451,7 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 		rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info);
 out:
 	btree_builder_free(builder);
-	stage_iterator_close(&staged);
+	table_stage_iterator_close(&staged);
 	touched_free(&touched);
 	btree_iterator_free(iterator);
 	btree_free(keys);
@@ -487,7 +487,7 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 		goto out;
 	bool bulk = !base || stage->mode == TABLE_OVERWRITE || block_address_is_null(base->keys);
 	/* A stage in runs holds at least TABLE_RUN_ENTRIES ids: stream when k log n would exceed n + k. */
-	bool streaming = !bulk && stage->runs && stage_runs_records(stage->runs) * 16 >= base->row_count;
+	bool streaming = !bulk && stage->runs && table_runs_records(stage->runs) * 16 >= base->row_count;
 	/* An edge table's versions all carry the adjacency indexes (docs/FORMAT.md §12.1). */
 	bool base_indexed = base && !block_address_is_null(base->out_edges);
 	if (base_indexed && !stage->edges) {
@@ -506,7 +506,7 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 	if (rc < 0)
 		goto out;
 	if (stage->edges) {
-		rc = bulk ? stage_edges_apply_bulk(stage->edges, append, &info.out_edges, &info.in_edges)
+		rc = bulk ? table_edges_stage_apply_bulk(stage->edges, append, &info.out_edges, &info.in_edges)
 			  : table_edges_update_finish(edges, append, &info.out_edges, &info.in_edges);
 		if (rc < 0)
 			goto out;
@@ -545,10 +545,10 @@ int table_removed_ids(struct pager *pager, struct pager_append *append, const st
 		goto out;
 	btree_attach_append(old_keys, append);
 	if (stage->mode == TABLE_MERGE) {
-		if ((rc = stage_iterator_open(stage, &staged)) < 0)
+		if ((rc = table_stage_iterator_open(stage, &staged)) < 0)
 			goto out;
 		struct stage_record record;
-		while ((rc = stage_iterator_next(&staged, &record)) == 1) {
+		while ((rc = table_stage_iterator_next(&staged, &record)) == 1) {
 			if (!record.is_delete)
 				continue;
 			buf_reset(&value);
@@ -587,7 +587,7 @@ int table_removed_ids(struct pager *pager, struct pager_append *append, const st
 	}
 	rc = old_more;
 out:
-	stage_iterator_close(&staged);
+	table_stage_iterator_close(&staged);
 	btree_iterator_free(old_ids);
 	btree_iterator_free(new_ids);
 	btree_free(old_keys);

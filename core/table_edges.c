@@ -25,8 +25,8 @@
  *   2. Recording never changes what was recorded before: apply may run any
  *      number of times on one sealed stage (table_stage.c invariant 6).
  *
- * States of a stage_edges: RECORDING (stage_edges_add) -> SEALED
- * (stage_edges_seal: sorted, and for a spilled overwrite built into the
+ * States of a stage_edges: RECORDING (table_edges_stage_add) -> SEALED
+ * (table_edges_stage_seal: sorted, and for a spilled overwrite built into the
  * segment) -> applied any number of times.
  */
 #include "table_int.h"
@@ -55,7 +55,7 @@ struct stage_edges {
 	struct buf key, value;          /* scratch */
 };
 
-int stage_edges_open(struct pager *pager, enum table_write_mode mode, struct stage_edges **out)
+int table_edges_stage_open(struct pager *pager, enum table_write_mode mode, struct stage_edges **out)
 {
 	struct stage_edges *edges = calloc(1, sizeof *edges);
 	if (!edges)
@@ -73,14 +73,14 @@ int stage_edges_open(struct pager *pager, enum table_write_mode mode, struct sta
 		rc = sorter_open(pager, EDGE_SORT_MEMORY, &edges->changes);
 	}
 	if (rc < 0) {
-		stage_edges_free(edges);
+		table_edges_stage_free(edges);
 		return rc;
 	}
 	*out = edges;
 	return 0;
 }
 
-void stage_edges_free(struct stage_edges *edges)
+void table_edges_stage_free(struct stage_edges *edges)
 {
 	if (!edges)
 		return;
@@ -104,7 +104,7 @@ static int adjacency_key(struct buf *key, const void *node, size_t node_size, co
 	return rc;
 }
 
-int stage_edges_add(struct stage_edges *edges, const struct schema_row *row)
+int table_edges_stage_add(struct stage_edges *edges, const struct schema_row *row)
 {
 	if (edges->state != EDGES_RECORDING)
 		return -EINVAL;
@@ -144,7 +144,7 @@ static int build_tree(struct sorter *sorter, struct btree_builder *builder, stru
 	return btree_builder_finish(builder, root_out);
 }
 
-int stage_edges_seal(struct stage_edges *edges, struct pager_segment *segment)
+int table_edges_stage_seal(struct stage_edges *edges, struct pager_segment *segment)
 {
 	if (edges->state == EDGES_SEALED)
 		return 0;
@@ -257,7 +257,7 @@ static int bulk_merge_visit(void *context, const uint8_t *id, size_t id_size, bo
 	return sorter_add(bulk->by_to, key->data, key->size, from, from_size);
 }
 
-int stage_edges_apply_bulk(struct stage_edges *edges, struct pager_append *append, struct block_address *out_root,
+int table_edges_stage_apply_bulk(struct stage_edges *edges, struct pager_append *append, struct block_address *out_root,
 			   struct block_address *in_root)
 {
 	if (edges->state != EDGES_SEALED)

@@ -38,24 +38,24 @@ struct stage_record {
 struct stage_runs;
 
 /* Creates an empty set; the scratch file is opened by the first run. 0 or -ENOMEM. */
-int stage_runs_open(struct pager *pager, struct stage_runs **out);
+int table_runs_open(struct pager *pager, struct stage_runs **out);
 /* Closes the scratch file (its space returns) and frees everything. NULL is a no-op. */
-void stage_runs_free(struct stage_runs *runs);
-size_t stage_runs_count(const struct stage_runs *runs);          /* runs written */
-uint64_t stage_runs_records(const struct stage_runs *runs);      /* records in them */
+void table_runs_free(struct stage_runs *runs);
+size_t table_runs_count(const struct stage_runs *runs);          /* runs written */
+uint64_t table_runs_records(const struct stage_runs *runs);      /* records in them */
 
 /*
  * Writes one run of exactly `records` records (which sizes its filter), given
- * by stage_runs_add in strictly increasing id order, then stage_runs_end.
+ * by table_runs_add in strictly increasing id order, then table_runs_end.
  * Each returns 0 or -errno (-EINVAL: out of order or more records than
  * announced; -EIO / -ENOSPC: the scratch file). After any error, or instead
- * of end, stage_runs_abandon drops the run being written: the set is then
+ * of end, table_runs_abandon drops the run being written: the set is then
  * as it was before begin.
  */
-int stage_runs_begin(struct stage_runs *runs, uint64_t records);
-int stage_runs_add(struct stage_runs *runs, const struct stage_record *record);
-int stage_runs_end(struct stage_runs *runs);
-void stage_runs_abandon(struct stage_runs *runs);
+int table_runs_begin(struct stage_runs *runs, uint64_t records);
+int table_runs_add(struct stage_runs *runs, const struct stage_record *record);
+int table_runs_end(struct stage_runs *runs);
+void table_runs_abandon(struct stage_runs *runs);
 
 /*
  * Finds id in the newest run that holds it (a run is skipped without I/O when
@@ -63,7 +63,7 @@ void stage_runs_abandon(struct stage_runs *runs);
  * set (out->id valid until the next call on runs), 0 if no run holds it, or
  * -EIO (a scratch block read back damaged) / -errno.
  */
-int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, struct stage_record *out);
+int table_runs_find(struct stage_runs *runs, const void *id, size_t id_size, struct stage_record *out);
 
 /*
  * Every id of every run once, in increasing id order; for an id in several
@@ -73,23 +73,23 @@ int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, str
  * open.
  */
 struct stage_runs_cursor;
-int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out);
-int stage_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out);
-void stage_runs_cursor_free(struct stage_runs_cursor *cursor);
+int table_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out);
+int table_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out);
+void table_runs_cursor_free(struct stage_runs_cursor *cursor);
 
 /* ---- table_edges.c: what an edge table's stage records for its adjacency indexes ---- */
 
 struct stage_edges;
 
 /* Returns 0 or -ENOMEM. */
-int stage_edges_open(struct pager *pager, enum table_write_mode mode, struct stage_edges **out);
-void stage_edges_free(struct stage_edges *edges);
+int table_edges_stage_open(struct pager *pager, enum table_write_mode mode, struct stage_edges **out);
+void table_edges_stage_free(struct stage_edges *edges);
 /* Records a row or delete the stage has just accepted. 0, -EINVAL (sealed) or -errno. */
-int stage_edges_add(struct stage_edges *edges, const struct schema_row *row);
+int table_edges_stage_add(struct stage_edges *edges, const struct schema_row *row);
 /* Sorts what was recorded; a spilled overwrite (segment given) builds its two trees into the segment. 0 or -errno. */
-int stage_edges_seal(struct stage_edges *edges, struct pager_segment *segment);
+int table_edges_stage_seal(struct stage_edges *edges, struct pager_segment *segment);
 /* The trees of an overwrite, or of a merge into an empty table, built into append (or prebuilt). 0 or -errno. */
-int stage_edges_apply_bulk(struct stage_edges *edges, struct pager_append *append, struct block_address *out_root,
+int table_edges_stage_apply_bulk(struct stage_edges *edges, struct pager_append *append, struct block_address *out_root,
 			   struct block_address *in_root);
 
 /*
@@ -304,17 +304,17 @@ struct table_stage {
 
 /* The spill writer (table_writer.c). */
 /* Starts the writer thread; without one (it could not start) fragments are written inline. */
-void stage_writer_start(struct table_stage *stage);
+void table_writer_start(struct table_stage *stage);
 /* Waits until every submitted job is written, copies their addresses. Returns the writer's first error. */
-int stage_writer_drain(struct table_stage *stage);
+int table_writer_drain(struct table_stage *stage);
 /* Stops and joins the writer after it has written (or, after a failure, skipped) every job. */
-void stage_writer_stop(struct table_stage *stage);
+void table_writer_stop(struct table_stage *stage);
 /* The buffer the next fragment's payload goes into: a free job's (waiting while STAGE_QUEUE_DEPTH
  * are in flight), or the stage's scratch buffer when no writer runs. */
-struct buf *stage_writer_next_payload(struct table_stage *stage);
+struct buf *table_writer_next_payload(struct table_stage *stage);
 /* Writes that payload as stage fragment `fragment`: hands it to the writer, or writes it now when no
  * writer runs. 0 or -errno (only when written now: the writer's errors surface later). */
-int stage_writer_submit(struct table_stage *stage, uint32_t fragment);
+int table_writer_submit(struct table_stage *stage, uint32_t fragment);
 /* The writer's first error (0 if none), as the next add or the seal reports it. Every add asks: a
  * lock here would bounce its cache line to the writer's core each row. */
 static inline int stage_writer_failure(struct table_stage *stage)
@@ -371,17 +371,17 @@ int table_fragment_view_load(struct pager *pager, const struct fragment_descript
 bool table_fragment_view_is_live(const struct fragment_view *view, uint32_t row);
 /* Looks a fragment descriptor up by sequence in the fragment tree. 0, -ENOENT, -errno. */
 int table_descriptor_get(struct btree *fragments, uint64_t sequence, struct fragment_descriptor *out);
-void stage_record_location(uint64_t first_sequence, const struct stage_record *record,
+void table_stage_record_location(uint64_t first_sequence, const struct stage_record *record,
 			    uint8_t value[KEY_VALUE_SIZE]);
-int stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator);
+int table_stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator);
 /* 1 with *out, 0 at the end, or -errno. */
-int stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out);
-void stage_iterator_close(struct stage_iterator *iterator);
+int table_stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out);
+void table_stage_iterator_close(struct stage_iterator *iterator);
 /*
  * Adds the key tree entry of every live row, in id order, to builder.
  * first_sequence: the sequence the stage's first fragment gets. 0 or -errno.
  */
-int stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
+int table_stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
 		     struct btree_builder *builder);
 
 /* Small and hot (sorting ids, walking lines): inline in every table file. */

@@ -21,7 +21,7 @@
  *      and every id of block b is below block b+1's first id.
  *   3. A run's filter has every id of the run (no false negatives), and
  *      its first block's first id and last_id bound all of them.
- *   4. Only a completed run (stage_runs_end) is searched or merged; the run
+ *   4. Only a completed run (table_runs_end) is searched or merged; the run
  *      being written lives in `writing` and, until end, in no list.
  *
  * States: EMPTY (no scratch file) --begin--> WRITING --end--> IDLE (runs
@@ -184,7 +184,7 @@ static int record_decode(const uint8_t *block, size_t size, size_t *position, st
 
 /* ---- the set ----------------------------------------------------------------------- */
 
-int stage_runs_open(struct pager *pager, struct stage_runs **out)
+int table_runs_open(struct pager *pager, struct stage_runs **out)
 {
 	struct stage_runs *runs = calloc(1, sizeof *runs);
 	if (!runs)
@@ -210,12 +210,12 @@ static void run_free(struct run *run)
 	run->filter = NULL;
 }
 
-void stage_runs_free(struct stage_runs *runs)
+void table_runs_free(struct stage_runs *runs)
 {
 	if (!runs)
 		return;
 	if (runs->writing)
-		stage_runs_abandon(runs);
+		table_runs_abandon(runs);
 	for (size_t i = 0; i < runs->count; i++)
 		run_free(run_at(runs, i));
 	buf_free(&runs->list);
@@ -229,19 +229,19 @@ void stage_runs_free(struct stage_runs *runs)
 	free(runs);
 }
 
-size_t stage_runs_count(const struct stage_runs *runs)
+size_t table_runs_count(const struct stage_runs *runs)
 {
 	return runs->count;
 }
 
-uint64_t stage_runs_records(const struct stage_runs *runs)
+uint64_t table_runs_records(const struct stage_runs *runs)
 {
 	return runs->records;
 }
 
 /* ---- writing ----------------------------------------------------------------------- */
 
-int stage_runs_begin(struct stage_runs *runs, uint64_t records)
+int table_runs_begin(struct stage_runs *runs, uint64_t records)
 {
 	if (runs->writing)
 		return -EINVAL;
@@ -334,7 +334,7 @@ static int block_close(struct stage_runs *runs)
 	return runs->output.size >= RUN_WRITE_BUFFER ? output_write(runs) : 0;
 }
 
-int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
+int table_runs_add(struct stage_runs *runs, const struct stage_record *record)
 {
 	struct run *run = &runs->run;
 	if (!runs->writing || run->records >= runs->announced || record->id_size == 0)
@@ -364,7 +364,7 @@ int stage_runs_add(struct stage_runs *runs, const struct stage_record *record)
 	return 0;
 }
 
-int stage_runs_end(struct stage_runs *runs)
+int table_runs_end(struct stage_runs *runs)
 {
 	if (!runs->writing || runs->run.records != runs->announced)
 		return -EINVAL;
@@ -374,7 +374,7 @@ int stage_runs_end(struct stage_runs *runs)
 	if (rc < 0)
 		return rc;
 	if (runs->run.records == 0) {
-		stage_runs_abandon(runs);
+		table_runs_abandon(runs);
 		return 0;
 	}
 	buf_append(&runs->list, &runs->run, sizeof runs->run); /* room reserved by begin */
@@ -388,7 +388,7 @@ int stage_runs_end(struct stage_runs *runs)
 	return 0;
 }
 
-void stage_runs_abandon(struct stage_runs *runs)
+void table_runs_abandon(struct stage_runs *runs)
 {
 	if (!runs->writing)
 		return;
@@ -509,7 +509,7 @@ static int run_find(struct stage_runs *runs, struct run *run, const void *id, si
 	return 0;
 }
 
-int stage_runs_find(struct stage_runs *runs, const void *id, size_t id_size, struct stage_record *out)
+int table_runs_find(struct stage_runs *runs, const void *id, size_t id_size, struct stage_record *out)
 {
 	if (runs->count == 0)
 		return 0;
@@ -622,7 +622,7 @@ static int heap_advance_top(struct stage_runs_cursor *cursor)
 	return 0;
 }
 
-void stage_runs_cursor_free(struct stage_runs_cursor *cursor)
+void table_runs_cursor_free(struct stage_runs_cursor *cursor)
 {
 	if (!cursor)
 		return;
@@ -635,7 +635,7 @@ void stage_runs_cursor_free(struct stage_runs_cursor *cursor)
 	free(cursor);
 }
 
-int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out)
+int table_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **out)
 {
 	if (runs->writing)
 		return -EINVAL;
@@ -663,7 +663,7 @@ int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **o
 		}
 	}
 	if (rc < 0) {
-		stage_runs_cursor_free(cursor);
+		table_runs_cursor_free(cursor);
 		return rc;
 	}
 	for (size_t i = cursor->heap_size / 2; i-- > 0;)
@@ -672,7 +672,7 @@ int stage_runs_cursor_open(struct stage_runs *runs, struct stage_runs_cursor **o
 	return 0;
 }
 
-int stage_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out)
+int table_runs_cursor_next(struct stage_runs_cursor *cursor, struct stage_record *out)
 {
 	if (cursor->heap_size == 0)
 		return 0;

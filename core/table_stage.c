@@ -317,7 +317,7 @@ void table_stage_free(struct table_stage *stage)
 {
 	if (!stage)
 		return;
-	stage_writer_stop(stage);
+	table_writer_stop(stage);
 	btree_builder_free(stage->writer.keys);
 	stage->writer.keys = NULL;
 	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
@@ -341,8 +341,8 @@ void table_stage_free(struct table_stage *stage)
 	free(stage->tags);
 	free(stage->pending);
 	free(stage->sorted);
-	stage_runs_free(stage->runs);
-	stage_edges_free(stage->edges);
+	table_runs_free(stage->runs);
+	table_edges_stage_free(stage->edges);
 	buf_free(&stage->ids);
 	buf_free(&stage->pending_lines);
 	buf_free(&stage->scratch);
@@ -360,7 +360,7 @@ int table_stage_track_edges(struct table_stage *stage)
 		return 0;
 	if (stage->rows_added > 0 || stage->sealed)
 		return -EINVAL;
-	return stage_edges_open(stage->pager, stage->mode, &stage->edges);
+	return table_edges_stage_open(stage->pager, stage->mode, &stage->edges);
 }
 
 void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries)
@@ -419,7 +419,7 @@ static int stage_find(const struct table_stage *stage, const void *id, size_t id
 		*out = entry_record(stage, &stage->entries[held - 1]);
 		return 1;
 	}
-	return stage->runs ? stage_runs_find(stage->runs, id, id_size, out) : 0;
+	return stage->runs ? table_runs_find(stage->runs, id, id_size, out) : 0;
 }
 
 int table_stage_has(const struct table_stage *stage, const void *id, size_t id_size)
@@ -484,7 +484,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 			    stage->fragment_count + 1, sizeof *stage->fragments);
 	if (rc < 0)
 		return rc;
-	struct buf *payload = stage->segment ? stage_writer_next_payload(stage) : &stage->scratch;
+	struct buf *payload = stage->segment ? table_writer_next_payload(stage) : &stage->scratch;
 	buf_reset(payload);
 	if ((rc = buf_reserve(payload, 4 + 4 * (size_t)rows + bytes)) < 0)
 		return rc;
@@ -512,7 +512,7 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 	memset(fragment, 0, sizeof *fragment);
 	buf_init(&fragment->payload);
 	if (stage->segment) {
-		if ((rc = stage_writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
+		if ((rc = table_writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
 			return rc;
 	} else {
 		/* Hand the scratch buffer over as the payload; the scratch starts afresh. */
@@ -566,7 +566,7 @@ static int stage_spill(struct table_stage *stage)
 	if (rc < 0)
 		return rc;
 	stage->segment_id = segment_id;
-	stage_writer_start(stage);
+	table_writer_start(stage);
 	if (!stage->writer.running)
 		stage->keys_build = KEYS_BUILT_AT_SEAL;  /* fragments are written inline, without keys */
 	return stage_cut_all(stage);
@@ -614,7 +614,7 @@ static int stage_flush_run(struct table_stage *stage)
 	int rc = stage_cut_all(stage);
 	if (rc < 0)
 		return rc;
-	if (!stage->runs && (rc = stage_runs_open(stage->pager, &stage->runs)) < 0)
+	if (!stage->runs && (rc = table_runs_open(stage->pager, &stage->runs)) < 0)
 		return rc;
 	size_t count = 0;
 	uint32_t *sorted = malloc((stage->distinct ? stage->distinct : 1) * sizeof *sorted);
@@ -625,12 +625,12 @@ static int stage_flush_run(struct table_stage *stage)
 			sorted[count++] = (uint32_t)i;
 	assert(count == stage->distinct);
 	sort_entries(stage, sorted, count);
-	rc = stage_runs_begin(stage->runs, count);
+	rc = table_runs_begin(stage->runs, count);
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		const struct stage_entry *entry = &stage->entries[sorted[i]];
 		assert((entry->flags & ENTRY_DELETE) || (entry->flags & ENTRY_CUT));
 		struct stage_record record = entry_record(stage, entry);
-		rc = stage_runs_add(stage->runs, &record);
+		rc = table_runs_add(stage->runs, &record);
 	}
 	if (rc == 0 && count > 0 && stage->keys_build == KEYS_STREAMED) {
 		/* The entries are about to go: keep the greatest id for the order check (invariant 11). */
@@ -640,9 +640,9 @@ static int stage_flush_run(struct table_stage *stage)
 	}
 	free(sorted);
 	if (rc == 0)
-		rc = stage_runs_end(stage->runs);
+		rc = table_runs_end(stage->runs);
 	if (rc < 0) {
-		stage_runs_abandon(stage->runs);
+		table_runs_abandon(stage->runs);
 		return rc;
 	}
 	stage->entry_count = 0;
@@ -705,7 +705,7 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 	struct stage_record earlier;
 	int in_runs = 0;
 	if (!held && stage->runs && stage->keys_build != KEYS_STREAMED) {
-		if ((in_runs = stage_runs_find(stage->runs, id, id_size, &earlier)) < 0)
+		if ((in_runs = table_runs_find(stage->runs, id, id_size, &earlier)) < 0)
 			return in_runs;
 		if (in_runs && stage->mode == TABLE_OVERWRITE)
 			return -EEXIST;
@@ -796,7 +796,7 @@ int table_stage_add(struct table_stage *stage, const struct schema_row *row)
 	if (stage->edges && !row->is_delete && (row->from.size == 0 || row->to.size == 0))
 		return -EINVAL;
 	int rc = stage_add_row(stage, row);
-	if (rc == 0 && stage->edges && (rc = stage_edges_add(stage->edges, row)) < 0)
+	if (rc == 0 && stage->edges && (rc = table_edges_stage_add(stage->edges, row)) < 0)
 		stage->edges_error = rc;  /* the row is staged but not indexed: the stage can no longer seal */
 	return rc;
 }
@@ -988,33 +988,33 @@ static int stage_sort_map(struct table_stage *stage)
 
 
 
-int stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator)
+int table_stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator)
 {
 	iterator->stage = stage;
 	iterator->cursor = NULL;
 	iterator->next = 0;
-	return stage->runs ? stage_runs_cursor_open(stage->runs, &iterator->cursor) : 0;
+	return stage->runs ? table_runs_cursor_open(stage->runs, &iterator->cursor) : 0;
 }
 
 /* 1 with *out, 0 at the end, or -errno. */
-int stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out)
+int table_stage_iterator_next(struct stage_iterator *iterator, struct stage_record *out)
 {
 	const struct table_stage *stage = iterator->stage;
 	if (iterator->cursor)
-		return stage_runs_cursor_next(iterator->cursor, out);
+		return table_runs_cursor_next(iterator->cursor, out);
 	if (iterator->next == stage->sorted_count + stage->deleted_count)
 		return 0;
 	*out = entry_record(stage, &stage->entries[stage->sorted[iterator->next++]]);
 	return 1;
 }
 
-void stage_iterator_close(struct stage_iterator *iterator)
+void table_stage_iterator_close(struct stage_iterator *iterator)
 {
-	stage_runs_cursor_free(iterator->cursor);
+	table_runs_cursor_free(iterator->cursor);
 	iterator->cursor = NULL;
 }
 
-void stage_record_location(uint64_t first_sequence, const struct stage_record *record,
+void table_stage_record_location(uint64_t first_sequence, const struct stage_record *record,
 			    uint8_t value[KEY_VALUE_SIZE])
 {
 	assert(!record->is_delete);
@@ -1030,22 +1030,22 @@ void stage_record_location(uint64_t first_sequence, const struct stage_record *r
  * Adds the key tree entry of every live row, in id order, to builder.
  * first_sequence: the sequence the stage's first fragment gets. 0 or -errno.
  */
-int stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
+int table_stage_build_keys(const struct table_stage *stage, uint64_t first_sequence,
 			    struct btree_builder *builder)
 {
 	struct stage_iterator iterator;
-	int rc = stage_iterator_open(stage, &iterator);
+	int rc = table_stage_iterator_open(stage, &iterator);
 	struct stage_record record;
-	while (rc == 0 && (rc = stage_iterator_next(&iterator, &record)) == 1) {
+	while (rc == 0 && (rc = table_stage_iterator_next(&iterator, &record)) == 1) {
 		if (record.is_delete) {
 			rc = 0;
 			continue;
 		}
 		uint8_t value[KEY_VALUE_SIZE];
-		stage_record_location(first_sequence, &record, value);
+		table_stage_record_location(first_sequence, &record, value);
 		rc = btree_builder_add(builder, record.id, record.id_size, value, sizeof value);
 	}
-	stage_iterator_close(&iterator);
+	table_stage_iterator_close(&iterator);
 	return rc;
 }
 
@@ -1081,9 +1081,9 @@ int table_stage_seal(struct table_stage *stage)
 		if (stage->fragments[i].dead)
 			roaring_bitmap_run_optimize(stage->fragments[i].dead);
 	/* The spill writer wrote the last fragments while the ids were sorted. */
-	if ((rc = stage_writer_drain(stage)) < 0)
+	if ((rc = table_writer_drain(stage)) < 0)
 		return rc;
-	stage_writer_stop(stage);
+	table_writer_stop(stage);
 	for (size_t i = 0; i < STAGE_QUEUE_DEPTH; i++) {
 		buf_free(&stage->writer.jobs[i].payload);
 		buf_free(&stage->writer.jobs[i].keys);
@@ -1105,7 +1105,7 @@ int table_stage_seal(struct table_stage *stage)
 		struct btree_builder *builder = NULL;
 		if ((rc = btree_builder_open_segment(stage->segment, BTREE_PACKED, &builder)) < 0)
 			return rc;
-		if ((rc = stage_build_keys(stage, 0, builder)) < 0) {
+		if ((rc = table_stage_build_keys(stage, 0, builder)) < 0) {
 			btree_builder_free(builder);
 			return rc;
 		}
@@ -1114,7 +1114,7 @@ int table_stage_seal(struct table_stage *stage)
 		stage->keys_prebuilt = true;
 	}
 	if (stage->edges &&
-	    (rc = stage_edges_seal(stage->edges, stage->mode == TABLE_OVERWRITE ? stage->segment : NULL)) < 0)
+	    (rc = table_edges_stage_seal(stage->edges, stage->mode == TABLE_OVERWRITE ? stage->segment : NULL)) < 0)
 		return rc;
 	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
 		return rc;

@@ -95,7 +95,7 @@ static void *writer_main(void *argument)
 	return NULL;
 }
 
-void stage_writer_start(struct table_stage *stage)
+void table_writer_start(struct table_stage *stage)
 {
 	struct stage_writer *writer = &stage->writer;
 	if (pthread_mutex_init(&writer->lock, NULL) != 0)
@@ -112,7 +112,7 @@ void stage_writer_start(struct table_stage *stage)
 	writer->running = true;
 }
 
-int stage_writer_drain(struct table_stage *stage)
+int table_writer_drain(struct table_stage *stage)
 {
 	struct stage_writer *writer = &stage->writer;
 	if (!writer->running)
@@ -126,7 +126,7 @@ int stage_writer_drain(struct table_stage *stage)
 	return failure;
 }
 
-void stage_writer_stop(struct table_stage *stage)
+void table_writer_stop(struct table_stage *stage)
 {
 	struct stage_writer *writer = &stage->writer;
 	if (!writer->running)
@@ -142,7 +142,7 @@ void stage_writer_stop(struct table_stage *stage)
 	pthread_mutex_destroy(&writer->lock);
 }
 
-struct buf *stage_writer_next_payload(struct table_stage *stage)
+struct buf *table_writer_next_payload(struct table_stage *stage)
 {
 	struct stage_writer *writer = &stage->writer;
 	if (!writer->running)
@@ -155,7 +155,7 @@ struct buf *stage_writer_next_payload(struct table_stage *stage)
 	return &writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].payload;
 }
 
-int stage_writer_submit(struct table_stage *stage, uint32_t fragment)
+int table_writer_submit(struct table_stage *stage, uint32_t fragment)
 {
 	struct stage_writer *writer = &stage->writer;
 	if (!writer->running) {

@@ -29,11 +29,6 @@
 
 #include "mountfs_int.h"
 
-bool node_is_change_view(enum node_kind kind)
-{
-	return kind >= NODE_DIFF_DIR && kind <= NODE_BY_ID_FILE;
-}
-
 /* The ancestor (or node itself) of kind, or NULL. */
 static const struct node *ancestor(const struct node *node, enum node_kind kind)
 {
@@ -106,7 +101,7 @@ static int table_file(const char *table, void *context)
 	}
 	char name[GRAPHFS_NAME_MAX + 1];
 	snprintf(name, sizeof name, "%s.jsonl", table);
-	struct dir_entry *entry = lister_add(files->lister, name, files->kind);
+	struct dir_entry *entry = listing_add(files->lister, name, files->kind);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
@@ -134,7 +129,7 @@ int changes_list_diff(struct mountfs *mount, struct node *directory, struct list
 static int resolve_table_file(struct mountfs *mount, struct node *parent, const char *name, struct child *out,
 			      int (*each)(struct mountfs *, const struct node *, struct table_files *))
 {
-	if (!table_name_from_file(name, ".jsonl", out->table))
+	if (!names_table_from_file(name, ".jsonl", out->table))
 		return -ENOENT;
 	struct table_files files = { .wanted = out->table };
 	int rc = each(mount, parent, &files);
@@ -196,7 +191,7 @@ static int merge_branch(const struct store_branch_info *branch, void *context)
 		branches->found = strcmp(branch->name, branches->wanted) == 0;
 		return branches->found;
 	}
-	return lister_add(branches->lister, branch->name, NODE_MERGE_ROOT) ? 0 : -ENOMEM;
+	return listing_add(branches->lister, branch->name, NODE_MERGE_ROOT) ? 0 : -ENOMEM;
 }
 
 int changes_resolve_merges(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
@@ -280,71 +275,6 @@ int changes_render_merge_file(struct mountfs *mount, const struct node *node, st
 	return rc;
 }
 
-struct merged_names {
-	char (*names)[JOURNAL_NAME_MAX + 1];
-	size_t count, capacity;
-};
-
-static int note_name(const struct head_row *head, void *context)
-{
-	struct merged_names *list = context;
-	if (buf_grow_array((void **)&list->names, &list->capacity, list->count + 1, sizeof *list->names) < 0)
-		return -ENOMEM;
-	snprintf(list->names[list->count++], JOURNAL_NAME_MAX + 1, "%s", head->name);
-	return 0;
-}
-
-/* Every table name branch has now, added to names (for invalidation). */
-static void branch_names(struct mountfs *mount, const char *branch, struct merged_names *names)
-{
-	struct store_snapshot *snapshot;
-	struct error_info error;
-	if (store_snapshot_open(mount->store, branch, STORE_LATEST, &snapshot, &error) == 0) {
-		store_snapshot_heads(snapshot, false, note_name, names);
-		store_snapshot_release(snapshot);
-	}
-}
-
-int changes_merge_commit(struct mountfs *mount, const struct node *commit_file, const char *branch,
-			 const char *message, size_t size, uid_t uid)
-{
-	const struct node *root = ancestor(commit_file, NODE_MERGE_ROOT);
-	if (!root)
-		return -ENOENT;
-	char text[4096];
-	size_t length = mount_commit_message(message, size, text, sizeof text);
-	char path[GRAPHFS_PATH_MAX];
-	inode_path(mount, commit_file, path, sizeof path);
-	char actor[512];
-	mount_actor(mount, uid, actor, sizeof actor);
-	struct store_merge_options options = { .message = length ? text : NULL, .actor = actor };
-	struct store_merge_result result;
-	struct error_info error;
-	struct merged_names names = { 0 };
-	branch_names(mount, branch, &names);
-	int rc = store_merge(mount->store, root->name, branch, &options, NULL, NULL, &result, &error);
-	if (rc < 0) {
-		mount_error_record(mount, path, &error, rc);
-	} else if (result.outcome == STORE_MERGE_CONFLICTS) {
-		rc = -EBUSY;
-		mount_error_refuse(mount, path, rc,
-				   "%llu conflict%s merging %s into %s: nothing was published (see merge/%s/conflicts/)",
-				   (unsigned long long)result.conflicts, result.conflicts == 1 ? "" : "s", root->name, branch,
-				   root->name);
-	} else if (result.outcome != STORE_MERGE_UP_TO_DATE) {
-		atomic_fetch_add(&mount->commits, 1);
-		branch_names(mount, branch, &names);
-		const char **list = calloc(names.count + 1, sizeof *list);
-		for (size_t i = 0; list && i < names.count; i++)
-			list[i] = names.names[i];
-		if (list)
-			mount_invalidate_branch(mount, branch, list, names.count, true);
-		free(list);
-	}
-	free(names.names);
-	return rc;
-}
-
 /* ---- history/by-id/ ------------------------------------------------------------------------ */
 
 struct row_tables {
@@ -354,7 +284,7 @@ struct row_tables {
 static int row_table(const struct head_row *head, void *context)
 {
 	struct row_tables *tables = context;
-	struct dir_entry *entry = lister_add(tables->lister, head->name, NODE_BY_ID_TABLE_DIR);
+	struct dir_entry *entry = listing_add(tables->lister, head->name, NODE_BY_ID_TABLE_DIR);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", head->name);
@@ -374,7 +304,7 @@ int changes_list_row_tables(struct mountfs *mount, struct node *directory, struc
 
 int changes_resolve_row_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
-	if (!table_name_valid(name))
+	if (!names_table_valid(name))
 		return -ENOENT;
 	struct store_snapshot *snapshot = NULL;
 	struct head_row head;
@@ -393,10 +323,10 @@ static int row_file(const uint8_t *id, size_t id_size, void *context)
 {
 	struct lister *lister = context;
 	char name[GRAPHFS_NAME_MAX + 1];
-	if (!graph_id_encode(id, id_size, name) || strlen(name) + 6 > GRAPHFS_NAME_MAX)
+	if (!names_graph_id_encode(id, id_size, name) || strlen(name) + 6 > GRAPHFS_NAME_MAX)
 		return 0;   /* too long a name: reach it through tables/ */
 	strcat(name, ".jsonl");
-	return lister_add_lean(lister, name, NODE_BY_ID_FILE);   /* child: the directory's table */
+	return listing_add_lean(lister, name, NODE_BY_ID_FILE);   /* child: the directory's table */
 }
 
 /* Lists the rows a node table has now (ids of deleted rows resolve, but are not listed). */
@@ -418,7 +348,7 @@ static bool row_id(const char *name, struct buf *id)
 		return false;
 	char encoded[GRAPHFS_NAME_MAX + 1];
 	snprintf(encoded, sizeof encoded, "%.*s", (int)(length - 6), name);
-	return graph_id_decode(encoded, id);
+	return names_graph_id_decode(encoded, id);
 }
 
 int changes_render_row(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,

@@ -46,14 +46,14 @@ static enum store_edge_end edge_end(const struct node *node)
 static int node_id(const struct node *node, struct buf *id)
 {
 	const struct node *directory = node_directory(node);
-	return directory && graph_id_decode(directory->name, id) ? 0 : -ENOENT;
+	return directory && names_graph_id_decode(directory->name, id) ? 0 : -ENOENT;
 }
 
 /* ---- graph/ and graph/<Node>/ ------------------------------------------------------ */
 
 int graph_resolve_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
-	if (!table_name_valid(name))
+	if (!names_table_valid(name))
 		return -ENOENT;
 	struct store_snapshot *snapshot = NULL;
 	int rc = view_snapshot(mount, &parent->view, &snapshot);
@@ -82,13 +82,13 @@ int graph_list_tables(struct mountfs *mount, struct node *directory, struct list
 	for (size_t i = 0; rc == 0 && i < heads->count; i++) {
 		if (heads->rows[i].kind != STORE_NODE_TABLE)
 			continue;
-		struct dir_entry *entry = lister_add(lister, heads->rows[i].name, NODE_GRAPH_TABLE_DIR);
+		struct dir_entry *entry = listing_add(lister, heads->rows[i].name, NODE_GRAPH_TABLE_DIR);
 		if (!entry)
 			rc = -ENOMEM;
 		else
 			snprintf(entry->child.table, sizeof entry->child.table, "%s", heads->rows[i].name);
 	}
-	heads_list_release(heads);
+	view_heads_list_release(heads);
 	store_snapshot_release(snapshot);
 	return rc;
 }
@@ -98,7 +98,7 @@ int graph_resolve_nodes(struct mountfs *mount, struct node *parent, const char *
 	struct buf id;
 	buf_init(&id);
 	struct store_snapshot *snapshot = NULL;
-	int rc = graph_id_decode(name, &id) ? view_snapshot(mount, &parent->view, &snapshot) : -ENOENT;
+	int rc = names_graph_id_decode(name, &id) ? view_snapshot(mount, &parent->view, &snapshot) : -ENOENT;
 	if (rc == 0) {
 		rc = store_graph_node_exists(snapshot, parent->table, id.data, id.size);
 		if (rc == 0)
@@ -121,9 +121,9 @@ static int list_node(const uint8_t *id, size_t id_size, void *context)
 {
 	struct node_listing *listing = context;
 	char name[GRAPHFS_NAME_MAX + 1];
-	if (!graph_id_encode(id, id_size, name))
+	if (!names_graph_id_encode(id, id_size, name))
 		return 0;   /* reach it through tables/ (invariant 2) */
-	return lister_add_lean(listing->lister, name, NODE_GRAPH_NODE_DIR);   /* child: the directory's table */
+	return listing_add_lean(listing->lister, name, NODE_GRAPH_NODE_DIR);   /* child: the directory's table */
 }
 
 int graph_list_nodes(struct mountfs *mount, struct node *directory, struct lister *lister)
@@ -155,9 +155,9 @@ int graph_render_row(struct mountfs *mount, const struct node *node, struct stor
 int graph_resolve_edge_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
 	char table[JOURNAL_NAME_MAX + 1];
-	bool file = table_name_from_file(name, ".jsonl", table);
+	bool file = names_table_from_file(name, ".jsonl", table);
 	if (!file) {
-		if (!table_name_valid(name))
+		if (!names_table_valid(name))
 			return -ENOENT;
 		snprintf(table, sizeof table, "%s", name);
 	}
@@ -184,11 +184,11 @@ static int list_edge_table(const char *edge_table, const char *other_table, void
 	struct lister *lister = context;
 	char name[GRAPHFS_NAME_MAX + 1];
 	snprintf(name, sizeof name, "%s.jsonl", edge_table);
-	struct dir_entry *file = lister_add(lister, name, NODE_GRAPH_EDGES_FILE);
+	struct dir_entry *file = listing_add(lister, name, NODE_GRAPH_EDGES_FILE);
 	if (!file)
 		return -ENOMEM;
 	snprintf(file->child.table, sizeof file->child.table, "%s", edge_table);
-	struct dir_entry *directory = lister_add(lister, edge_table, NODE_GRAPH_NEIGHBOURS_DIR);
+	struct dir_entry *directory = listing_add(lister, edge_table, NODE_GRAPH_NEIGHBOURS_DIR);
 	if (!directory)
 		return -ENOMEM;
 	snprintf(directory->child.table, sizeof directory->child.table, "%s", edge_table);
@@ -247,7 +247,7 @@ int graph_resolve_neighbours(struct mountfs *mount, struct node *parent, const c
 	buf_init(&other);
 	struct neighbour_search search = { .wanted = &other };
 	struct store_snapshot *snapshot = NULL;
-	int rc = graph_id_decode(name, &other) ? node_id(parent, &id) : -ENOENT;
+	int rc = names_graph_id_decode(name, &other) ? node_id(parent, &id) : -ENOENT;
 	if (rc == 0)
 		rc = view_snapshot(mount, &parent->view, &snapshot);
 	if (rc == 0)
@@ -321,9 +321,9 @@ int graph_list_neighbours(struct mountfs *mount, struct node *directory, struct 
 		if (i > 0 && compare_neighbours(&neighbours[i - 1], &neighbours[i]) == 0)
 			continue;
 		char name[GRAPHFS_NAME_MAX + 1];
-		if (!graph_id_encode(neighbours[i].id, neighbours[i].size, name))
+		if (!names_graph_id_encode(neighbours[i].id, neighbours[i].size, name))
 			continue;
-		struct dir_entry *entry = lister_add(lister, name, NODE_GRAPH_NEIGHBOUR_LINK);
+		struct dir_entry *entry = listing_add(lister, name, NODE_GRAPH_NEIGHBOUR_LINK);
 		if (!entry)
 			rc = -ENOMEM;
 		else

@@ -87,10 +87,10 @@ void mountfs_free(struct mountfs *mount)
 {
 	if (!mount)
 		return;
-	files_close_all(mount);
+	open_file_close_all(mount);
 	while (mount->directories)
 		directory_close(mount, mount->directories);
-	workspaces_free(mount);
+	scratch_workspaces_free(mount);
 	view_cache_free(mount);
 	buf_free(&mount->log_bytes);
 	if (mount->inodes.buckets)
@@ -173,7 +173,7 @@ static void fill_open_result(const struct node *node, uint64_t handle, struct mo
 {
 	memset(out, 0, sizeof *out);
 	out->handle = handle;
-	if (node_is_live(node))
+	if (namespace_is_live(node))
 		out->direct_io = true;
 	else
 		out->keep_cache = true;
@@ -186,15 +186,15 @@ int mountfs_lookup(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	atomic_fetch_add(&mount->requests, 1);
 	memset(entry, 0, sizeof *entry);
 	struct node *parent = node_of(mount, parent_id);
-	if (!node_is_directory(parent->kind))
+	if (!namespace_is_directory(parent->kind))
 		return -ENOTDIR;
-	if (node_is_live(parent))
+	if (namespace_is_live(parent))
 		mount_refresh(mount);
 	struct child child;
 	int rc = namespace_resolve(mount, parent, name, &child);
 	if (rc == 0)
 		rc = namespace_entry(mount, parent, name, &child, entry, NULL);
-	if (rc == -ENOENT && !node_is_live(parent)) {
+	if (rc == -ENOENT && !namespace_is_live(parent)) {
 		/* History is immutable: the kernel may remember the absence. */
 		memset(entry, 0, sizeof *entry);
 		entry->entry_timeout = GRAPHFS_HISTORY_TIMEOUT;
@@ -211,12 +211,12 @@ int mountfs_getattr(struct mountfs *mount, uint64_t id, uint64_t handle, struct 
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *node = node_of(mount, id);
-	if (node_is_live(node))
+	if (namespace_is_live(node))
 		mount_refresh(mount);
 	*timeout = namespace_timeout(node);
 	if (handle) {
 		/* What this handle reads; not to be kept by the kernel for the path. */
-		int rc = file_attr(mount, file_of(handle), out);
+		int rc = open_file_attr(mount, file_of(handle), out);
 		if (rc <= 0) {
 			*timeout = 0;
 			return rc;
@@ -232,26 +232,26 @@ int mountfs_setattr(struct mountfs *mount, uint64_t id, uint64_t handle, const s
 	atomic_fetch_add(&mount->requests, 1);
 	changes_clear(changes);
 	struct node *node = node_of(mount, id);
-	if (!node_is_live(node) || mount->read_only)
+	if (!namespace_is_live(node) || mount->read_only)
 		return -EROFS;
 	struct open_file *file = handle ? file_of(handle) : NULL;
 	int rc = 0;
 	bool published = false;
 	if (to_set & MOUNTFS_SET_SIZE) {
-		enum node_content content = node_content_of(node->kind);
+		enum node_content content = namespace_content_of(node->kind);
 		switch (content) {
 		case CONTENT_TABLE:
 		case CONTENT_SCHEMA:
 		case CONTENT_SCRATCH:
-			rc = file_truncate(mount, node, file, (uint64_t)attr->st_size, caller_uid(caller));
+			rc = open_file_truncate(mount, node, file, (uint64_t)attr->st_size, caller_uid(caller));
 			published = !file && content != CONTENT_SCRATCH;
 			break;
 		default:
-			rc = node_is_directory(node->kind) ? -EISDIR : -EACCES;
+			rc = namespace_is_directory(node->kind) ? -EISDIR : -EACCES;
 			break;
 		}
 	}
-	if (rc == 0 && node_content_of(node->kind) == CONTENT_SCRATCH) {
+	if (rc == 0 && namespace_content_of(node->kind) == CONTENT_SCRATCH) {
 		struct scratch *scratch = scratch_find(mount, node->parent, node->name);
 		if (scratch) {
 			scratch_set_attr(scratch, attr, to_set);
@@ -313,7 +313,7 @@ int mountfs_unlink(struct mountfs *mount, uint64_t parent_id, const char *name,
 		 * before the reply, or the caller's next open of schema/X.json may reach a
 		 * kernel entry that still names the dropped table (ENOENT, not a create) */
 		const char *names[1] = { dropped };
-		if (dropped[0] && node_is_live(parent))
+		if (dropped[0] && namespace_is_live(parent))
 			mount_invalidate_entries_beside(mount, parent->view.branch, names, 1, parent_id, parent_id);
 	}
 	return rc;
@@ -356,7 +356,7 @@ int mountfs_rename(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	for (size_t i = 0; i < 2; i++)
 		if (changed[i][0])
 			names[count++] = changed[i];
-	if (count && node_is_live(parent))
+	if (count && namespace_is_live(parent))
 		mount_invalidate_entries_beside(mount, parent->view.branch, names, count, parent_id, new_parent_id);
 	return 0;
 }
@@ -365,7 +365,7 @@ int mountfs_make_node(struct mountfs *mount, uint64_t parent_id, const char *nam
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *parent = node_of(mount, parent_id);
-	if (!node_is_live(parent) || mount->read_only)
+	if (!namespace_is_live(parent) || mount->read_only)
 		return -EROFS;
 	struct child child;
 	if (namespace_resolve(mount, parent, name, &child) == 0)
@@ -380,10 +380,10 @@ int mountfs_open(struct mountfs *mount, uint64_t id, int flags, const struct mou
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *node = node_of(mount, id);
-	if (node_is_live(node))
+	if (namespace_is_live(node))
 		mount_refresh(mount);
 	struct open_file *file = NULL;
-	int rc = file_open(mount, node, flags, false, caller_uid(caller), &file);
+	int rc = open_file_open(mount, node, flags, false, caller_uid(caller), &file);
 	if (rc < 0)
 		return rc;
 	fill_open_result(node, (uint64_t)(uintptr_t)file, out);
@@ -397,7 +397,7 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	atomic_fetch_add(&mount->requests, 1);
 	memset(entry, 0, sizeof *entry);
 	struct node *parent = node_of(mount, parent_id);
-	if (!node_is_live(parent) || mount->read_only)
+	if (!namespace_is_live(parent) || mount->read_only)
 		return -EROFS;
 	if (parent->kind != NODE_TABLES_DIR && parent->kind != NODE_SCHEMA_DIR &&
 	    parent->kind != NODE_STAGING_DIR && parent->kind != NODE_STAGED_SCHEMA_DIR)
@@ -420,8 +420,8 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 		child.view = parent->view;
 		bool schema_directory = parent->kind == NODE_SCHEMA_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR;
 		const char *suffix = schema_directory ? ".json" : ".jsonl";
-		bool is_table = table_name_from_file(name, suffix, child.table);
-		if (!is_table && !is_scratch_name(name, suffix)) {
+		bool is_table = names_table_from_file(name, suffix, child.table);
+		if (!is_table && !names_is_scratch(name, suffix)) {
 			char path[GRAPHFS_PATH_MAX];
 			scratch_path(mount, parent->view.branch, scratch_dir_of(parent), name, path, sizeof path);
 			mount_error_refuse(mount, path, -EINVAL,
@@ -449,14 +449,14 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 	if (child.kind == NODE_SCRATCH_FILE || child.kind == NODE_STAGED_FILE)
 		namespace_bind_scratch(mount, node);
 	struct open_file *file = NULL;
-	rc = file_open(mount, node, flags, created, caller_uid(caller), &file);
+	rc = open_file_open(mount, node, flags, created, caller_uid(caller), &file);
 	if (rc == 0)
-		rc = file_attr(mount, file, &entry->attr);
+		rc = open_file_attr(mount, file, &entry->attr);
 	if (rc == 1)
 		rc = namespace_attr(mount, node, &entry->attr);
 	if (rc < 0) {
 		if (file)
-			file_release(mount, file);
+			open_file_release(mount, file);
 		inode_forget(mount, node, 1);
 		memset(entry, 0, sizeof *entry);
 		return rc;
@@ -471,29 +471,29 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 ssize_t mountfs_read(struct mountfs *mount, uint64_t handle, char *out, size_t size, off_t offset)
 {
 	atomic_fetch_add(&mount->requests, 1);
-	return file_read(mount, file_of(handle), out, size, offset);
+	return open_file_read(mount, file_of(handle), out, size, offset);
 }
 
 ssize_t mountfs_write(struct mountfs *mount, uint64_t handle, const char *bytes, size_t size, off_t offset)
 {
 	atomic_fetch_add(&mount->requests, 1);
-	return file_write(mount, file_of(handle), bytes, size, offset);
+	return open_file_write(mount, file_of(handle), bytes, size, offset);
 }
 
 int mountfs_flush(struct mountfs *mount, uint64_t handle)
 {
 	atomic_fetch_add(&mount->requests, 1);
-	return file_flush(mount, file_of(handle));
+	return open_file_flush(mount, file_of(handle));
 }
 
 int mountfs_fsync(struct mountfs *mount, uint64_t handle)
 {
-	return file_fsync(mount, file_of(handle));
+	return open_file_fsync(mount, file_of(handle));
 }
 
 void mountfs_release(struct mountfs *mount, uint64_t handle)
 {
-	file_release(mount, file_of(handle));
+	open_file_release(mount, file_of(handle));
 }
 
 /* ---- directories ------------------------------------------------------------------------------ */
@@ -502,9 +502,9 @@ int mountfs_opendir(struct mountfs *mount, uint64_t id, struct mountfs_open_resu
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *node = node_of(mount, id);
-	if (!node_is_directory(node->kind))
+	if (!namespace_is_directory(node->kind))
 		return -ENOTDIR;
-	if (node_is_live(node))
+	if (namespace_is_live(node))
 		mount_refresh(mount);
 	struct open_directory *directory = calloc(1, sizeof *directory);
 	if (!directory)
@@ -522,7 +522,7 @@ int mountfs_opendir(struct mountfs *mount, uint64_t id, struct mountfs_open_resu
 	pthread_mutex_unlock(&mount->files_lock);
 	memset(out, 0, sizeof *out);
 	out->handle = (uint64_t)(uintptr_t)directory;
-	out->cache_readdir = !node_is_live(node);
+	out->cache_readdir = !namespace_is_live(node);
 	return 0;
 }
 
@@ -537,7 +537,7 @@ static void directory_close(struct mountfs *mount, struct open_directory *direct
 	if (directory->next)
 		directory->next->previous = directory->previous;
 	pthread_mutex_unlock(&mount->files_lock);
-	dir_listing_free(&directory->listing);
+	listing_free(&directory->listing);
 	free(directory);
 }
 
@@ -552,11 +552,11 @@ int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *parent = node_of(mount, id);
 	struct dir_listing *listing = &((struct open_directory *)(uintptr_t)handle)->listing;
-	for (uint64_t i = offset; i < dir_listing_size(listing); i++) {
+	for (uint64_t i = offset; i < listing_size(listing); i++) {
 		struct child scratch;
 		const struct child *child;
 		bool dot;
-		const char *name = dir_listing_entry(listing, parent, i, &scratch, &child, &dot);
+		const char *name = listing_entry(listing, parent, i, &scratch, &child, &dot);
 		struct mountfs_entry entry;
 		memset(&entry, 0, sizeof entry);
 		struct node *node = NULL;
@@ -567,8 +567,8 @@ int mountfs_readdir(struct mountfs *mount, uint64_t id, uint64_t handle, uint64_
 			if (namespace_entry(mount, parent, name, child, &entry, &node) < 0)
 				continue;   /* gone since opendir */
 		} else {
-			entry.attr.st_mode = node_is_directory(child->kind) ? S_IFDIR
-					     : node_is_link(child->kind) ? S_IFLNK : S_IFREG;
+			entry.attr.st_mode = namespace_is_directory(child->kind) ? S_IFDIR
+					     : namespace_is_link(child->kind) ? S_IFLNK : S_IFREG;
 			entry.attr.st_ino = inode_number(parent, name, child->kind, &child->view);
 		}
 		if (fill(context, name, &entry, i + 1) != 0) {
@@ -601,7 +601,7 @@ static const char *const xattr_names[] = {
 /* Table, head and dropped-head files: the files that show a head row. */
 static bool has_xattrs(const struct node *node)
 {
-	return node_shows_head(node->kind);
+	return namespace_shows_head(node->kind);
 }
 
 static ssize_t reply_value(const char *value, size_t length, char *out, size_t size)

@@ -278,17 +278,17 @@ struct mountfs {
 /* ---- names.c ---------------------------------------------------------------- */
 
 /* Whether table names are valid, and the parts of file names. */
-bool table_name_valid(const char *name);
+bool names_table_valid(const char *name);
 /* "X.jsonl" -> "X" (returns false if not of that form); suffix ".jsonl" or ".json". */
-bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1]);
+bool names_table_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1]);
 /* The scratch-name rule: a name starting with '.', ending in '~', or not ending
  * in suffix is private to the mount until renamed onto a table name. */
-bool is_scratch_name(const char *name, const char *suffix);
+bool names_is_scratch(const char *name, const char *suffix);
 /* A node id as a file name under graph/: % as %25, / as %2F, the ids . and .. as
  * %2E and %2E%2E. false when the name would be longer than GRAPHFS_NAME_MAX bytes. */
-bool graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1]);
-/* The id a graph/ file name names (only names graph_id_encode gives). */
-bool graph_id_decode(const char *name, struct buf *out);
+bool names_graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1]);
+/* The id a graph/ file name names (only names names_graph_id_encode gives). */
+bool names_graph_id_decode(const char *name, struct buf *out);
 
 /* ---- errors.c ---------------------------------------------------------------- */
 
@@ -314,8 +314,15 @@ int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct
 /* The commit message a write to a .commit file gives: its bytes without the
  * line ends they finish with, NUL-terminated in out (cut to out_size - 1). Returns its length. */
 size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t out_size);
-/* Commits txn; a refusal is recorded in .graphfs/errors against path. */
-int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path);
+/*
+ * The mount's one commit door: every publish of the mount (a table file's close, a
+ * schema, staging/.commit, rm and mv of tables, merge/.commit through store_merge)
+ * goes through here or mount_merge_commit. Commits txn (the caller frees it); counts
+ * the commit; a refusal is recorded in .graphfs/errors against the path the store's
+ * error names, else path. result (may be NULL) receives the new version. 0 or -errno.
+ */
+int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
+		 struct store_commit_result *result);
 
 /* ---- notify.c ---------------------------------------------------------------- */
 
@@ -380,7 +387,7 @@ struct child {
 	struct head_row head;
 };
 
-bool node_is_directory(enum node_kind kind);
+bool namespace_is_directory(enum node_kind kind);
 /* What opening a node of this kind gives (node_classes[] says). */
 enum node_content {
 	CONTENT_NONE,       /* a directory or a link: not opened as a file */
@@ -390,15 +397,15 @@ enum node_content {
 	CONTENT_COMMIT,     /* staging/.commit: each write publishes the staging area */
 	CONTENT_RENDERED,   /* read-only bytes rendered at open */
 };
-enum node_content node_content_of(enum node_kind kind);
+enum node_content namespace_content_of(enum node_kind kind);
 /* Whether files of this kind show a table's head row (table, head, dropped head). */
-bool node_shows_head(enum node_kind kind);
+bool namespace_shows_head(enum node_kind kind);
 /* Renders a node's bytes (schema and rendered files); the snapshot is opened
  * here unless the file is mount-wide. 0, -ENOENT, -errno. */
 int namespace_render(struct mountfs *mount, const struct node *node, struct buf *out);
 /* Whether a node of this kind may be written (on a live, writable mount). */
-bool node_is_writable(const struct mountfs *mount, const struct node *node);
-bool node_is_live(const struct node *node);
+bool namespace_is_writable(const struct mountfs *mount, const struct node *node);
+bool namespace_is_live(const struct node *node);
 /* Resolves name in parent. 0, -ENOENT, -ENOTDIR, -ENAMETOOLONG, -errno. */
 int namespace_resolve(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
 /* The head row a table, head or dropped-head file node shows. 0, -ENOENT, -errno. */
@@ -410,9 +417,9 @@ int namespace_entry(struct mountfs *mount, struct node *parent, const char *name
 		    const struct child *child, struct mountfs_entry *entry, struct node **out);
 
 /* Whether a node is below graph/ (notify.c invalidates all of them after a commit). */
-bool node_is_graph(enum node_kind kind);
+bool namespace_is_graph(enum node_kind kind);
 /* Whether nodes of this kind are symbolic links (their target: namespace_readlink). */
-bool node_is_link(enum node_kind kind);
+bool namespace_is_link(enum node_kind kind);
 /* The target of a link node. 0, -EINVAL (not a link), -errno. */
 int namespace_readlink(struct mountfs *mount, const struct node *node, char *out, size_t size);
 
@@ -427,7 +434,7 @@ struct dir_entry {
  * each, first) and, after them, lean ones — a name and a kind, whose child is
  * the directory's own view and table — so that a directory of a million rows
  * (graph/<Node>/, history/by-id/<Node>/) costs a few bytes an entry, not a
- * kilobyte. Read entries with dir_listing_size / dir_listing_entry.
+ * kilobyte. Read entries with listing_size / listing_entry.
  */
 struct lean_entry {
 	uint32_t name;               /* offset of its NUL-terminated name in names */
@@ -449,12 +456,12 @@ struct open_directory {
 	struct dir_listing listing;
 };
 int namespace_list(struct mountfs *mount, struct node *directory, struct dir_listing *out);
-void dir_listing_free(struct dir_listing *listing);
+void listing_free(struct dir_listing *listing);
 /* How many entries the listing has (rich and lean). */
-size_t dir_listing_size(const struct dir_listing *listing);
-/* Entry i (< dir_listing_size) of the listing of directory: returns its name and
+size_t listing_size(const struct dir_listing *listing);
+/* Entry i (< listing_size) of the listing of directory: returns its name and
  * sets *child (lean entries are built in *scratch) and *dot (. and ..). */
-const char *dir_listing_entry(const struct dir_listing *listing, const struct node *directory, size_t i,
+const char *listing_entry(const struct dir_listing *listing, const struct node *directory, size_t i,
 			      struct child *scratch, const struct child **child, bool *dot);
 /* The attributes every node shares (owner, mode, mount time), no store I/O. */
 void namespace_attr_base(struct mountfs *mount, const struct node *node, struct stat *st);
@@ -462,12 +469,20 @@ void namespace_attr_base(struct mountfs *mount, const struct node *node, struct 
 int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st);
 double namespace_timeout(const struct node *node);
 
-/* Adding one entry to a listing being built (class list callbacks). NULL: out of memory. */
-struct lister;
-struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind);
+/* ---- listing.c: building a listing (namespace.c's list loop makes the lister; the
+ * class list callbacks add to it) ---- */
+struct lister {
+	struct dir_listing *listing;
+	struct node *parent;         /* the directory listed */
+	struct mountfs *mount;
+	const char *suffix;          /* the file name suffix of the heads listed (namespace.c) */
+	enum node_kind kind;         /* the kind of the heads listed (namespace.c) */
+};
+/* Adding one entry to a listing being built. NULL: out of memory. */
+struct dir_entry *listing_add(struct lister *lister, const char *name, enum node_kind kind);
 /* A lean entry (after every rich one): its child is the directory's view and table. 0 or -ENOMEM. */
-int lister_add_lean(struct lister *lister, const char *name, enum node_kind kind);
-struct node *lister_directory(const struct lister *lister);
+int listing_add_lean(struct lister *lister, const char *name, enum node_kind kind);
+struct node *listing_directory(const struct lister *lister);
 
 /* ---- graph.c: the callbacks of graph/ (namespace.c's class table names them) ---- */
 
@@ -488,7 +503,7 @@ int graph_link_target(struct mountfs *mount, const struct node *node, char *out,
 /* ---- changes.c: diff/, merge/ and history/by-id/ (namespace.c's class table names them) ---- */
 
 /* Whether a node shows something derived from several versions (notify.c looks it up again after a commit). */
-bool node_is_change_view(enum node_kind kind);
+bool namespace_is_change_view(enum node_kind kind);
 int changes_resolve_diffs(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
 int changes_resolve_diff(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
 int changes_list_diff(struct mountfs *mount, struct node *directory, struct lister *lister);
@@ -506,7 +521,7 @@ int changes_render_merge_file(struct mountfs *mount, const struct node *node, st
 			      struct buf *out);
 /* A write to merge/<source>/.commit: publishes the merge into branch (the write's
  * bytes are the message). 0, -EBUSY (conflicts, recorded), -errno (recorded). */
-int changes_merge_commit(struct mountfs *mount, const struct node *commit_file, const char *branch,
+int mount_merge_commit(struct mountfs *mount, const struct node *commit_file, const char *branch,
 			 const char *message, size_t size, uid_t uid);
 int changes_resolve_row_tables(struct mountfs *mount, struct node *parent, const char *name, struct child *out);
 int changes_list_row_tables(struct mountfs *mount, struct node *directory, struct lister *lister);
@@ -526,10 +541,10 @@ void view_cache_drop_history(struct mountfs *mount);
 int view_snapshot(struct mountfs *mount, const struct view *view, struct store_snapshot **out);
 /* Drops cached live snapshots (after a commit or refresh). */
 void view_cache_drop_live(struct mountfs *mount);
-/* The live (not tombstoned) heads of snapshot, retained (heads_list_release). Built once
+/* The live (not tombstoned) heads of snapshot, retained (view_heads_list_release). Built once
  * per cached live snapshot, so repeated listings cost no store reads. 0, -ENOMEM, -errno. */
 int view_heads(struct mountfs *mount, struct store_snapshot *snapshot, struct heads_list **out);
-void heads_list_release(struct heads_list *list);
+void view_heads_list_release(struct heads_list *list);
 /* store_snapshot_head, answered from the snapshot's heads list when one was built. */
 int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char *table,
 	      struct head_row *out);
@@ -556,8 +571,8 @@ int view_dropped_head(struct store_snapshot *snapshot, const char *file, struct 
 /* ---- scratch.c ---------------------------------------------------------------- */
 
 /* The workspace for a live branch (created on first use; never freed before unmount). */
-struct workspace *workspace_get(struct mountfs *mount, const char *branch);
-void workspaces_free(struct mountfs *mount);
+struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branch);
+void scratch_workspaces_free(struct mountfs *mount);
 /* The scratch directory a live directory node is (tables/, schema/, staging/). */
 enum scratch_dir scratch_dir_of(const struct node *directory);
 const char *scratch_dir_name(enum scratch_dir directory);
@@ -600,9 +615,9 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 /* setattr on a scratch (mode, times). */
 void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set);
 /* The newest time a scratch name of the workspace came or went or its branch was
- * seen to change (0 if never); workspace_touch makes it now. */
-struct timespec workspace_changed(struct workspace *workspace);
-void workspace_touch(struct workspace *workspace);
+ * seen to change (0 if never); scratch_workspace_touch makes it now. */
+struct timespec scratch_workspace_changed(struct workspace *workspace);
+void scratch_workspace_touch(struct workspace *workspace);
 /* Marks a scratch file changed now (mtime and ctime). */
 void scratch_touch(struct scratch *scratch);
 
@@ -641,26 +656,26 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 /* ---- open_file.c ---------------------------------------------------------------- */
 
 /* Frees every open file still open at unmount. */
-void files_close_all(struct mountfs *mount);
+void open_file_close_all(struct mountfs *mount);
 /* open / create for a node. created: this open made the name. */
-int file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
+int open_file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
 	      struct open_file **out);
-ssize_t file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset);
-ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+ssize_t open_file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset);
+ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
 		   off_t offset);
 /* flush: publishes what this handle wrote since the last publish (close(2) sees the error). */
-int file_flush(struct mountfs *mount, struct open_file *file);
-int file_fsync(struct mountfs *mount, struct open_file *file);
+int open_file_flush(struct mountfs *mount, struct open_file *file);
+int open_file_fsync(struct mountfs *mount, struct open_file *file);
 /* release: publishes a pending truncate never written to, frees. */
-void file_release(struct mountfs *mount, struct open_file *file);
+void open_file_release(struct mountfs *mount, struct open_file *file);
 /* setattr size through an open handle (or NULL: a path truncate, published now). */
-int file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
+int open_file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
 		  uid_t uid);
 /* The node an open file was opened on. */
-struct node *file_node(const struct open_file *file);
+struct node *open_file_node(const struct open_file *file);
 /* Attributes of what the handle reads: 0, or 1 if the handle has nothing of its
  * own to say (answer from the node), or -errno. */
-int file_attr(struct mountfs *mount, struct open_file *file, struct stat *st);
+int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *st);
 
 /* ---- rules.c ---------------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 
 #include "mountfs_int.h"
 
-bool table_name_valid(const char *name)
+bool names_table_valid(const char *name)
 {
 	size_t length = strlen(name);
 	if (length == 0 || length > 128)
@@ -22,7 +22,7 @@ bool table_name_valid(const char *name)
 	return true;
 }
 
-bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1])
+bool names_table_from_file(const char *file, const char *suffix, char out[JOURNAL_NAME_MAX + 1])
 {
 	size_t length = strlen(file);
 	size_t suffix_length = strlen(suffix);
@@ -33,10 +33,10 @@ bool table_name_from_file(const char *file, const char *suffix, char out[JOURNAL
 		return false;
 	memcpy(out, file, name_length);
 	out[name_length] = '\0';
-	return table_name_valid(out);
+	return names_table_valid(out);
 }
 
-bool is_scratch_name(const char *name, const char *suffix)
+bool names_is_scratch(const char *name, const char *suffix)
 {
 	size_t length = strlen(name);
 	size_t suffix_length = strlen(suffix);
@@ -48,7 +48,7 @@ bool is_scratch_name(const char *name, const char *suffix)
 
 /* ---- node ids as file names (docs/MOUNT.md "The graph") ---- */
 
-bool graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1])
+bool names_graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1])
 {
 	if (size == 0)
 		return false;
@@ -77,7 +77,7 @@ static int hex_value(char c)
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-bool graph_id_decode(const char *name, struct buf *out)
+bool names_graph_id_decode(const char *name, struct buf *out)
 {
 	buf_reset(out);
 	for (size_t i = 0; name[i]; i++) {
@@ -92,7 +92,7 @@ bool graph_id_decode(const char *name, struct buf *out)
 		if (buf_append(out, &byte, 1) < 0)
 			return false;
 	}
-	/* one name per id: only the encoding graph_id_encode gives */
+	/* one name per id: only the encoding names_graph_id_encode gives */
 	char again[GRAPHFS_NAME_MAX + 1];
-	return graph_id_encode(out->data, out->size, again) && strcmp(again, name) == 0;
+	return names_graph_id_encode(out->data, out->size, again) && strcmp(again, name) == 0;
 }

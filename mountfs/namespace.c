@@ -178,22 +178,22 @@ static const struct node_class node_classes[] = {
 #define CLASS_COUNT (sizeof node_classes / sizeof node_classes[0])
 _Static_assert(CLASS_COUNT <= 64, "node_class.parents holds one bit per node kind");
 
-bool node_is_directory(enum node_kind kind)
+bool namespace_is_directory(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_DIRECTORY);
 }
 
-bool node_shows_head(enum node_kind kind)
+bool namespace_shows_head(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT && (node_classes[kind].flags & CLASS_HEAD_ATTR);
 }
 
-bool node_is_graph(enum node_kind kind)
+bool namespace_is_graph(enum node_kind kind)
 {
 	return kind >= NODE_GRAPH_TABLE_DIR && kind <= NODE_GRAPH_NEIGHBOUR_LINK;
 }
 
-bool node_is_link(enum node_kind kind)
+bool namespace_is_link(enum node_kind kind)
 {
 	return kind == NODE_COMMIT_LINK || kind == NODE_GRAPH_NEIGHBOUR_LINK;
 }
@@ -209,7 +209,7 @@ int namespace_readlink(struct mountfs *mount, const struct node *node, char *out
 	return -EINVAL;
 }
 
-enum node_content node_content_of(enum node_kind kind)
+enum node_content namespace_content_of(enum node_kind kind)
 {
 	return (size_t)kind < CLASS_COUNT ? node_classes[kind].content : CONTENT_NONE;
 }
@@ -229,14 +229,14 @@ int namespace_render(struct mountfs *mount, const struct node *node, struct buf 
 	return rc;
 }
 
-bool node_is_live(const struct node *node)
+bool namespace_is_live(const struct node *node)
 {
 	return node->view.version == 0;
 }
 
-bool node_is_writable(const struct mountfs *mount, const struct node *node)
+bool namespace_is_writable(const struct mountfs *mount, const struct node *node)
 {
-	return !mount->read_only && node_is_live(node) && (node_classes[node->kind].flags & CLASS_WRITABLE);
+	return !mount->read_only && namespace_is_live(node) && (node_classes[node->kind].flags & CLASS_WRITABLE);
 }
 
 double namespace_timeout(const struct node *node)
@@ -246,7 +246,7 @@ double namespace_timeout(const struct node *node)
 	 * tag's version) is as immutable as history. */
 	if (node->kind == NODE_TAG_ROOT)
 		return GRAPHFS_LIVE_TIMEOUT;
-	return node_is_live(node) ? GRAPHFS_LIVE_TIMEOUT : GRAPHFS_HISTORY_TIMEOUT;
+	return namespace_is_live(node) ? GRAPHFS_LIVE_TIMEOUT : GRAPHFS_HISTORY_TIMEOUT;
 }
 
 /* ---- resolving ----------------------------------------------------------------- */
@@ -332,7 +332,7 @@ static int head_exists(struct mountfs *mount, const struct view *view, const cha
 static bool resolve_scratch(struct mountfs *mount, struct node *parent, const char *name,
 			    struct child *out)
 {
-	if (!node_is_live(parent))
+	if (!namespace_is_live(parent))
 		return false;
 	struct scratch *scratch = scratch_find(mount, parent, name);
 	if (!scratch)
@@ -348,10 +348,10 @@ static int resolve_tables(struct mountfs *mount, struct node *parent, const char
 {
 	if (resolve_scratch(mount, parent, name, out))
 		return 0;
-	if (!table_name_from_file(name, ".jsonl", out->table))
+	if (!names_table_from_file(name, ".jsonl", out->table))
 		return -ENOENT;
 	out->kind = NODE_TABLE_FILE;
-	if (node_is_live(parent)) {
+	if (namespace_is_live(parent)) {
 		if (scratch_pending_find(mount, parent->view.branch, SCRATCH_TABLES, out->table, NULL))
 			return 0;
 		if (scratch_hidden(mount, parent->view.branch, out->table))
@@ -362,7 +362,7 @@ static int resolve_tables(struct mountfs *mount, struct node *parent, const char
 
 static int resolve_heads(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
-	if (!table_name_from_file(name, ".json", out->table))
+	if (!names_table_from_file(name, ".json", out->table))
 		return -ENOENT;
 	out->kind = NODE_HEAD_FILE;
 	return head_exists(mount, &parent->view, out->table, out);
@@ -388,10 +388,10 @@ static int resolve_schema(struct mountfs *mount, struct node *parent, const char
 {
 	if (resolve_scratch(mount, parent, name, out))
 		return 0;
-	if (!table_name_from_file(name, ".json", out->table))
+	if (!names_table_from_file(name, ".json", out->table))
 		return -ENOENT;
 	out->kind = NODE_SCHEMA_FILE;
-	if (node_is_live(parent) && scratch_pending_find(mount, parent->view.branch, SCRATCH_SCHEMA, out->table, NULL))
+	if (namespace_is_live(parent) && scratch_pending_find(mount, parent->view.branch, SCRATCH_SCHEMA, out->table, NULL))
 		return 0;
 	return head_exists(mount, &parent->view, out->table, out);
 }
@@ -478,7 +478,7 @@ static int resolve_tags(struct mountfs *mount, struct node *parent, const char *
 
 static int resolve_branches(struct mountfs *mount, struct node *parent, const char *name, struct child *out)
 {
-	if (!table_name_valid(name))
+	if (!names_table_valid(name))
 		return -ENOENT;
 	int rc = branch_info(mount, name, NULL);
 	if (rc < 0)
@@ -495,7 +495,7 @@ int namespace_resolve(struct mountfs *mount, struct node *parent, const char *na
 	out->view = parent->view;
 	if (strlen(name) > GRAPHFS_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (!node_is_directory(parent->kind))
+	if (!namespace_is_directory(parent->kind))
 		return -ENOTDIR;
 	for (size_t kind = 0; kind < CLASS_COUNT; kind++) {
 		const struct node_class *class = &node_classes[kind];
@@ -528,8 +528,8 @@ void namespace_attr_base(struct mountfs *mount, const struct node *node, struct 
 	st->st_mtim = mount->mount_time;
 	st->st_ctim = mount->mount_time;
 	st->st_atim = mount->mount_time;
-	bool writable = node_is_writable(mount, node);
-	if (node_is_directory(node->kind)) {
+	bool writable = namespace_is_writable(mount, node);
+	if (namespace_is_directory(node->kind)) {
 		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
 		st->st_nlink = 2;
 	} else {
@@ -547,7 +547,7 @@ static int attr_from_head(const struct node *node, const struct head_row *head, 
 	} else {
 		struct buf rendered;
 		buf_init(&rendered);
-		int rc = head_row_render_json(head, &rendered);
+		int rc = journal_head_row_render_json(head, &rendered);
 		st->st_size = (off_t)rendered.size;
 		buf_free(&rendered);
 		if (rc < 0)
@@ -560,7 +560,7 @@ static int attr_from_head(const struct node *node, const struct head_row *head, 
 static bool pending_attr(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	uint64_t size = 0;
-	if (!node_is_live(node))
+	if (!namespace_is_live(node))
 		return false;
 	enum scratch_dir directory = node->kind == NODE_TABLE_FILE ? SCRATCH_TABLES : SCRATCH_SCHEMA;
 	if (!scratch_pending_find(mount, node->view.branch, directory, node->table, &size))
@@ -583,7 +583,7 @@ int namespace_head(struct mountfs *mount, const struct node *node, struct head_r
 
 static int attr_table(struct mountfs *mount, struct node *node, struct stat *st)
 {
-	if (node_is_live(node) && scratch_hidden(mount, node->view.branch, node->table) &&
+	if (namespace_is_live(node) && scratch_hidden(mount, node->view.branch, node->table) &&
 	    !scratch_pending_find(mount, node->view.branch, SCRATCH_TABLES, node->table, NULL))
 		return -ENOENT;
 	struct head_row head;
@@ -720,10 +720,10 @@ static void attr_directory(struct mountfs *mount, struct node *node, struct stat
 	if ((node->kind == NODE_VERSION_ROOT || node->kind == NODE_TAG_ROOT) && node->time_us) {
 		newest.tv_sec = (time_t)(node->time_us / 1000000);
 		newest.tv_nsec = (long)(node->time_us % 1000000) * 1000;
-	} else if (node_is_live(node) && node->kind != NODE_META_DIR) {
-		struct workspace *workspace = workspace_get(mount, node->view.branch);
+	} else if (namespace_is_live(node) && node->kind != NODE_META_DIR) {
+		struct workspace *workspace = scratch_workspace_get(mount, node->view.branch);
 		if (workspace) {
-			struct timespec changed = workspace_changed(workspace);
+			struct timespec changed = scratch_workspace_changed(workspace);
 			if (time_later(changed, newest))
 				newest = changed;
 		}
@@ -734,7 +734,7 @@ static void attr_directory(struct mountfs *mount, struct node *node, struct stat
 int namespace_attr(struct mountfs *mount, struct node *node, struct stat *st)
 {
 	namespace_attr_base(mount, node, st);
-	if (node_is_directory(node->kind))
+	if (namespace_is_directory(node->kind))
 		attr_directory(mount, node, st);
 	const struct node_class *class = &node_classes[node->kind];
 	int rc = class->attr ? class->attr(mount, node, st) : 0;
@@ -782,86 +782,6 @@ int namespace_entry(struct mountfs *mount, struct node *parent, const char *name
 
 /* ---- listing ------------------------------------------------------------------------ */
 
-struct lister {
-	struct dir_listing *listing;
-	struct node *parent;
-	struct mountfs *mount;
-	const char *suffix;
-	enum node_kind kind;
-};
-
-struct node *lister_directory(const struct lister *lister)
-{
-	return lister->parent;
-}
-
-struct dir_entry *lister_add(struct lister *lister, const char *name, enum node_kind kind)
-{
-	struct dir_listing *listing = lister->listing;
-	assert(listing->lean_count == 0);   /* rich entries come first */
-	if (listing->count == listing->capacity) {
-		size_t capacity = listing->capacity ? listing->capacity * 2 : 32;
-		struct dir_entry *grown = realloc(listing->entries, capacity * sizeof *grown);
-		if (!grown)
-			return NULL;
-		listing->entries = grown;
-		listing->capacity = capacity;
-	}
-	struct dir_entry *entry = &listing->entries[listing->count++];
-	memset(entry, 0, sizeof *entry);
-	snprintf(entry->name, sizeof entry->name, "%s", name);
-	entry->child.kind = kind;
-	entry->child.view = lister->parent->view;
-	return entry;
-}
-
-int lister_add_lean(struct lister *lister, const char *name, enum node_kind kind)
-{
-	struct dir_listing *listing = lister->listing;
-	size_t at = listing->names.size;
-	if (at > UINT32_MAX ||
-	    buf_grow_array((void **)&listing->lean, &listing->lean_capacity, listing->lean_count + 1,
-			   sizeof *listing->lean) < 0 ||
-	    buf_append(&listing->names, name, strlen(name) + 1) < 0)
-		return -ENOMEM;
-	listing->lean[listing->lean_count++] = (struct lean_entry){ (uint32_t)at, (uint8_t)kind };
-	return 0;
-}
-
-void dir_listing_free(struct dir_listing *listing)
-{
-	free(listing->entries);
-	listing->entries = NULL;
-	listing->count = listing->capacity = 0;
-	free(listing->lean);
-	listing->lean = NULL;
-	listing->lean_count = listing->lean_capacity = 0;
-	buf_free(&listing->names);
-}
-
-size_t dir_listing_size(const struct dir_listing *listing)
-{
-	return listing->count + listing->lean_count;
-}
-
-const char *dir_listing_entry(const struct dir_listing *listing, const struct node *directory, size_t i,
-			      struct child *scratch, const struct child **child, bool *dot)
-{
-	if (i < listing->count) {
-		*child = &listing->entries[i].child;
-		*dot = listing->entries[i].dot;
-		return listing->entries[i].name;
-	}
-	const struct lean_entry *lean = &listing->lean[i - listing->count];
-	memset(scratch, 0, sizeof *scratch);
-	scratch->kind = (enum node_kind)lean->kind;
-	scratch->view = directory->view;
-	snprintf(scratch->table, sizeof scratch->table, "%s", directory->table);
-	*child = scratch;
-	*dot = false;
-	return (const char *)listing->names.data + lean->name;
-}
-
 static int list_head(const struct head_row *head, void *context)
 {
 	struct lister *lister = context;
@@ -870,12 +790,12 @@ static int list_head(const struct head_row *head, void *context)
 		char incarnation[ULID_TEXT_SIZE];
 		snprintf(name, sizeof name, "%s.%s.json", head->name, ulid_format(&head->incarnation, incarnation));
 	} else {
-		if (lister->kind == NODE_TABLE_FILE && node_is_live(lister->parent) &&
+		if (lister->kind == NODE_TABLE_FILE && namespace_is_live(lister->parent) &&
 		    scratch_hidden(lister->mount, lister->parent->view.branch, head->name))
 			return 0;
 		snprintf(name, sizeof name, "%s%s", head->name, lister->suffix);
 	}
-	struct dir_entry *entry = lister_add(lister, name, lister->kind);
+	struct dir_entry *entry = listing_add(lister, name, lister->kind);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", head->name);
@@ -889,8 +809,8 @@ static int list_scratch(const char *name, const struct stat *st, void *context)
 {
 	struct lister *lister = context;
 	char table[JOURNAL_NAME_MAX + 1];
-	bool staged = lister->parent->kind == NODE_STAGING_DIR && table_name_from_file(name, ".jsonl", table);
-	struct dir_entry *entry = lister_add(lister, name, staged ? NODE_STAGED_FILE : NODE_SCRATCH_FILE);
+	bool staged = lister->parent->kind == NODE_STAGING_DIR && names_table_from_file(name, ".jsonl", table);
+	struct dir_entry *entry = listing_add(lister, name, staged ? NODE_STAGED_FILE : NODE_SCRATCH_FILE);
 	if (!entry)
 		return -ENOMEM;
 	if (staged)
@@ -913,7 +833,7 @@ static int list_pending(const char *table, uint64_t size, void *context)
 	snprintf(name, sizeof name, "%s%s", table, lister->suffix);
 	if (listing_has(lister->listing, name))
 		return 0;
-	struct dir_entry *entry = lister_add(lister, name, lister->kind);
+	struct dir_entry *entry = listing_add(lister, name, lister->kind);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.table, sizeof entry->child.table, "%s", table);
@@ -927,14 +847,14 @@ static int list_heads_of(struct mountfs *mount, struct lister *lister, bool tomb
 	int rc = view_snapshot(mount, &lister->parent->view, &snapshot);
 	if (rc < 0)
 		return rc;
-	if (tombstoned || !node_is_live(lister->parent)) {
+	if (tombstoned || !namespace_is_live(lister->parent)) {
 		rc = store_snapshot_heads(snapshot, tombstoned, list_head, lister);
 	} else {
 		struct heads_list *heads = NULL;
 		rc = view_heads(mount, snapshot, &heads);
 		for (size_t i = 0; rc == 0 && i < heads->count; i++)
 			rc = list_head(&heads->rows[i], lister);
-		heads_list_release(heads);
+		view_heads_list_release(heads);
 	}
 	store_snapshot_release(snapshot);
 	return rc < 0 ? rc : 0;
@@ -944,9 +864,9 @@ static int list_heads_of(struct mountfs *mount, struct lister *lister, bool tomb
 static int list_table_files(struct mountfs *mount, struct lister *lister, enum scratch_dir directory)
 {
 	int rc = list_heads_of(mount, lister, false);
-	if (rc == 0 && node_is_live(lister->parent))
+	if (rc == 0 && namespace_is_live(lister->parent))
 		rc = scratch_pending_list(mount, lister->parent->view.branch, directory, list_pending, lister);
-	if (rc == 0 && node_is_live(lister->parent))
+	if (rc == 0 && namespace_is_live(lister->parent))
 		rc = scratch_list(mount, lister->parent, list_scratch, lister);
 	return rc;
 }
@@ -990,7 +910,7 @@ static int list_version(const struct store_log_version *commit, void *context)
 		return 0;   /* reclaimed by gc: history/@V is ENOENT */
 	char name[32];
 	snprintf(name, sizeof name, "@%" PRIu64, commit->version);
-	struct dir_entry *entry = lister_add(lister, name, NODE_VERSION_ROOT);
+	struct dir_entry *entry = listing_add(lister, name, NODE_VERSION_ROOT);
 	if (!entry)
 		return -ENOMEM;
 	entry->child.view.version = commit->version;
@@ -1014,7 +934,7 @@ static int list_history(struct mountfs *mount, struct node *directory, struct li
 static int list_tag(const struct store_tag_info *tag, void *context)
 {
 	struct lister *lister = context;
-	struct dir_entry *entry = lister_add(lister, tag->name, NODE_TAG_ROOT);
+	struct dir_entry *entry = listing_add(lister, tag->name, NODE_TAG_ROOT);
 	if (!entry)
 		return -ENOMEM;
 	memset(&entry->child.view, 0, sizeof entry->child.view);
@@ -1034,7 +954,7 @@ static int list_tags(struct mountfs *mount, struct node *directory, struct liste
 static int list_branch(const struct store_branch_info *branch, void *context)
 {
 	struct lister *lister = context;
-	struct dir_entry *entry = lister_add(lister, branch->name, NODE_BRANCH_ROOT);
+	struct dir_entry *entry = listing_add(lister, branch->name, NODE_BRANCH_ROOT);
 	if (!entry)
 		return -ENOMEM;
 	snprintf(entry->child.view.branch, sizeof entry->child.view.branch, "%s", branch->name);
@@ -1078,17 +998,17 @@ int namespace_list(struct mountfs *mount, struct node *directory, struct dir_lis
 {
 	memset(out, 0, sizeof *out);
 	buf_init(&out->names);
-	if (!node_is_directory(directory->kind))
+	if (!namespace_is_directory(directory->kind))
 		return -ENOTDIR;
 	struct lister lister = { .listing = out, .parent = directory, .mount = mount };
 	int rc = -ENOMEM;
-	if (!lister_add(&lister, ".", directory->kind) || !lister_add(&lister, "..", NODE_ROOT))
+	if (!listing_add(&lister, ".", directory->kind) || !listing_add(&lister, "..", NODE_ROOT))
 		goto out;
 	out->entries[0].dot = out->entries[1].dot = true;
 	for (size_t kind = 0; kind < CLASS_COUNT; kind++) {
 		const struct node_class *class = &node_classes[kind];
 		if (class->name && (class->parents & PARENT(directory->kind)) &&
-		    !lister_add(&lister, class->name, (enum node_kind)kind))
+		    !listing_add(&lister, class->name, (enum node_kind)kind))
 			goto out;
 	}
 	const struct node_class *class = &node_classes[directory->kind];
@@ -1097,6 +1017,11 @@ int namespace_list(struct mountfs *mount, struct node *directory, struct dir_lis
 		rc = hide_empty_staged_schemas(mount, directory, out);
 out:
 	if (rc < 0)
-		dir_listing_free(out);
+		listing_free(out);
 	return rc;
+}
+
+bool namespace_is_change_view(enum node_kind kind)
+{
+	return kind >= NODE_DIFF_DIR && kind <= NODE_BY_ID_FILE;
 }

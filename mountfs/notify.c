@@ -100,19 +100,19 @@ static void collect_live(struct node *node, void *context)
 	if (work->branch && strcmp(node->view.branch, work->branch) != 0)
 		return;
 	uint64_t id = inode_id(work->mount, node);
-	if (work->entries_only && (!node_is_directory(node->kind) || node_is_graph(node->kind) ||
-				   node_is_change_view(node->kind) || id == work->held[0] || id == work->held[1]))
+	if (work->entries_only && (!namespace_is_directory(node->kind) || namespace_is_graph(node->kind) ||
+				   namespace_is_change_view(node->kind) || id == work->held[0] || id == work->held[1]))
 		return;
 	/* graph/ shows rows and edges of any table by id: after a commit of this
 	 * mount, every graph node the kernel knows is looked up again (rows and
 	 * edges come and go with no table file of their own to invalidate) */
-	if (node_is_graph(node->kind) || node_is_change_view(node->kind)) {
+	if (namespace_is_graph(node->kind) || namespace_is_change_view(node->kind)) {
 		if (work->branch && node->parent && node->parent->view.version == 0)
 			add_entry(work, inode_id(work->mount, node->parent), node->name);
 		add_inode(work, id);
 		return;
 	}
-	if (!node_is_directory(node->kind)) {
+	if (!namespace_is_directory(node->kind)) {
 		if (names_match(work, node))
 			add_inode(work, id);
 		return;
@@ -162,9 +162,9 @@ void mount_invalidate_branch(struct mountfs *mount, const char *branch, const ch
 			     size_t name_count, bool removed)
 {
 	view_cache_drop_live(mount);
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (workspace)
-		workspace_touch(workspace);
+		scratch_workspace_touch(workspace);
 	invalidate(mount, branch, names, name_count, removed);
 }
 
@@ -198,7 +198,7 @@ void mount_refresh(struct mountfs *mount)
 		view_cache_drop_live(mount);
 		pthread_mutex_lock(&mount->workspaces_lock);
 		for (struct workspace *workspace = mount->workspaces; workspace; workspace = workspace->next)
-			workspace_touch(workspace);
+			scratch_workspace_touch(workspace);
 		pthread_mutex_unlock(&mount->workspaces_lock);
 		/* Attributes only: entries of a directory whose lookup is in flight
 		 * cannot be invalidated from here; they expire after the live timeout. */

@@ -190,7 +190,7 @@ static void file_put(struct mountfs *mount, struct open_file *file)
 		file_free(mount, file);
 }
 
-void files_close_all(struct mountfs *mount)
+void open_file_close_all(struct mountfs *mount)
 {
 	for (;;) {
 		pthread_mutex_lock(&mount->files_lock);
@@ -456,7 +456,7 @@ static int open_scratch(struct mountfs *mount, struct open_file *file, int flags
 	return rc;
 }
 
-int file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
+int open_file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
 	      struct open_file **out)
 {
 	*out = NULL;
@@ -468,7 +468,7 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 		return -EROFS;
 
 	enum file_role role;
-	switch (node_content_of(node->kind)) {
+	switch (namespace_content_of(node->kind)) {
 	case CONTENT_TABLE:
 		role = writable ? FILE_TABLE_WRITE : FILE_TABLE_READ;
 		break;
@@ -532,7 +532,7 @@ int file_open(struct mountfs *mount, struct node *node, int flags, bool created,
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
-ssize_t file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset)
+ssize_t open_file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset)
 {
 	(void)mount;
 	if (offset < 0)
@@ -717,7 +717,7 @@ out:
 	return result;
 }
 
-ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
+ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
 		   off_t offset)
 {
 	if (!file->writable)
@@ -786,7 +786,7 @@ ssize_t file_write(struct mountfs *mount, struct open_file *file, const char *by
 		break;
 	case FILE_COMMIT:
 		result = file->node->kind == NODE_MERGE_COMMIT_FILE
-				 ? changes_merge_commit(mount, file->node, file->branch, bytes, size, file->uid)
+				 ? mount_merge_commit(mount, file->node, file->branch, bytes, size, file->uid)
 				 : staging_commit(mount, file->branch, bytes, size, file->uid);
 		if (result == 0)
 			result = (ssize_t)size;
@@ -832,7 +832,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 		/* The same bytes as the table now: an overwrite that changes nothing. */
 		rc = -ENODATA;
 	} else {
-		rc = mount_commit(mount, file->txn, NULL, file->path);
+		rc = mount_commit(mount, file->txn, NULL, file->path, NULL);
 		if (rc < 0)
 			return rc;
 	}
@@ -891,16 +891,10 @@ static int publish_edit(struct mountfs *mount, struct open_file *file)
 		return rc;
 	}
 	struct store_commit_result result;
-	error_info_clear(&error);
-	rc = store_txn_commit(txn, NULL, &result, &error);
+	rc = mount_commit(mount, txn, NULL, file->path, &result);
 	store_txn_free(txn);
-	if (rc < 0) {
-		if (rc == -EBUSY && !error.message[0])
-			error_info_set(&error, -EBUSY, "the table moved since this file was opened; nothing was published");
-		mount_error_record(mount, file->path, &error, rc);
+	if (rc < 0)
 		return rc;
-	}
-	atomic_fetch_add(&mount->commits, 1);
 	file->based_on = result.version;
 	file->dirty = false;
 	after_publish(mount, file);
@@ -921,7 +915,7 @@ static int publish_schema(struct mountfs *mount, struct open_file *file)
 		store_txn_free(txn);
 		return rc;
 	}
-	rc = mount_commit(mount, txn, NULL, file->path);
+	rc = mount_commit(mount, txn, NULL, file->path, NULL);
 	store_txn_free(txn);
 	if (rc < 0)
 		return rc;
@@ -970,7 +964,7 @@ static int publish(struct mountfs *mount, struct open_file *file, bool releasing
 	}
 }
 
-int file_flush(struct mountfs *mount, struct open_file *file)
+int open_file_flush(struct mountfs *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
 	if (file->truncate_pending && !file->dirty)
@@ -980,12 +974,12 @@ int file_flush(struct mountfs *mount, struct open_file *file)
 	return rc;
 }
 
-int file_fsync(struct mountfs *mount, struct open_file *file)
+int open_file_fsync(struct mountfs *mount, struct open_file *file)
 {
-	return file_flush(mount, file);
+	return open_file_flush(mount, file);
 }
 
-void file_release(struct mountfs *mount, struct open_file *file)
+void open_file_release(struct mountfs *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
 	bool was_pending = file->pending_registered;
@@ -1012,12 +1006,12 @@ void file_release(struct mountfs *mount, struct open_file *file)
 	}
 }
 
-struct node *file_node(const struct open_file *file)
+struct node *open_file_node(const struct open_file *file)
 {
 	return file->node;
 }
 
-int file_attr(struct mountfs *mount, struct open_file *file, struct stat *st)
+int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *st)
 {
 	int rc = 1;
 	pthread_mutex_lock(&file->lock);
@@ -1126,7 +1120,7 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 	}
 }
 
-int file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
+int open_file_truncate(struct mountfs *mount, struct node *node, struct open_file *file, uint64_t size,
 		  uid_t uid)
 {
 	if (node->view.version != 0 || mount->read_only)
@@ -1139,7 +1133,7 @@ int file_truncate(struct mountfs *mount, struct node *node, struct open_file *fi
 	}
 	/* A path truncate (or through a read-only handle): a write of its own. */
 	struct open_file *own = NULL;
-	int rc = file_open(mount, node, O_WRONLY | (size == 0 ? O_TRUNC : 0), false, uid, &own);
+	int rc = open_file_open(mount, node, O_WRONLY | (size == 0 ? O_TRUNC : 0), false, uid, &own);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&own->lock);

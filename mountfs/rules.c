@@ -33,7 +33,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 		return -EROFS;
 	char table[JOURNAL_NAME_MAX + 1];
 	char path[GRAPHFS_PATH_MAX];
-	struct workspace *workspace = workspace_get(mount, parent->view.branch);
+	struct workspace *workspace = scratch_workspace_get(mount, parent->view.branch);
 	if (!workspace)
 		return -ENOMEM;
 	switch (parent->kind) {
@@ -70,7 +70,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 				if (rc == 0)
 					rc = store_txn_drop(txn, detached, &error);
 				if (rc == 0)
-					rc = mount_commit(mount, txn, NULL, path);
+					rc = mount_commit(mount, txn, NULL, path, NULL);
 				else
 					mount_error_record(mount, path, &error, rc);
 				store_txn_free(txn);
@@ -84,9 +84,9 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 		if (directory == SCRATCH_STAGED_SCHEMA)
 			return -ENOENT;
 		if (directory != SCRATCH_TABLES)
-			return directory == SCRATCH_SCHEMA && table_name_from_file(name, ".json", table) ? -EPERM
+			return directory == SCRATCH_SCHEMA && names_table_from_file(name, ".json", table) ? -EPERM
 															: -ENOENT;
-		if (!table_name_from_file(name, ".jsonl", table))
+		if (!names_table_from_file(name, ".jsonl", table))
 			return -ENOENT;
 		if (scratch_hidden(mount, parent->view.branch, table))
 			return -ENOENT;
@@ -106,7 +106,7 @@ int rules_unlink(struct mountfs *mount, struct node *parent, const char *name, u
 			store_txn_free(txn);
 			return rc;
 		}
-		rc = mount_commit(mount, txn, NULL, path);
+		rc = mount_commit(mount, txn, NULL, path, NULL);
 		store_txn_free(txn);
 		if (rc == 0)
 			snprintf(dropped, JOURNAL_NAME_MAX + 1, "%s", table);
@@ -146,7 +146,7 @@ static int publish_scratch_overwrite(struct mountfs *mount, const char *branch, 
 		store_txn_free(txn);
 		return rc;
 	}
-	rc = mount_commit(mount, txn, NULL, path);
+	rc = mount_commit(mount, txn, NULL, path, NULL);
 	store_txn_free(txn);
 	return rc;
 }
@@ -170,7 +170,7 @@ static int publish_scratch_schema(struct mountfs *mount, const char *branch, str
 		if (rc < 0)
 			mount_error_record(mount, path, &error, rc);
 		else
-			rc = mount_commit(mount, txn, NULL, path);
+			rc = mount_commit(mount, txn, NULL, path, NULL);
 	}
 	store_txn_free(txn);
 	buf_free(&bytes);
@@ -234,7 +234,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 	const char *branch = parent->view.branch;
 	enum scratch_dir directory = scratch_dir_of(parent);
 	const char *suffix = directory == SCRATCH_SCHEMA || directory == SCRATCH_STAGED_SCHEMA ? ".json" : ".jsonl";
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return -ENOMEM;
 	if (strcmp(name, new_name) == 0)
@@ -242,7 +242,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 	if (directory == SCRATCH_STAGING && (strcmp(name, ".commit") == 0 || strcmp(new_name, ".commit") == 0))
 		return -EPERM;
 	char from_table[JOURNAL_NAME_MAX + 1], to_table[JOURNAL_NAME_MAX + 1];
-	bool to_is_table = table_name_from_file(new_name, suffix, to_table);
+	bool to_is_table = names_table_from_file(new_name, suffix, to_table);
 	char path[GRAPHFS_PATH_MAX];
 	scratch_path(mount, branch, directory, new_name, path, sizeof path);
 
@@ -311,7 +311,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 		rc = -ENOENT;
 		goto out;
 	}
-	if (!table_name_from_file(name, suffix, from_table) || scratch_hidden(mount, branch, from_table)) {
+	if (!names_table_from_file(name, suffix, from_table) || scratch_hidden(mount, branch, from_table)) {
 		rc = -ENOENT;
 		goto out;
 	}
@@ -336,7 +336,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 	if (rc < 0)
 		mount_error_record(mount, path, &error, rc);
 	else
-		rc = mount_commit(mount, txn, NULL, path);
+		rc = mount_commit(mount, txn, NULL, path, NULL);
 	store_txn_free(txn);
 	if (rc == 0) {
 		scratch_hide(mount, branch, to_table, false);
@@ -384,13 +384,13 @@ static int rules_untag(struct mountfs *mount, const char *name)
 
 int rules_mkdir(struct mountfs *mount, struct node *parent, const char *name, uid_t uid)
 {
-	if (!node_is_live(parent) || mount->read_only)
+	if (!namespace_is_live(parent) || mount->read_only)
 		return -EROFS;
 	if (parent->kind == NODE_TAGS_DIR)
 		return rules_tag(mount, name, uid);
 	if (parent->kind != NODE_BRANCHES_DIR)
 		return -EPERM;
-	if (!table_name_valid(name))
+	if (!names_table_valid(name))
 		return -EINVAL;
 	struct error_info error;
 	error_info_clear(&error);
@@ -409,14 +409,14 @@ int rules_mkdir(struct mountfs *mount, struct node *parent, const char *name, ui
 
 int rules_rmdir(struct mountfs *mount, struct node *parent, const char *name, uid_t uid)
 {
-	if (!node_is_live(parent) || mount->read_only)
+	if (!namespace_is_live(parent) || mount->read_only)
 		return -EROFS;
 	if (parent->kind == NODE_TAGS_DIR)
 		return rules_untag(mount, name);
 	if (parent->kind != NODE_BRANCHES_DIR) {
 		struct child child;
 		int rc = namespace_resolve(mount, parent, name, &child);
-		return rc < 0 ? rc : (node_is_directory(child.kind) ? -EPERM : -ENOTDIR);
+		return rc < 0 ? rc : (namespace_is_directory(child.kind) ? -EPERM : -ENOTDIR);
 	}
 	if (strcmp(name, "main") == 0 || strcmp(name, mount->branch) == 0)
 		return -EBUSY;

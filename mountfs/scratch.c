@@ -230,7 +230,7 @@ out:
 
 /* ---- workspaces: a live branch's private state -------------------------------------- */
 
-struct workspace *workspace_get(struct mountfs *mount, const char *branch)
+struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branch)
 {
 	pthread_mutex_lock(&mount->workspaces_lock);
 	struct workspace *workspace = mount->workspaces;
@@ -288,7 +288,7 @@ void scratch_release(struct scratch *scratch)
 }
 
 /* Unlinks a scratch from its workspace list (workspace locked). */
-struct timespec workspace_changed(struct workspace *workspace)
+struct timespec scratch_workspace_changed(struct workspace *workspace)
 {
 	pthread_mutex_lock(&workspace->lock);
 	struct timespec changed = workspace->changed;
@@ -305,7 +305,7 @@ void scratch_rename(struct workspace *workspace, struct scratch *scratch, const 
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
 }
 
-void workspace_touch(struct workspace *workspace)
+void scratch_workspace_touch(struct workspace *workspace)
 {
 	pthread_mutex_lock(&workspace->lock);
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
@@ -336,7 +336,7 @@ struct scratch *scratch_find(struct mountfs *mount, const struct node *directory
 	if (directory->kind != NODE_TABLES_DIR && directory->kind != NODE_SCHEMA_DIR &&
 	    directory->kind != NODE_STAGING_DIR && directory->kind != NODE_STAGED_SCHEMA_DIR)
 		return NULL;
-	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	struct workspace *workspace = scratch_workspace_get(mount, directory->view.branch);
 	if (!workspace)
 		return NULL;
 	pthread_mutex_lock(&workspace->lock);
@@ -370,8 +370,8 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 	scratch->references = 1;   /* the list */
 	scratch->named = true;
 	char table[JOURNAL_NAME_MAX + 1];
-	scratch->staged = directory == SCRATCH_STAGING && table_name_from_file(name, ".jsonl", table);
-	scratch->schema_staged = directory == SCRATCH_STAGED_SCHEMA && table_name_from_file(name, ".json", table);
+	scratch->staged = directory == SCRATCH_STAGING && names_table_from_file(name, ".jsonl", table);
+	scratch->schema_staged = directory == SCRATCH_STAGED_SCHEMA && names_table_from_file(name, ".json", table);
 	if (scratch->staged || scratch->schema_staged)
 		snprintf(scratch->table, sizeof scratch->table, "%s", table);
 	scratch->next = workspace->scratches;
@@ -383,7 +383,7 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 
 int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode)
 {
-	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	struct workspace *workspace = scratch_workspace_get(mount, directory->view.branch);
 	if (!workspace)
 		return -ENOMEM;
 	int rc = 0;
@@ -438,7 +438,7 @@ void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set
 int scratch_list(struct mountfs *mount, const struct node *directory,
 		 int (*visit)(const char *name, const struct stat *st, void *context), void *context)
 {
-	struct workspace *workspace = workspace_get(mount, directory->view.branch);
+	struct workspace *workspace = scratch_workspace_get(mount, directory->view.branch);
 	if (!workspace)
 		return -ENOMEM;
 	enum scratch_dir kind = scratch_dir_of(directory);
@@ -461,7 +461,7 @@ int scratch_list(struct mountfs *mount, const struct node *directory,
 void scratch_pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			const char *table)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return;
 	pthread_mutex_lock(&workspace->lock);
@@ -485,7 +485,7 @@ void scratch_pending_add(struct mountfs *mount, const char *branch, enum scratch
 void scratch_pending_remove(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			   const char *table)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return;
 	pthread_mutex_lock(&workspace->lock);
@@ -503,7 +503,7 @@ void scratch_pending_remove(struct mountfs *mount, const char *branch, enum scra
 void scratch_pending_resize(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 			     const char *table, uint64_t size)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return;
 	pthread_mutex_lock(&workspace->lock);
@@ -516,7 +516,7 @@ void scratch_pending_resize(struct mountfs *mount, const char *branch, enum scra
 bool scratch_pending_find(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		  const char *table, uint64_t *size)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return false;
 	bool found = false;
@@ -534,7 +534,7 @@ bool scratch_pending_find(struct mountfs *mount, const char *branch, enum scratc
 int scratch_pending_list(struct mountfs *mount, const char *branch, enum scratch_dir directory,
 		 int (*visit)(const char *table, uint64_t size, void *context), void *context)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return -ENOMEM;
 	int rc = 0;
@@ -556,7 +556,7 @@ static int hidden_index(struct workspace *workspace, const char *table)
 
 bool scratch_hidden(struct mountfs *mount, const char *branch, const char *table)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return false;
 	pthread_mutex_lock(&workspace->lock);
@@ -567,7 +567,7 @@ bool scratch_hidden(struct mountfs *mount, const char *branch, const char *table
 
 void scratch_hide(struct mountfs *mount, const char *branch, const char *table, bool hide)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return;
 	pthread_mutex_lock(&workspace->lock);
@@ -586,7 +586,7 @@ void scratch_hide(struct mountfs *mount, const char *branch, const char *table, 
 
 /* ---- unmount ---------------------------------------------------------------------------------- */
 
-void workspaces_free(struct mountfs *mount)
+void scratch_workspaces_free(struct mountfs *mount)
 {
 	struct workspace *workspace = mount->workspaces;
 	while (workspace) {

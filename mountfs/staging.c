@@ -161,7 +161,7 @@ void staging_settle(struct workspace *workspace)
 int staging_commit(struct mountfs *mount, const char *branch, const char *message, size_t size,
 		   uid_t uid)
 {
-	struct workspace *workspace = workspace_get(mount, branch);
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (!workspace)
 		return -ENOMEM;
 	char text[4096];
@@ -230,18 +230,12 @@ int staging_commit(struct mountfs *mount, const char *branch, const char *messag
 		}
 	}
 	if (rc == 0) {
-		struct store_commit_result result;
-		struct error_info error;
-		error_info_clear(&error);
 		char actor[512];
 		mount_actor(mount, uid, actor, sizeof actor);
 		rc = store_txn_set_actor(workspace->staging, actor);
 		if (rc == 0)
-			rc = store_txn_commit(workspace->staging, length ? text : NULL, &result, &error);
-		if (rc < 0) {
-			mount_error_record(mount, error.path[0] ? error.path : commit_path, &error, rc);
-		} else {
-			atomic_fetch_add(&mount->commits, 1);
+			rc = mount_commit(mount, workspace->staging, length ? text : NULL, commit_path, NULL);
+		if (rc == 0) {
 			committed = true;
 			/* The writers went with the commit. */
 			pthread_mutex_lock(&workspace->lock);

@@ -36,7 +36,7 @@ void view_cache_init(struct mountfs *mount)
 	mount->cache_tick = 0;
 }
 
-void heads_list_release(struct heads_list *list)
+void view_heads_list_release(struct heads_list *list)
 {
 	if (list && atomic_fetch_sub(&list->references, 1) == 1)
 		free(list);
@@ -48,7 +48,7 @@ void view_cache_free(struct mountfs *mount)
 	for (size_t i = 0; i < SNAPSHOT_CACHE_SIZE; i++) {
 		store_snapshot_release(mount->cache[i].snapshot);
 		mount->cache[i].snapshot = NULL;
-		heads_list_release(mount->cache[i].heads);
+		view_heads_list_release(mount->cache[i].heads);
 		mount->cache[i].heads = NULL;
 	}
 	pthread_mutex_unlock(&mount->cache_lock);
@@ -73,7 +73,7 @@ void view_cache_drop_live(struct mountfs *mount)
 	pthread_mutex_unlock(&mount->cache_lock);
 	for (size_t i = 0; i < count; i++) {
 		store_snapshot_release(dropped[i]);
-		heads_list_release(lists[i]);
+		view_heads_list_release(lists[i]);
 	}
 }
 
@@ -156,7 +156,7 @@ int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char
 {
 	struct heads_list *list = heads_cached(mount, snapshot);
 	if (!list || !list->sorted) {
-		heads_list_release(list);
+		view_heads_list_release(list);
 		return store_snapshot_head(snapshot, table, out);
 	}
 	size_t low = 0, high = list->count;
@@ -174,7 +174,7 @@ int view_head(struct mountfs *mount, struct store_snapshot *snapshot, const char
 		else
 			high = middle;
 	}
-	heads_list_release(list);
+	view_heads_list_release(list);
 	return rc;
 }
 
@@ -216,7 +216,7 @@ void view_cache_drop_history(struct mountfs *mount)
 		if (entry->snapshot && is_history(&entry->view)) {
 			dropped[count++] = entry->snapshot;
 			entry->snapshot = NULL;
-			heads_list_release(entry->heads);
+			view_heads_list_release(entry->heads);
 			entry->heads = NULL;
 		}
 	}
@@ -276,7 +276,7 @@ int view_snapshot(struct mountfs *mount, const struct view *view, struct store_s
 	}
 	pthread_mutex_unlock(&mount->cache_lock);
 	store_snapshot_release(evicted);
-	heads_list_release(evicted_heads);
+	view_heads_list_release(evicted_heads);
 	store_snapshot_release(opened);
 	*out = found;
 	return 0;
@@ -350,7 +350,7 @@ static int log_visit(const struct commit_record *record, void *context)
 	}
 	if (render->count == 0)
 		render->head = record->id;
-	if ((render->rc = commit_record_render_json(record, render->out)) < 0)
+	if ((render->rc = journal_commit_record_render_json(record, render->out)) < 0)
 		return render->rc;
 	render->count++;
 	return 0;
@@ -451,7 +451,7 @@ int view_render_head(struct mountfs *mount, const struct node *node, struct stor
 	struct head_row head;
 	int rc = node->kind == NODE_DROPPED_FILE ? view_dropped_head(snapshot, node->name, &head)
 						 : view_head(mount, snapshot, node->table, &head);
-	return rc < 0 ? rc : head_row_render_json(&head, out);
+	return rc < 0 ? rc : journal_head_row_render_json(&head, out);
 }
 
 int view_render_schema(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,

@@ -104,13 +104,13 @@ static void file_header(const uint8_t *data, size_t size)
 	uint8_t bytes[FILE_HEADER_SIZE] = { 0 }, again[FILE_HEADER_SIZE];
 	memcpy(bytes, data, size < sizeof bytes ? size : sizeof bytes);
 	struct file_header header, decoded;
-	int rc = pager_file_header_decode(bytes, &header);
+	int rc = codec_file_header_decode(bytes, &header);
 	if (rc < 0) {
 		check_refusal(rc);
 		return;
 	}
-	pager_file_header_encode(&header, again);
-	if (pager_file_header_decode(again, &decoded) < 0 || memcmp(&header, &decoded, sizeof header))
+	codec_file_header_encode(&header, again);
+	if (codec_file_header_decode(again, &decoded) < 0 || memcmp(&header, &decoded, sizeof header))
 		abort();
 }
 
@@ -191,11 +191,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t input_size)
 		RECORD_ROUND_TRIP(struct branch_record, manifest_branch_decode, manifest_branch_encode, (void)0);
 		break;
 	case 6:
-		RECORD_ROUND_TRIP(struct commit_record, commit_record_decode, commit_record_encode,
-				  (commit_record_free(&first), commit_record_free(&second)));
+		RECORD_ROUND_TRIP(struct commit_record, journal_commit_record_decode, journal_commit_record_encode,
+				  (journal_commit_record_free(&first), journal_commit_record_free(&second)));
 		break;
 	case 7:
-		RECORD_ROUND_TRIP(struct head_row, head_row_decode, head_row_encode, (void)0);
+		RECORD_ROUND_TRIP(struct head_row, journal_head_row_decode, journal_head_row_encode, (void)0);
 		break;
 	}
 	return 0;

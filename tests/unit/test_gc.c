@@ -546,7 +546,7 @@ TEST(a_damaged_pack_is_found_by_verify_and_its_blocks_read_as_eio)
 
 static int render_line(const struct commit_record *record, void *context)
 {
-	return commit_record_render_json(record, context);
+	return journal_commit_record_render_json(record, context);
 }
 
 TEST(log_keeps_the_retained_commits_and_ends_with_the_newest_reclaimed_one)

@@ -50,7 +50,7 @@ static int heads_equal(const struct head_row *a, const struct head_row *b)
 /* A commit with two parents, a rename, a drop and a long message. Caller frees. */
 static void sample_commit(struct commit_record *record, size_t message_size)
 {
-	commit_record_init(record);
+	journal_commit_record_init(record);
 	record->version = 42;
 	ulid_parse(commit_text, &record->id);
 	strcpy(record->branch, "feature");
@@ -111,8 +111,8 @@ TEST(a_head_row_round_trips_through_its_encoding)
 	strcpy(head.owner, "feature");
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(head_row_encode(&head, &encoded), 0);
-	CHECK_EQ(head_row_decode(encoded.data, encoded.size, &decoded), 0);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), 0);
+	CHECK_EQ(journal_head_row_decode(encoded.data, encoded.size, &decoded), 0);
 	CHECK(heads_equal(&head, &decoded));
 	buf_free(&encoded);
 }
@@ -129,8 +129,8 @@ TEST(a_head_row_size_does_not_depend_on_its_numbers)
 	struct buf a, b;
 	buf_init(&a);
 	buf_init(&b);
-	CHECK_EQ(head_row_encode(&small, &a), 0);
-	CHECK_EQ(head_row_encode(&large, &b), 0);
+	CHECK_EQ(journal_head_row_encode(&small, &a), 0);
+	CHECK_EQ(journal_head_row_encode(&large, &b), 0);
 	CHECK_EQ(a.size, b.size);
 	buf_free(&a);
 	buf_free(&b);
@@ -142,11 +142,11 @@ TEST(a_head_row_with_an_unknown_state_is_corruption)
 	sample_head(&head);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(head_row_encode(&head, &encoded), 0);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), 0);
 	uint8_t states[] = { 0, 3, 255 };
 	for (size_t i = 0; i < sizeof states; i++) {
 		encoded.data[0] = states[i];
-		CHECK_EQ(head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
+		CHECK_EQ(journal_head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
 	}
 	buf_free(&encoded);
 }
@@ -157,11 +157,11 @@ TEST(a_truncated_head_row_is_corruption)
 	sample_head(&head);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(head_row_encode(&head, &encoded), 0);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), 0);
 	for (size_t size = 0; size < encoded.size; size++) {
 		uint8_t *copy = malloc(size ? size : 1);
 		memcpy(copy, encoded.data, size);
-		CHECK_EQ(head_row_decode(copy, size, &decoded), -EIO);
+		CHECK_EQ(journal_head_row_decode(copy, size, &decoded), -EIO);
 		free(copy);
 	}
 	buf_free(&encoded);
@@ -173,9 +173,9 @@ TEST(a_head_row_with_trailing_bytes_is_corruption)
 	sample_head(&head);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(head_row_encode(&head, &encoded), 0);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), 0);
 	CHECK_EQ(buf_put_u8(&encoded, 0), 0);
-	CHECK_EQ(head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
 	buf_free(&encoded);
 }
 
@@ -185,12 +185,12 @@ TEST(a_head_row_with_a_non_hex_schema_hash_is_corruption)
 	sample_head(&head);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(head_row_encode(&head, &encoded), 0);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), 0);
 	/* The hash sits 16 + 16 + 8 bytes of numbers after the two strings. */
 	size_t hash_at = 4 + 16 + 16 + 2 + strlen(head.name) + 8 + 2 + 8 + 8;
 	CHECK(memcmp(encoded.data + hash_at, head.schema_hash, 16) == 0);
 	encoded.data[hash_at] = '"';
-	CHECK_EQ(head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_head_row_decode(encoded.data, encoded.size, &decoded), -EIO);
 	buf_free(&encoded);
 }
 
@@ -201,13 +201,13 @@ TEST(a_head_row_that_could_not_be_decoded_is_not_encoded)
 	buf_init(&encoded);
 	sample_head(&head);
 	head.state = 0;
-	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), -EINVAL);
 	sample_head(&head);
 	head.kind = 2;
-	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), -EINVAL);
 	sample_head(&head);
 	strcpy(head.schema_hash, "0123456789ABCDEF");
-	CHECK_EQ(head_row_encode(&head, &encoded), -EINVAL);
+	CHECK_EQ(journal_head_row_encode(&head, &encoded), -EINVAL);
 	CHECK_EQ(encoded.size, 0);
 	buf_free(&encoded);
 }
@@ -218,7 +218,7 @@ TEST(a_live_head_renders_as_the_exact_head_file_text)
 	sample_head(&head);
 	struct buf json;
 	buf_init(&json);
-	CHECK_EQ(head_row_render_json(&head, &json), 0);
+	CHECK_EQ(journal_head_row_render_json(&head, &json), 0);
 	const char *expected =
 		"{\"state\":\"live\",\"stable_table_id\":\"01ARZ3NDEKTSV4RRFFQ69G5FAV\","
 		"\"incarnation_id\":\"01BX5ZZKBKACTAV9WEVGEMMVRZ\",\"table_key\":\"Person\","
@@ -238,7 +238,7 @@ TEST(a_tombstoned_head_on_a_branch_renders_null_rows_and_its_owner)
 	memset(&head.commit, 0, sizeof head.commit);
 	struct buf json;
 	buf_init(&json);
-	CHECK_EQ(head_row_render_json(&head, &json), 0);
+	CHECK_EQ(journal_head_row_render_json(&head, &json), 0);
 	const char *expected =
 		"{\"state\":\"tombstoned\",\"stable_table_id\":\"01ARZ3NDEKTSV4RRFFQ69G5FAV\","
 		"\"incarnation_id\":\"01BX5ZZKBKACTAV9WEVGEMMVRZ\",\"table_key\":\"Person\","
@@ -256,31 +256,31 @@ TEST(a_commit_record_with_renames_two_parents_and_a_long_message_round_trips)
 	sample_commit(&record, 200000);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), 0);
 	CHECK(commits_equal(&record, &decoded));
-	commit_record_free(&decoded);
-	commit_record_free(&record);
+	journal_commit_record_free(&decoded);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
 TEST(a_first_commit_without_parents_or_changes_round_trips)
 {
 	struct commit_record record, decoded;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	record.version = 1;
 	ulid_parse(commit_text, &record.id);
 	strcpy(record.branch, "main");
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), 0);
 	CHECK_EQ(decoded.parent_count, 0);
 	CHECK_EQ(decoded.change_count, 0);
 	CHECK(strcmp(decoded.actor, "") == 0);
 	CHECK(strcmp(decoded.message, "") == 0);
 	CHECK(strcmp(decoded.branch, "main") == 0);
-	commit_record_free(&decoded);
+	journal_commit_record_free(&decoded);
 	buf_free(&encoded);
 }
 
@@ -290,15 +290,15 @@ TEST(every_truncation_of_a_commit_record_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	for (size_t size = 0; size < encoded.size; size++) {
 		uint8_t *copy = malloc(size ? size : 1);
 		memcpy(copy, encoded.data, size);
-		CHECK_EQ(commit_record_decode(copy, size, &decoded), -EIO);
+		CHECK_EQ(journal_commit_record_decode(copy, size, &decoded), -EIO);
 		CHECK(decoded.changes == NULL && decoded.actor == NULL);
 		free(copy);
 	}
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
@@ -308,33 +308,33 @@ TEST(a_commit_record_with_more_than_two_parents_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	size_t parent_count_at = 8 + 16 + 2 + strlen(record.branch) + 8;
 	CHECK_EQ(encoded.data[parent_count_at], 2);
 	encoded.data[parent_count_at] = 3;
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
-	commit_record_free(&record);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
 TEST(a_commit_record_claiming_billions_of_changes_is_refused_without_allocating)
 {
 	struct commit_record record, decoded;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	strcpy(record.branch, "main");
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	/* The change count is the last field of a record without changes. */
 	buf_store_u32(encoded.data + encoded.size - 4, 0xffffffffu);
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
 	buf_free(&encoded);
 }
 
 TEST(a_commit_record_with_an_unknown_change_op_is_corruption)
 {
 	struct commit_record record, decoded;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	strcpy(record.branch, "main");
 	record.change_count = 1;
 	record.changes = calloc(1, sizeof *record.changes);
@@ -342,14 +342,14 @@ TEST(a_commit_record_with_an_unknown_change_op_is_corruption)
 	sample_head(&record.changes[0].head_after);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	size_t op_at = 8 + 16 + 2 + 4 + 8 + 1 + 2 + 4 + 4;
 	CHECK_EQ(encoded.data[op_at], CHANGE_MERGE);
 	encoded.data[op_at] = 0;
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
 	encoded.data[op_at] = CHANGE_OPTIMIZE + 1;
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
-	commit_record_free(&record);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
@@ -359,10 +359,10 @@ TEST(a_commit_record_with_trailing_bytes_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	CHECK_EQ(buf_put_u8(&encoded, 0), 0);
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
-	commit_record_free(&record);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
@@ -372,12 +372,12 @@ TEST(a_commit_record_with_a_nul_inside_its_message_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	uint8_t *message = memmem(encoded.data, encoded.size, record.message, 10);
 	CHECK(message != NULL);
 	message[3] = 0;
-	CHECK_EQ(commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
-	commit_record_free(&record);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
@@ -387,7 +387,7 @@ TEST(commit_record_decode_survives_random_corruption)
 	sample_commit(&record, 50);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
 	uint8_t *copy = malloc(encoded.size);
 	unsigned seed = 12345;
 	for (int round = 0; round < 20000; round++) {
@@ -399,13 +399,13 @@ TEST(commit_record_decode_survives_random_corruption)
 			seed = seed * 1103515245u + 12345u;
 			copy[at] ^= (uint8_t)(1 + (seed >> 16) % 255);
 		}
-		int rc = commit_record_decode(copy, encoded.size, &decoded);
+		int rc = journal_commit_record_decode(copy, encoded.size, &decoded);
 		CHECK(rc == 0 || rc == -EIO);
 		if (rc == 0)
-			commit_record_free(&decoded);
+			journal_commit_record_free(&decoded);
 	}
 	free(copy);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
 
@@ -421,7 +421,7 @@ TEST(a_log_line_is_the_exact_json_line)
 	record.changes[1].rows = 0;
 	struct buf line;
 	buf_init(&line);
-	CHECK_EQ(commit_record_render_json(&record, &line), 0);
+	CHECK_EQ(journal_commit_record_render_json(&record, &line), 0);
 	const char *expected =
 		"{\"version\":42,\"commit\":\"01HZZZZZZZZZZZZZZZZZZZZZZZ\","
 		"\"parents\":[\"01HAAAAAAAAAAAAAAAAAAAAAAA\",\"01HBBBBBBBBBBBBBBBBBBBBBBB\"],"
@@ -431,21 +431,21 @@ TEST(a_log_line_is_the_exact_json_line)
 		"{\"table\":\"New\",\"from\":\"Old\",\"op\":\"rename\",\"rows\":0},"
 		"{\"table\":\"Gone\",\"op\":\"drop\",\"rows\":0}]}\n";
 	CHECK(strcmp(buf_cstr(&line), expected) == 0);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	buf_free(&line);
 }
 
 TEST(a_log_line_of_a_first_commit_has_empty_parents_and_changes)
 {
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	record.version = 1;
 	ulid_parse(commit_text, &record.id);
 	strcpy(record.branch, "main");
 	record.time_us = 0;
 	struct buf line;
 	buf_init(&line);
-	CHECK_EQ(commit_record_render_json(&record, &line), 0);
+	CHECK_EQ(journal_commit_record_render_json(&record, &line), 0);
 	const char *expected =
 		"{\"version\":1,\"commit\":\"01HZZZZZZZZZZZZZZZZZZZZZZZ\",\"parents\":[],"
 		"\"branch\":\"main\",\"time\":\"1970-01-01T00:00:00.000000Z\",\"actor\":\"\","
@@ -457,19 +457,19 @@ TEST(a_log_line_of_a_first_commit_has_empty_parents_and_changes)
 TEST(a_log_line_escapes_quotes_controls_and_invalid_utf8_in_messages)
 {
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	ulid_parse(commit_text, &record.id);
 	strcpy(record.branch, "main");
 	record.actor = strdup("bob \"the builder\"");
 	record.message = strdup("line1\nline2\t\\ \x01 caf\xc3\xa9 bad\xff end");
 	struct buf line;
 	buf_init(&line);
-	CHECK_EQ(commit_record_render_json(&record, &line), 0);
+	CHECK_EQ(journal_commit_record_render_json(&record, &line), 0);
 	const char *text = buf_cstr(&line);
 	CHECK(strstr(text, "\"actor\":\"bob \\\"the builder\\\"\"") != NULL);
 	CHECK(strstr(text, "\"message\":\"line1\\nline2\\t\\\\ \\u0001 caf\xc3\xa9 bad\\ufffd end\"") !=
 	      NULL);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	buf_free(&line);
 }
 
@@ -496,12 +496,12 @@ TEST(the_largest_time_still_formats_within_32_bytes)
 
 TEST(change_ops_have_their_log_names)
 {
-	CHECK(strcmp(change_op_name(CHANGE_CREATE), "create") == 0);
-	CHECK(strcmp(change_op_name(CHANGE_OVERWRITE), "overwrite") == 0);
-	CHECK(strcmp(change_op_name(CHANGE_MERGE), "merge") == 0);
-	CHECK(strcmp(change_op_name(CHANGE_DROP), "drop") == 0);
-	CHECK(strcmp(change_op_name(CHANGE_RENAME), "rename") == 0);
-	CHECK(strcmp(change_op_name(CHANGE_SCHEMA), "schema") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_CREATE), "create") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_OVERWRITE), "overwrite") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_MERGE), "merge") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_DROP), "drop") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_RENAME), "rename") == 0);
+	CHECK(strcmp(journal_change_op_name(CHANGE_SCHEMA), "schema") == 0);
 }
 
 int main(void)

@@ -886,7 +886,7 @@ TEST(the_log_walks_the_branch_newest_first_into_its_source)
 	CHECK_EQ(address.offset, snapshot.branch.head_record.offset);
 	CHECK_EQ(manifest_commit_find(manifest, &record.parents[0], &version, &address), 0);
 	CHECK_EQ(version, 1);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	struct ulid unknown;
 	ulid_new(&unknown);
 	CHECK_EQ(manifest_commit_find(manifest, &unknown, &version, &address), -ENOENT);
@@ -1417,7 +1417,7 @@ struct answers {
 
 static int encode_head(const struct head_row *head, void *context)
 {
-	return head_row_encode(head, context);
+	return journal_head_row_encode(head, context);
 }
 
 static int encode_commit(const struct commit_record *record, void *context)
@@ -1427,7 +1427,7 @@ static int encode_commit(const struct commit_record *record, void *context)
 	if (rc == 0)
 		rc = buf_put_u64(out, record->version);
 	if (rc == 0)
-		rc = commit_record_encode(record, out);
+		rc = journal_commit_record_encode(record, out);
 	return rc;
 }
 
@@ -1795,11 +1795,11 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	wrong.row_count += 5;
 	struct buf bytes;
 	buf_init(&bytes);
-	CHECK_EQ(head_row_encode(&wrong, &bytes), 0);
+	CHECK_EQ(journal_head_row_encode(&wrong, &bytes), 0);
 	CHECK_EQ(btree_put(heads, wrong.stable_id.bytes, 16, bytes.data, bytes.size), 0);
 	CHECK_EQ(btree_delete(names, before.heads[1].name, strlen(before.heads[1].name)), 0);
 	struct commit_record record;
-	commit_record_init(&record);
+	journal_commit_record_init(&record);
 	struct ulid base;
 	ulid_new(&base);
 	manifest_commit_id(&base, publish.base.version + 1, &record.id);
@@ -1811,7 +1811,7 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	CHECK_EQ(btree_flush(heads, publish.append, &heads_root), 0);
 	CHECK_EQ(btree_flush(names, publish.append, &names_root), 0);
 	CHECK_EQ(manifest_publish_commit_state(&publish, &branch, &record, heads_root, names_root, NULL, &error), 0);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	manifest_publish_end(&publish);
 	btree_free(heads);
 	btree_free(names);
@@ -1838,7 +1838,7 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 	CHECK_EQ(manifest_commit_read(manifest, snapshot.branch.head_record, &record), 0);
 	CHECK_EQ(strcmp(record.actor, "graphfs:repair"), 0);
 	CHECK_EQ(strcmp(record.message, "repair: rebuild heads from journal"), 0);
-	commit_record_free(&record);
+	journal_commit_record_free(&record);
 	/* a second repair has nothing to do */
 	CHECK_EQ(manifest_repair(manifest, &repaired, &error), 0);
 	CHECK_EQ(repaired, 0);

@@ -28,7 +28,7 @@ static int write_manifest(int directory, const struct ulid *id, struct io_file *
 	static uint8_t start[MANIFEST_FIRST_BLOCK];
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, *id, 0, 1 };
 	memset(start, 0, sizeof start);
-	pager_file_header_encode(&header, start);
+	codec_file_header_encode(&header, start);
 	return io_pwrite(manifest, start, sizeof start, 0);
 }
 
@@ -109,7 +109,7 @@ TEST(file_header_is_laid_out_as_format_md_says)
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_SEGMENT, { { 0 } }, 0xabcd, 123456 };
 	for (int i = 0; i < 16; i++)
 		header.store_id.bytes[i] = (uint8_t)(i + 1);
-	pager_file_header_encode(&header, bytes);
+	codec_file_header_encode(&header, bytes);
 	CHECK(memcmp(bytes, "GRAPHFS\0", 8) == 0);
 	CHECK_EQ(buf_load_u32(bytes + 8), FILE_FORMAT_VERSION);
 	CHECK_EQ(buf_load_u32(bytes + 12), 2);
@@ -120,7 +120,7 @@ TEST(file_header_is_laid_out_as_format_md_says)
 	for (int i = 56; i < FILE_HEADER_SIZE; i++)
 		CHECK_EQ(bytes[i], 0);
 	struct file_header back;
-	CHECK_EQ(pager_file_header_decode(bytes, &back), 0);
+	CHECK_EQ(codec_file_header_decode(bytes, &back), 0);
 	CHECK_EQ(back.kind, FILE_KIND_SEGMENT);
 	CHECK_EQ(back.segment_id, 0xabcd);
 	CHECK_EQ(back.created_us, 123456);
@@ -131,31 +131,31 @@ TEST(file_header_decode_reports_another_version_before_the_checksum)
 {
 	uint8_t bytes[FILE_HEADER_SIZE];
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, { { 0 } }, 0, 1 };
-	pager_file_header_encode(&header, bytes);
+	codec_file_header_encode(&header, bytes);
 	buf_store_u32(bytes + 8, FILE_FORMAT_VERSION + 1); /* newer, checksum now stale */
 	struct file_header back;
-	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
+	CHECK_EQ(codec_file_header_decode(bytes, &back), -EPROTO);
 	CHECK_EQ(back.format_version, FILE_FORMAT_VERSION + 1);
 	buf_store_u32(bytes + 8, 0);
-	CHECK_EQ(pager_file_header_decode(bytes, &back), -EPROTO);
+	CHECK_EQ(codec_file_header_decode(bytes, &back), -EPROTO);
 	CHECK_EQ(back.format_version, 0);
 	bytes[0] = 'X';
-	CHECK_EQ(pager_file_header_decode(bytes, &back), -EIO);
+	CHECK_EQ(codec_file_header_decode(bytes, &back), -EIO);
 }
 
 TEST(file_header_decode_refuses_every_flipped_byte_of_the_checked_part)
 {
 	uint8_t bytes[FILE_HEADER_SIZE];
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, { { 7 } }, 0, 99 };
-	pager_file_header_encode(&header, bytes);
+	codec_file_header_encode(&header, bytes);
 	struct file_header back;
 	for (int position = 0; position < 56; position++) {
 		bytes[position] ^= 0x10;
-		int rc = pager_file_header_decode(bytes, &back);
+		int rc = codec_file_header_decode(bytes, &back);
 		bytes[position] ^= 0x10;
 		CHECK(rc == -EIO || (rc == -EPROTO && position >= 8 && position < 12));
 	}
-	CHECK_EQ(pager_file_header_decode(bytes, &back), 0);
+	CHECK_EQ(codec_file_header_decode(bytes, &back), 0);
 }
 
 TEST(init_learns_the_store_id_from_the_manifest_header)
@@ -199,13 +199,13 @@ TEST(init_refuses_a_corrupt_short_or_foreign_header)
 
 	uint8_t bytes[FILE_HEADER_SIZE];
 	struct file_header segment = { FILE_FORMAT_VERSION, FILE_KIND_SEGMENT, attempt.store.id, 5, 1 };
-	pager_file_header_encode(&segment, bytes);
+	codec_file_header_encode(&segment, bytes);
 	CHECK_EQ(io_pwrite(&attempt.store.manifest, bytes, sizeof bytes, 0), 0);
 	capture_stderr(init_quietly, &attempt, log, sizeof log);
 	CHECK_EQ(attempt.rc, -EIO);
 
 	struct file_header newer = { FILE_FORMAT_VERSION + 1, FILE_KIND_MANIFEST, attempt.store.id, 0, 1 };
-	pager_file_header_encode(&newer, bytes);
+	codec_file_header_encode(&newer, bytes);
 	CHECK_EQ(io_pwrite(&attempt.store.manifest, bytes, sizeof bytes, 0), 0);
 	capture_stderr(init_quietly, &attempt, log, sizeof log);
 	CHECK_EQ(attempt.rc, -EPROTO);
@@ -711,7 +711,7 @@ TEST(segment_create_write_finish_and_read_back)
 	CHECK_EQ(io_file_open(store.directory, "segments/000000001234abcd", O_RDONLY, IO_DATA, &file), 0);
 	CHECK_EQ(io_pread(&file, bytes, sizeof bytes, 0), 0);
 	io_file_close(&file);
-	CHECK_EQ(pager_file_header_decode(bytes, &header), 0);
+	CHECK_EQ(codec_file_header_decode(bytes, &header), 0);
 	CHECK_EQ(header.kind, FILE_KIND_SEGMENT);
 	CHECK_EQ(header.segment_id, 0x1234abcdull);
 	CHECK_EQ(ulid_compare(&header.store_id, &store.id), 0);
@@ -892,7 +892,7 @@ TEST(a_segment_of_another_store_or_id_is_refused)
 	struct ulid foreign;
 	ulid_new(&foreign);
 	struct file_header header = { FILE_FORMAT_VERSION, FILE_KIND_MANIFEST, foreign, 0, 1 };
-	pager_file_header_encode(&header, bytes);
+	codec_file_header_encode(&header, bytes);
 	CHECK_EQ(io_pwrite(&store.manifest, bytes, sizeof bytes, 0), 0);
 	CHECK_EQ(pager_init(store.directory, &store.manifest, &other), 0);
 	struct block_address foreign_address = { 0, 0 };

@@ -35,7 +35,7 @@ static int encode_head(const struct head_row *head, void *context)
 	size_t start = out->size;
 	int rc = buf_put_u32(out, 0);
 	if (rc == 0)
-		rc = head_row_encode(head, out);
+		rc = journal_head_row_encode(head, out);
 	if (rc == 0)
 		buf_store_u32(out->data + start, (uint32_t)(out->size - start - 4));
 	return rc;
@@ -390,8 +390,8 @@ static bool heads_match_ignoring_commit(const struct buf *a, const struct buf *b
 	while (offset_a + 4 <= a->size && offset_b + 4 <= b->size) {
 		struct head_row x, y;
 		uint32_t length_a = buf_load_u32(a->data + offset_a), length_b = buf_load_u32(b->data + offset_b);
-		if (head_row_decode(a->data + offset_a + 4, length_a, &x) < 0 ||
-		    head_row_decode(b->data + offset_b + 4, length_b, &y) < 0)
+		if (journal_head_row_decode(a->data + offset_a + 4, length_a, &x) < 0 ||
+		    journal_head_row_decode(b->data + offset_b + 4, length_b, &y) < 0)
 			return false;
 		if (x.state != y.state || strcmp(x.name, y.name) != 0 || x.table_version != y.table_version ||
 		    x.row_count != y.row_count || x.byte_size != y.byte_size ||

@@ -32,7 +32,7 @@ static int fixture_open(struct fixture *fixture)
 	struct file_header header = { .format_version = FILE_FORMAT_VERSION, .kind = FILE_KIND_MANIFEST };
 	ulid_new(&header.store_id);
 	header.created_us = 1;
-	pager_file_header_encode(&header, start);
+	codec_file_header_encode(&header, start);
 	rc = io_pwrite(&fixture->manifest, start, MANIFEST_FIRST_BLOCK, 0);
 	free(start);
 	if (rc < 0)

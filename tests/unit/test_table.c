@@ -43,7 +43,7 @@ static int fixture_open(struct fixture *fixture)
 	struct file_header header = { .format_version = FILE_FORMAT_VERSION, .kind = FILE_KIND_MANIFEST };
 	ulid_new(&header.store_id);
 	header.created_us = 1;
-	pager_file_header_encode(&header, start);
+	codec_file_header_encode(&header, start);
 	rc = io_pwrite(&fixture->manifest, start, MANIFEST_FIRST_BLOCK, 0);
 	free(start);
 	if (rc < 0)
@@ -1515,18 +1515,18 @@ TEST(a_spilled_overwrite_has_its_key_tree_in_its_segment_and_fragments_from_sequ
 /* Writes one run of the given ids (each "k<n>"), every record's fragment = tag. */
 static int write_run(struct stage_runs *runs, const long *numbers, size_t count, uint32_t tag)
 {
-	int rc = stage_runs_begin(runs, count);
+	int rc = table_runs_begin(runs, count);
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		char id[32];
 		snprintf(id, sizeof id, "k%05ld", numbers[i]);
 		struct stage_record record = { .id = (const uint8_t *)id, .id_size = (uint16_t)strlen(id),
 					       .fragment = tag, .row_index = (uint16_t)i, .line_size = 10 };
-		rc = stage_runs_add(runs, &record);
+		rc = table_runs_add(runs, &record);
 	}
 	if (rc == 0)
-		rc = stage_runs_end(runs);
+		rc = table_runs_end(runs);
 	if (rc < 0)
-		stage_runs_abandon(runs);
+		table_runs_abandon(runs);
 	return rc;
 }
 
@@ -1535,7 +1535,7 @@ TEST(runs_merge_in_id_order_and_the_newest_run_wins_an_id)
 	struct fixture fixture;
 	CHECK_EQ(fixture_open(&fixture), 0);
 	struct stage_runs *runs;
-	CHECK_EQ(stage_runs_open(fixture.pager, &runs), 0);
+	CHECK_EQ(table_runs_open(fixture.pager, &runs), 0);
 	long evens[3000], thirds[1000], few[3] = { 1, 4, 2999 };
 	for (long i = 0; i < 3000; i++)
 		evens[i] = 2 * i;
@@ -1544,21 +1544,21 @@ TEST(runs_merge_in_id_order_and_the_newest_run_wins_an_id)
 	CHECK_EQ(write_run(runs, evens, 3000, 1), 0);
 	CHECK_EQ(write_run(runs, thirds, 1000, 2), 0);
 	CHECK_EQ(write_run(runs, few, 3, 3), 0);
-	CHECK_EQ(stage_runs_count(runs), 3);
+	CHECK_EQ(table_runs_count(runs), 3);
 	struct stage_record record;
-	CHECK_EQ(stage_runs_find(runs, "k00004", 6, &record), 1);
+	CHECK_EQ(table_runs_find(runs, "k00004", 6, &record), 1);
 	CHECK_EQ(record.fragment, 3);
-	CHECK_EQ(stage_runs_find(runs, "k00006", 6, &record), 1);
+	CHECK_EQ(table_runs_find(runs, "k00006", 6, &record), 1);
 	CHECK_EQ(record.fragment, 2);
-	CHECK_EQ(stage_runs_find(runs, "k00008", 6, &record), 1);
+	CHECK_EQ(table_runs_find(runs, "k00008", 6, &record), 1);
 	CHECK_EQ(record.fragment, 1);
-	CHECK_EQ(stage_runs_find(runs, "k00007", 6, &record), 0);
-	CHECK_EQ(stage_runs_find(runs, "k99999", 6, &record), 0);
+	CHECK_EQ(table_runs_find(runs, "k00007", 6, &record), 0);
+	CHECK_EQ(table_runs_find(runs, "k99999", 6, &record), 0);
 	struct stage_runs_cursor *cursor;
-	CHECK_EQ(stage_runs_cursor_open(runs, &cursor), 0);
+	CHECK_EQ(table_runs_cursor_open(runs, &cursor), 0);
 	long previous = -1, seen = 0;
 	bool ordered = true, newest = true;
-	while (stage_runs_cursor_next(cursor, &record) == 1) {
+	while (table_runs_cursor_next(cursor, &record) == 1) {
 		long number = strtol((const char *)record.id + 1, NULL, 10);
 		ordered = ordered && number > previous;
 		uint32_t want = (number == 1 || number == 4 || number == 2999) ? 3 : number % 3 == 0 && number < 3000 ? 2 : 1;
@@ -1566,7 +1566,7 @@ TEST(runs_merge_in_id_order_and_the_newest_run_wins_an_id)
 		previous = number;
 		seen++;
 	}
-	stage_runs_cursor_free(cursor);
+	table_runs_cursor_free(cursor);
 	CHECK(ordered);
 	CHECK(newest);
 	/* The union of the evens below 6000, the multiples of 3 below 3000 and 1, 4, 2999. */
@@ -1574,7 +1574,7 @@ TEST(runs_merge_in_id_order_and_the_newest_run_wins_an_id)
 	for (long n = 0; n < 6000; n++)
 		expected += n % 2 == 0 || (n % 3 == 0 && n < 3000) || n == 1 || n == 2999;
 	CHECK_EQ(seen, expected);
-	stage_runs_free(runs);
+	table_runs_free(runs);
 	fixture_close(&fixture);
 }
 
@@ -1583,25 +1583,25 @@ TEST(a_run_refuses_ids_out_of_order_and_abandoning_it_leaves_the_runs_as_they_we
 	struct fixture fixture;
 	CHECK_EQ(fixture_open(&fixture), 0);
 	struct stage_runs *runs;
-	CHECK_EQ(stage_runs_open(fixture.pager, &runs), 0);
+	CHECK_EQ(table_runs_open(fixture.pager, &runs), 0);
 	long first[2] = { 5, 9 }, backwards[2] = { 7, 6 }, twice[2] = { 8, 8 };
 	CHECK_EQ(write_run(runs, first, 2, 1), 0);
 	CHECK_EQ(write_run(runs, backwards, 2, 2), -EINVAL);
 	CHECK_EQ(write_run(runs, twice, 2, 2), -EINVAL);
-	CHECK_EQ(stage_runs_count(runs), 1);
-	CHECK_EQ(stage_runs_records(runs), 2);
+	CHECK_EQ(table_runs_count(runs), 1);
+	CHECK_EQ(table_runs_records(runs), 2);
 	struct stage_record record;
-	CHECK_EQ(stage_runs_find(runs, "k00007", 6, &record), 0);
-	CHECK_EQ(stage_runs_find(runs, "k00009", 6, &record), 1);
+	CHECK_EQ(table_runs_find(runs, "k00007", 6, &record), 0);
+	CHECK_EQ(table_runs_find(runs, "k00009", 6, &record), 1);
 	/* More records than announced is refused too. */
-	CHECK_EQ(stage_runs_begin(runs, 0), 0);
+	CHECK_EQ(table_runs_begin(runs, 0), 0);
 	struct stage_record extra = { .id = (const uint8_t *)"k1", .id_size = 2 };
-	CHECK_EQ(stage_runs_add(runs, &extra), -EINVAL);
-	stage_runs_abandon(runs);
+	CHECK_EQ(table_runs_add(runs, &extra), -EINVAL);
+	table_runs_abandon(runs);
 	CHECK_EQ(write_run(runs, backwards + 1, 1, 3), 0);
-	CHECK_EQ(stage_runs_find(runs, "k00006", 6, &record), 1);
+	CHECK_EQ(table_runs_find(runs, "k00006", 6, &record), 1);
 	CHECK_EQ(record.fragment, 3);
-	stage_runs_free(runs);
+	table_runs_free(runs);
 	fixture_close(&fixture);
 }
 

@@ -21,7 +21,7 @@ static const char usage[] =
 static int print_head(const struct head_row *head, void *context)
 {
 	struct cli_lines *lines = context;
-	return cli_lines_write(lines, head_row_render_json(head, &lines->line));
+	return cli_lines_write(lines, journal_head_row_render_json(head, &lines->line));
 }
 
 int cmd_heads(int argc, char **argv)

@@ -38,7 +38,7 @@ static const char usage[] =
 static int print_json_line(const struct commit_record *record, void *context)
 {
 	struct cli_lines *lines = context;
-	return cli_lines_write(lines, commit_record_render_json(record, &lines->line));
+	return cli_lines_write(lines, journal_commit_record_render_json(record, &lines->line));
 }
 
 static int print_row_line(const char *line, size_t size, void *context)
