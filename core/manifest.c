@@ -847,3 +847,14 @@ out:
 	btree_free(tree);
 	return rc;
 }
+
+int manifest_branch_list_add(const struct branch_record *branch, void *context)
+{
+	struct manifest_branch_list *list = context;
+	struct branch_record *grown = realloc(list->branches, (list->count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	list->branches = grown;
+	list->branches[list->count++] = *branch;
+	return 0;
+}

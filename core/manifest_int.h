@@ -437,4 +437,44 @@ int manifest_sidecar_decode(const uint8_t *bytes, size_t size, struct manifest_s
 int manifest_sidecar_encode(const struct manifest_sidecar *sidecar, struct buf *out);
 void manifest_sidecar_free(struct manifest_sidecar *sidecar);
 
+/* ---- the replay of a branch's journal (manifest_replay.c) ---------------------- */
+
+/* A branch's heads as its journal says they are. */
+struct manifest_replay {
+	struct head_row *heads;       /* sorted by stable id */
+	size_t count;
+	size_t capacity;
+};
+void manifest_replay_free(struct manifest_replay *replay);
+/*
+ * Replays the branch's journal: the first-parent chain from its head to the
+ * first commit, applied oldest first. Below a gc horizon the chain ends at
+ * the oldest commit kept: the replay starts from the state that commit made
+ * (or, if even that commit is below the horizon, there is nothing to replay
+ * and the branch's heads are the replay). Returns 0, or -EIO with problem set.
+ */
+int manifest_replay_branch(struct manifest *manifest, const struct branch_record *branch,
+			   struct manifest_replay *out, char *problem, size_t problem_size);
+/* The replay's live heads in names-tree order (free the array), or NULL: out of memory. */
+const struct head_row **manifest_replay_live_by_name(const struct manifest_replay *replay, size_t *count);
+/* The first field in which two head rows differ, or NULL. */
+const char *manifest_replay_head_difference(const struct head_row *a, const struct head_row *b);
+/*
+ * Compares the branch's heads and names trees with the replay: calls differ (when
+ * not NULL) with one line per difference. Returns the number of differences, or
+ * -errno if a tree cannot be read.
+ */
+int manifest_replay_compare(struct manifest *manifest, const struct branch_record *branch,
+			    const struct manifest_replay *replay, void (*differ)(void *context, const char *line),
+			    void *context);
+/* Every branch record of a root, collected (a manifest_branches_each visitor, manifest.c; free
+ * list->branches). 0 or -ENOMEM. */
+struct manifest_branch_list {
+	struct branch_record *branches;
+	size_t count;
+};
+int manifest_branch_list_add(const struct branch_record *branch, void *context);
+/* The names tree's order of two names (bytes, then length). */
+int manifest_name_compare(const char *a, const char *b);
+
 #endif

@@ -157,79 +157,22 @@ void manifest_publish_end(struct manifest_publish *publish)
 }
 
 /*
- * LOCKED -> APPENDED: writes the appended blocks (root record last) with one
- * pwrite, still under the store lock. Any failure here cuts what reached the
- * file back to the base's end (unless the file is not as the publish found
- * it: -ESTALE, nothing was written) and returns the error: nothing is
- * published, and no other publish has seen these bytes (the lock is held).
+ * Undoes a write that did not publish (invariant 1): drops the buffer and cuts
+ * whatever reached the file back to the base's end — unless the file is not as
+ * the publish found it (-ESTALE: nothing was written), or is in an object store
+ * (a tail there is whole or absent, and what lies beyond it is another writer's,
+ * io_pieced.c invariant 3). The store lock is still held: no other publish has
+ * seen these bytes.
  */
-static int publish_write(struct manifest_publish *publish, struct error_info *error)
+static void tail_cut(struct manifest_publish *publish, int rc)
 {
 	struct manifest *manifest = publish->manifest;
-	struct pager_append *append = publish->append;
-	int rc = io_failpoint("publish.before_write");
-	if (rc == 0 && io_failpoint_armed("publish.torn_write")) {
-		rc = pager_append_write_part(append, (size_t)pager_append_size(append) / 2);
-		if (rc == 0)
-			rc = io_failpoint("publish.torn_write");
-	}
-	if (rc == 0)
-		rc = pager_append_write(append);
-	if (rc == 0) {
-		publish_enter(publish, PUBLISH_APPENDED);
-		rc = io_failpoint("publish.before_fsync");
-	}
-	if (rc < 0) {
-		/* Not durable, not published: cut whatever reached the file (invariant 1). */
-		pager_append_abandon(append);
-		uint64_t now_size;
-		/* (never in an object store: a tail there is whole or absent, and what lies
-		 * beyond it is another writer's, io_pieced.c invariant 3) */
-		if (rc != -ESTALE && !io_file_is_remote(&manifest->file) &&
-		    io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
-		    io_truncate(&manifest->file, publish->base_size) == 0)
-			io_fsync(&manifest->file);
-		return error_info_set(error, rc, "cannot write the manifest: %s", io_strerror(rc));
-	}
-	return 0;
-}
-
-/*
- * APPENDED -> QUEUED -> DURABLE: the commit point. Records the written root
- * as the base of the next publish, releases the store lock, and waits for the
- * fsync that covers it (manifest_sync.c: its own, or one another publish made
- * after this one's pwrite). Returns 0 once durable. A failed sync cannot cut
- * the root any more (a later publish may build on it): the result is -EIO
- * with publish->outcome_unknown set.
- */
-static int publish_durably(struct manifest_publish *publish, const struct root_record *root, uint64_t size,
-			   struct error_info *error)
-{
-	struct manifest *manifest = publish->manifest;
-	manifest_state_written(manifest, root, size, pager_append_file_size(publish->append));
-	manifest_written_hint_write(manifest, root, size);
-	pager_window_end(manifest->pager);   /* its bytes are the lock holder's to keep */
-	manifest_unlock(manifest);
-	publish->locked = false;
-	publish_enter(publish, PUBLISH_QUEUED);
-	if (manifest_publish_queued_hook)
-		manifest_publish_queued_hook(manifest);
-	struct error_info sync_error;
-	error_info_clear(&sync_error);
-	int rc = io_failpoint("publish.queued");
-	if (rc < 0)
-		error_info_set(&sync_error, rc, "failpoint publish.queued");
-	else
-		rc = manifest_sync_through(manifest, root, size, "publish.after_fsync", &sync_error);
-	if (rc < 0) {
-		publish->outcome_unknown = true;
-		return error_info_set(error, -EIO,
-				      "version %llu was written but could not be made durable (%s); it stands "
-				      "if a later commit's fsync succeeds: check with `graphfs log` before retrying",
-				      (unsigned long long)root->version, sync_error.message);
-	}
-	publish_enter(publish, PUBLISH_DURABLE);
-	return 0;
+	pager_append_abandon(publish->append);
+	uint64_t now_size;
+	if (rc != -ESTALE && !io_file_is_remote(&manifest->file) &&
+	    io_size(&manifest->file, &now_size) == 0 && now_size > publish->base_size &&
+	    io_truncate(&manifest->file, publish->base_size) == 0)
+		io_fsync(&manifest->file);
 }
 
 /* The version index entry of the base root's version (FORMAT.md §16.1): the
@@ -255,6 +198,14 @@ static int version_entry_of(const struct manifest_publish *publish, struct manif
 	return rc;
 }
 
+/*
+ * The end of every publish, and the commit point in one body: the root record
+ * after every block appended (LOCKED), one pwrite of the tail under the store
+ * lock (APPENDED), the lock released (QUEUED), the fsync that covers the root
+ * (DURABLE: the commit point), the root shown (PUBLISHED). See the states at the
+ * top of this file; the retry after a lost race is around the whole publish
+ * (manifest_race_retry), never inside it.
+ */
 int manifest_publish_finish(struct manifest_publish *publish, const struct ulid *commit, uint64_t time_us,
 			    struct root_record *root_out, struct error_info *error)
 {
@@ -296,9 +247,58 @@ int manifest_publish_finish(struct manifest_publish *publish, const struct ulid 
 	assert(root.self.offset + MANIFEST_ROOT_BLOCK_SIZE == size);
 	/* reads of the latest state need nothing of the tail before its state part (io.h) */
 	io_note_state_start(&manifest->file, publish->base_size + publish->state_start);
-	if ((rc = publish_write(publish, error)) < 0 || (rc = publish_durably(publish, &root, size, error)) < 0)
+
+	/* LOCKED -> APPENDED: the tail, root record last, with one pwrite */
+	rc = io_failpoint("publish.before_write");
+	if (rc == 0 && io_failpoint_armed("publish.torn_write")) {
+		rc = pager_append_write_part(publish->append, (size_t)pager_append_size(publish->append) / 2);
+		if (rc == 0)
+			rc = io_failpoint("publish.torn_write");
+	}
+	if (rc == 0)
+		rc = pager_append_write(publish->append);
+	if (rc == 0) {
+		publish_enter(publish, PUBLISH_APPENDED);
+		rc = io_failpoint("publish.before_fsync");
+	}
+	if (rc < 0) {
+		tail_cut(publish, rc);   /* not durable, not published */
+		error_info_set(error, rc, "cannot write the manifest: %s", io_strerror(rc));
 		goto out;
-	/* PUBLISHED: the handle shows the root and a meta slot names it (or a later one). */
+	}
+
+	/* APPENDED -> QUEUED: the root is the base of the next publish; the lock is released */
+	manifest_state_written(manifest, &root, size, pager_append_file_size(publish->append));
+	manifest_written_hint_write(manifest, &root, size);
+	pager_window_end(manifest->pager);   /* its bytes are the lock holder's to keep */
+	manifest_unlock(manifest);
+	publish->locked = false;
+	publish_enter(publish, PUBLISH_QUEUED);
+	if (manifest_publish_queued_hook)
+		manifest_publish_queued_hook(manifest);
+
+	/* QUEUED -> DURABLE, the commit point: the fsync that covers the root (this publish's
+	 * own, or one another publish made after this one's pwrite; manifest_sync.c). A failed
+	 * sync cannot cut the root any more (a later publish may build on it): -EIO with the
+	 * outcome unknown. */
+	struct error_info sync_error;
+	error_info_clear(&sync_error);
+	rc = io_failpoint("publish.queued");
+	if (rc < 0)
+		error_info_set(&sync_error, rc, "failpoint publish.queued");
+	else
+		rc = manifest_sync_through(manifest, &root, size, "publish.after_fsync", &sync_error);
+	if (rc < 0) {
+		publish->outcome_unknown = true;
+		rc = error_info_set(error, -EIO,
+				    "version %llu was written but could not be made durable (%s); it stands "
+				    "if a later commit's fsync succeeds: check with `graphfs log` before retrying",
+				    (unsigned long long)root.version, sync_error.message);
+		goto out;
+	}
+	publish_enter(publish, PUBLISH_DURABLE);
+
+	/* DURABLE -> PUBLISHED: the handle shows the root and a meta slot names it (or a later one) */
 	publish_enter(publish, PUBLISH_PUBLISHED);
 	io_failpoint("publish.after_meta");
 	if (root_out)
@@ -1352,43 +1352,59 @@ static uint64_t race_clock_us(void)
 	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
 }
 
+/*
+ * The retry around a whole publish after a lost race on an object store: another
+ * writer's tail took the offset first (-ESTALE, nothing written). A short random
+ * pause, never a long one (the longer a loser waits, the staler its view and the
+ * likelier it loses again; measured: longer, growing pauses lose more), for up to
+ * COMMIT_RACE_SECONDS. race_again says whether to try again, and sets the error
+ * of the last loss when it gives up.
+ */
+struct race {
+	uint64_t began;
+	unsigned attempts;
+};
+
+static bool race_again(struct manifest *manifest, struct race *race, int rc, struct error_info *error)
+{
+	if (rc != -ESTALE || !io_file_is_remote(&manifest->file))
+		return false;
+	if (race_clock_us() - race->began >= COMMIT_RACE_SECONDS * 1000000ull) {
+		error_info_set(error, rc, "other writers published first for %d s (%u attempts): nothing was published; run it again",
+			       COMMIT_RACE_SECONDS, race->attempts);
+		return false;
+	}
+	struct timespec pause = { 0, (long)(rand() % 500) * 1000L };
+	nanosleep(&pause, NULL);
+	error_info_clear(error);
+	race->attempts++;
+	return true;
+}
+
 int manifest_race_retry(struct manifest *manifest,
 			int (*once)(struct manifest *manifest, void *context, struct error_info *error), void *context,
 			struct error_info *error)
 {
-	int rc = once(manifest, context, error);
-	uint64_t began = race_clock_us();
-	unsigned attempts = 1;
-	/* a short pause, never a long one: the longer a loser waits, the staler its view and the
-	 * likelier it loses again; the refresh after a loss reads only the newest piece */
-	while (rc == -ESTALE && io_file_is_remote(&manifest->file) &&
-	       race_clock_us() - began < COMMIT_RACE_SECONDS * 1000000ull) {
-		struct timespec pause = { 0, (long)(rand() % 500) * 1000L };   /* (measured: longer, growing pauses lose more) */
-		nanosleep(&pause, NULL);
-		error_info_clear(error);
+	struct race race = { race_clock_us(), 1 };
+	int rc;
+	do
 		rc = once(manifest, context, error);
-		attempts++;
-	}
-	if (rc == -ESTALE && io_file_is_remote(&manifest->file))
-		error_info_set(error, rc, "other writers published first for %d s (%u attempts): nothing was published; run it again",
-			       COMMIT_RACE_SECONDS, attempts);
+	while (race_again(manifest, &race, rc, error));
 	return rc;
 }
 
-struct commit_call {
-	const struct manifest_commit_request *request;
-	struct manifest_commit_result *result;
-};
-
-static int commit_call_once(struct manifest *manifest, void *context, struct error_info *error)
-{
-	struct commit_call *call = context;
-	return commit_once(manifest, call->request, call->result, error);
-}
-
+/*
+ * One commit: commit_once builds the publish and ends in manifest_publish_finish, whose
+ * body writes the root and makes it durable (the commit point); a lost race on an object
+ * store retries the whole of it.
+ */
 int manifest_commit(struct manifest *manifest, const struct manifest_commit_request *request,
 		    struct manifest_commit_result *result, struct error_info *error)
 {
-	struct commit_call call = { request, result };
-	return manifest_race_retry(manifest, commit_call_once, &call, error);
+	struct race race = { race_clock_us(), 1 };
+	int rc;
+	do
+		rc = commit_once(manifest, request, result, error);
+	while (race_again(manifest, &race, rc, error));
+	return rc;
 }

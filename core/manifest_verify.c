@@ -1,6 +1,5 @@
 /*
- * manifest_verify — the offline check of a whole store (O(store)) and the
- * repair of heads from the journal.
+ * manifest_verify — the offline check of a whole store (O(store)).
  *
  * What verify walks, in order, reporting one line per finding:
  *   1. the manifest header and both meta slots;
@@ -23,10 +22,8 @@
  *      from it);
  *   6. every recovery sidecar (version, checksum, writer alive).
  *
- * Repair publishes, for each branch whose heads or names differ from the
- * replay, one commit (actor "graphfs:repair", no changes) whose heads and
- * names trees are rebuilt from the replay: afterwards heads and journal
- * agree again (docs/ARCHITECTURE.md invariant 7).
+ * The replay of a branch's journal is manifest_replay.c's; repair, which
+ * publishes what the replay says, is manifest_repair.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +67,12 @@ static void finding(struct verify *verify, const char *format, ...)
 	verify->findings++;
 	if (verify->report)
 		verify->report(line, verify->context);
+}
+
+/* manifest_replay_compare's report of a difference: a finding. */
+static void differ_finding(void *context, const char *line)
+{
+	finding(context, "%s", line);
 }
 
 static int segment_note(struct verify *verify, uint64_t segment)
@@ -444,359 +447,13 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 
 /* ---- 4. branches: heads against the journal ------------------------------------------- */
 
-struct replay {
-	struct head_row *heads;       /* sorted by stable id */
-	size_t count;
-	size_t capacity;
-};
-
-static void replay_free(struct replay *replay)
-{
-	free(replay->heads);
-	memset(replay, 0, sizeof *replay);
-}
-
-static int replay_apply(struct replay *replay, const struct head_row *head)
-{
-	size_t low = 0, high = replay->count;
-	while (low < high) {
-		size_t middle = (low + high) / 2;
-		int order = memcmp(replay->heads[middle].stable_id.bytes, head->stable_id.bytes, 16);
-		if (order == 0) {
-			replay->heads[middle] = *head;
-			return 0;
-		}
-		if (order < 0)
-			low = middle + 1;
-		else
-			high = middle;
-	}
-	if (replay->count == replay->capacity) {
-		size_t capacity = replay->capacity ? replay->capacity * 2 : 16;
-		struct head_row *grown = realloc(replay->heads, capacity * sizeof *grown);
-		if (!grown)
-			return -ENOMEM;
-		replay->heads = grown;
-		replay->capacity = capacity;
-	}
-	memmove(&replay->heads[low + 1], &replay->heads[low], (replay->count - low) * sizeof *replay->heads);
-	replay->heads[low] = *head;
-	replay->count++;
-	return 0;
-}
-
-/*
- * Replays the branch's journal: the first-parent chain from its head to the
- * first commit, applied oldest first. Returns 0, or -EIO with problem set.
- */
-struct seed_search {
-	const struct ulid *head;
-	struct branch_record found;
-	bool have;
-};
-
-static int seed_branch(const struct branch_record *branch, void *context)
-{
-	struct seed_search *search = context;
-	if (!search->have && ulid_compare(&branch->head_commit, search->head) == 0) {
-		search->found = *branch;
-		search->have = true;
-	}
-	return 0;
-}
-
-static int seed_head(const struct head_row *head, void *context)
-{
-	return replay_apply(context, head);
-}
-
-/* Seeds the replay with the heads of the state right after commit (of version
- * version, above the horizon): the branch record in that version's root whose
- * head it is. 0, or -EIO with problem set. */
-static int replay_seed(struct manifest *manifest, uint64_t version, const struct ulid *commit, struct replay *out,
-		       char *problem, size_t problem_size)
-{
-	struct root_record latest, root;
-	struct seed_search search = { .head = commit };
-	int rc = manifest_latest(manifest, &latest);
-	if (rc == 0)
-		rc = manifest_root_at(manifest, &latest, version, &root);
-	if (rc == 0)
-		rc = manifest_branches_each(manifest, &root, seed_branch, &search);
-	if (rc == 0 && !search.have)
-		rc = -ENOENT;
-	if (rc == 0) {
-		struct manifest_snapshot state = { .version = version, .root = root, .branch = search.found };
-		rc = manifest_heads_each(manifest, &state, false, seed_head, out);
-		if (rc == 0)
-			rc = manifest_heads_each(manifest, &state, true, seed_head, out);
-	}
-	if (rc < 0) {
-		snprintf(problem, problem_size, "the state after version %llu (the oldest commit gc kept) cannot be read",
-			 (unsigned long long)version);
-		return rc == -ENOMEM ? rc : -EIO;
-	}
-	return 0;
-}
-
-/*
- * Replays the branch's journal: the first-parent chain from its head to the
- * first commit, applied oldest first. Below a gc horizon the chain ends at
- * the oldest commit kept: the replay starts from the state that commit made
- * (or, if even that commit is below the horizon, there is nothing to replay
- * and the branch's heads are the replay). Returns 0, or -EIO with problem set.
- */
-static int replay_branch(struct manifest *manifest, const struct branch_record *branch,
-			 struct replay *out, char *problem, size_t problem_size)
-{
-	struct block_address *chain = NULL;
-	size_t count = 0, capacity = 0;
-	struct block_address address = branch->head_record;
-	struct ulid expected = branch->head_commit;
-	uint64_t child_version = UINT64_MAX;
-	struct root_record latest;
-	uint64_t horizon = manifest_latest(manifest, &latest) == 0 ? latest.horizon : 0;
-	bool truncated = false;
-	uint64_t oldest_version = 0;
-	struct ulid oldest_id = { 0 };
-	int rc = 0;
-	while (!block_address_is_null(address)) {
-		struct commit_record record;
-		struct ulid current = expected;
-		rc = manifest_commit_read(manifest, address, &record);
-		if (rc < 0) {
-			snprintf(problem, problem_size, "the commit record at offset %llu is unreadable",
-				 (unsigned long long)address.offset);
-			goto out;
-		}
-		bool linked = ulid_compare(&record.id, &expected) == 0 && record.version < child_version;
-		struct block_address next = record.parent_count ? record.parent_records[0] : (struct block_address){ 0, 0 };
-		if (record.parent_count)
-			expected = record.parents[0];
-		child_version = record.version;
-		journal_commit_record_free(&record);
-		if (!linked) {
-			snprintf(problem, problem_size, "the commit chain is broken at offset %llu",
-				 (unsigned long long)address.offset);
-			rc = -EIO;
-			goto out;
-		}
-		if (count == capacity) {
-			capacity = capacity ? capacity * 2 : 64;
-			struct block_address *grown = realloc(chain, capacity * sizeof *grown);
-			if (!grown) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			chain = grown;
-		}
-		chain[count++] = address;
-		address = next;
-		if (horizon && !block_address_is_null(next) && manifest_commit_id_version(&expected) <= horizon) {
-			truncated = true;   /* the parent was reclaimed: this commit is the oldest kept */
-			oldest_version = child_version;
-			oldest_id = current;
-			break;
-		}
-	}
-	size_t replayed = count;
-	if (truncated) {
-		if (oldest_version <= horizon) {
-			struct manifest_snapshot state = { .version = latest.version, .root = latest, .branch = *branch };
-			rc = manifest_heads_each(manifest, &state, false, seed_head, out);
-			if (rc == 0)
-				rc = manifest_heads_each(manifest, &state, true, seed_head, out);
-			goto out;
-		}
-		if ((rc = replay_seed(manifest, oldest_version, &oldest_id, out, problem, problem_size)) < 0)
-			goto out;
-		replayed = count - 1;   /* the oldest commit's changes are in its state */
-	}
-	for (size_t i = replayed; i-- > 0;) {
-		struct commit_record record;
-		rc = manifest_commit_read(manifest, chain[i], &record);
-		if (rc < 0) {
-			snprintf(problem, problem_size, "the commit record at offset %llu is unreadable",
-				 (unsigned long long)chain[i].offset);
-			goto out;
-		}
-		for (size_t c = 0; c < record.change_count && rc == 0; c++)
-			rc = replay_apply(out, &record.changes[c].head_after);
-		journal_commit_record_free(&record);
-		if (rc < 0)
-			goto out;
-	}
-out:
-	free(chain);
-	return rc;
-}
-
-/* The first field in which two head rows differ, or NULL. */
-static const char *head_difference(const struct head_row *a, const struct head_row *b)
-{
-	if (a->state != b->state)
-		return "state";
-	if (ulid_compare(&a->stable_id, &b->stable_id) != 0)
-		return "stable_table_id";
-	if (ulid_compare(&a->incarnation, &b->incarnation) != 0)
-		return "incarnation_id";
-	if (strcmp(a->name, b->name) != 0)
-		return "table_key";
-	if (a->table_version != b->table_version)
-		return "table_version";
-	if (strcmp(a->owner, b->owner) != 0)
-		return "table_branch";
-	if (a->row_count != b->row_count)
-		return "row_count";
-	if (a->byte_size != b->byte_size)
-		return "byte_size";
-	if (strcmp(a->schema_hash, b->schema_hash) != 0)
-		return "schema_hash";
-	if (a->kind != b->kind)
-		return "kind";
-	if (ulid_compare(&a->commit, &b->commit) != 0)
-		return "head_graph_commit_id";
-	if (a->commit_time_us != b->commit_time_us)
-		return "commit_time";
-	if (a->table.segment != b->table.segment || a->table.offset != b->table.offset)
-		return "table version record";
-	return NULL;
-}
-
-static int name_compare(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	int order = memcmp(a, b, la < lb ? la : lb);
-	return order ? order : (la < lb ? -1 : la > lb ? 1 : 0);
-}
-
-static int live_order(const void *left, const void *right)
-{
-	const struct head_row *const *a = left, *const *b = right;
-	return name_compare((*a)->name, (*b)->name);
-}
-
-/* The replay's live heads in names-tree order. */
-static const struct head_row **live_by_name(const struct replay *replay, size_t *count)
-{
-	const struct head_row **live = calloc(replay->count ? replay->count : 1, sizeof *live);
-	*count = 0;
-	if (!live)
-		return NULL;
-	for (size_t i = 0; i < replay->count; i++)
-		if (replay->heads[i].state == HEAD_LIVE)
-			live[(*count)++] = &replay->heads[i];
-	qsort(live, *count, sizeof *live, live_order);
-	return live;
-}
-
-/*
- * Compares the branch's heads and names trees with the replay. Calls
- * finding (when verify is non-NULL) for each difference; returns the number
- * of differences, or -errno if a tree cannot be read.
- */
-static int compare_heads(struct manifest *manifest, struct verify *verify, const struct branch_record *branch,
-			 const struct replay *replay)
-{
-	int differences = 0;
-	struct btree *heads = NULL, *names = NULL;
-	struct btree_iterator *iterator = NULL;
-	const struct head_row **live = NULL;
-	const uint8_t *key, *value;
-	size_t key_size, value_size, index = 0;
-	char text[ULID_TEXT_SIZE];
-	int rc;
-#define DIFFER(...)                                   \
-	do {                                          \
-		differences++;                        \
-		if (verify)                           \
-			finding(verify, __VA_ARGS__); \
-	} while (0)
-	if ((rc = btree_open(manifest->pager, branch->heads, &heads)) < 0 ||
-	    (rc = btree_iterator_open(heads, NULL, 0, &iterator)) < 0)
-		goto out;
-	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
-		struct head_row head;
-		if (key_size != 16 || journal_head_row_decode(value, value_size, &head) < 0 ||
-		    memcmp(head.stable_id.bytes, key, 16) != 0) {
-			DIFFER("branch %s: a head row is damaged (malformed or unknown state)", branch->name);
-			continue;
-		}
-		ulid_format(&head.stable_id, text);
-		while (index < replay->count && memcmp(replay->heads[index].stable_id.bytes, key, 16) < 0) {
-			char missing[ULID_TEXT_SIZE];
-			ulid_format(&replay->heads[index].stable_id, missing);
-			DIFFER("branch %s: the head of table %s (stable id %s) is missing; the journal has it",
-			       branch->name, replay->heads[index].name, missing);
-			index++;
-		}
-		if (index == replay->count || memcmp(replay->heads[index].stable_id.bytes, key, 16) != 0) {
-			DIFFER("branch %s: head of table %s (stable id %s) is not in the journal", branch->name,
-			       head.name, text);
-			continue;
-		}
-		const char *field = head_difference(&head, &replay->heads[index]);
-		if (field)
-			DIFFER("branch %s: head of table %s (stable id %s): %s differs from the journal replay",
-			       branch->name, head.name, text, field);
-		index++;
-	}
-	if (rc < 0)
-		goto out;
-	for (; index < replay->count; index++) {
-		ulid_format(&replay->heads[index].stable_id, text);
-		DIFFER("branch %s: the head of table %s (stable id %s) is missing; the journal has it",
-		       branch->name, replay->heads[index].name, text);
-	}
-	btree_iterator_free(iterator);
-	iterator = NULL;
-	size_t live_count;
-	live = live_by_name(replay, &live_count);
-	if (!live) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if ((rc = btree_open(manifest->pager, branch->names, &names)) < 0 ||
-	    (rc = btree_iterator_open(names, NULL, 0, &iterator)) < 0)
-		goto out;
-	index = 0;
-	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
-		char name[JOURNAL_NAME_MAX + 1];
-		snprintf(name, sizeof name, "%.*s", (int)(key_size > JOURNAL_NAME_MAX ? JOURNAL_NAME_MAX : key_size),
-			 (const char *)key);
-		while (index < live_count && name_compare(live[index]->name, name) < 0) {
-			DIFFER("branch %s: names lacks live table %s", branch->name, live[index]->name);
-			index++;
-		}
-		if (index == live_count || strcmp(live[index]->name, name) != 0) {
-			DIFFER("branch %s: names lists %s, which is not a live table in the journal", branch->name, name);
-			continue;
-		}
-		if (value_size != 16 || memcmp(value, live[index]->stable_id.bytes, 16) != 0)
-			DIFFER("branch %s: names entry %s points at the wrong stable id", branch->name, name);
-		index++;
-	}
-	if (rc < 0)
-		goto out;
-	for (; index < live_count; index++)
-		DIFFER("branch %s: names lacks live table %s", branch->name, live[index]->name);
-	rc = 0;
-#undef DIFFER
-out:
-	free(live);
-	btree_iterator_free(iterator);
-	btree_free(heads);
-	btree_free(names);
-	return rc < 0 ? rc : differences;
-}
-
 /*
  * Invariant 11: every live edge's from and to are live rows of the node
  * tables its schema names — one merge of each adjacency index against the
  * node table's key tree.
  */
 static void verify_edge_endpoints(struct verify *verify, const struct branch_record *branch,
-				  const struct replay *replay, const struct head_row *edges,
+				  const struct manifest_replay *replay, const struct head_row *edges,
 				  const struct table_info *edge_info, const struct schema *schema)
 {
 	struct manifest *manifest = verify->manifest;
@@ -823,7 +480,7 @@ static void verify_edge_endpoints(struct verify *verify, const struct branch_rec
 }
 
 /* Every live table of a branch: table_verify and head fields against the table version. */
-static void verify_tables(struct verify *verify, const struct branch_record *branch, const struct replay *replay)
+static void verify_tables(struct verify *verify, const struct branch_record *branch, const struct manifest_replay *replay)
 {
 	struct manifest *manifest = verify->manifest;
 	char message[512];
@@ -866,22 +523,6 @@ static void verify_tables(struct verify *verify, const struct branch_record *bra
 	}
 }
 
-struct branch_list {
-	struct branch_record *branches;
-	size_t count;
-};
-
-static int collect_branch(const struct branch_record *branch, void *context)
-{
-	struct branch_list *list = context;
-	struct branch_record *grown = realloc(list->branches, (list->count + 1) * sizeof *grown);
-	if (!grown)
-		return -ENOMEM;
-	list->branches = grown;
-	list->branches[list->count++] = *branch;
-	return 0;
-}
-
 /* Everything one branch record reaches: its trees, its head commit, its journal
  * against its heads, its tables. label names it in findings ("branch B", "tag T"). */
 static void verify_state(struct verify *verify, const struct branch_record *branch, const char *label)
@@ -903,15 +544,15 @@ static void verify_state(struct verify *verify, const struct branch_record *bran
 			finding(verify, "%s: its head commit record cannot be read", label);
 		}
 	}
-	struct replay replay = { 0 };
-	if (replay_branch(manifest, branch, &replay, message, sizeof message) < 0) {
+	struct manifest_replay replay = { 0 };
+	if (manifest_replay_branch(manifest, branch, &replay, message, sizeof message) < 0) {
 		finding(verify, "%s: the journal cannot be replayed: %s", label, message);
 	} else {
-		if (compare_heads(manifest, verify, branch, &replay) < 0)
+		if (manifest_replay_compare(manifest, branch, &replay, differ_finding, verify) < 0)
 			finding(verify, "%s: the heads or names tree cannot be read", label);
 		verify_tables(verify, branch, &replay);
 	}
-	replay_free(&replay);
+	manifest_replay_free(&replay);
 }
 
 static void verify_branches(struct verify *verify, const struct root_record *latest)
@@ -922,8 +563,8 @@ static void verify_branches(struct verify *verify, const struct root_record *lat
 		finding(verify, "manifest: branches tree: %s", message);
 		return;
 	}
-	struct branch_list list = { 0 };
-	if (manifest_branches_each(manifest, latest, collect_branch, &list) < 0) {
+	struct manifest_branch_list list = { 0 };
+	if (manifest_branches_each(manifest, latest, manifest_branch_list_add, &list) < 0) {
 		finding(verify, "manifest: a branch record is damaged");
 		free(list.branches);
 		return;
@@ -1171,134 +812,4 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 	free(verify.walked.addresses);
 	free(verify.verified.addresses);
 	return verify.findings;
-}
-
-/* ---- repair ------------------------------------------------------------------------- */
-
-static int build_trees(struct manifest_publish *publish, const struct replay *replay,
-		       struct block_address *heads_out, struct block_address *names_out)
-{
-	struct btree_builder *builder = NULL;
-	struct buf bytes;
-	buf_init(&bytes);
-	const struct head_row **live = NULL;
-	int rc = btree_builder_open(publish->append, &builder);
-	for (size_t i = 0; rc == 0 && i < replay->count; i++) {
-		buf_reset(&bytes);
-		rc = journal_head_row_encode(&replay->heads[i], &bytes);
-		if (rc == 0)
-			rc = btree_builder_add(builder, replay->heads[i].stable_id.bytes, 16, bytes.data, bytes.size);
-	}
-	if (rc < 0)
-		goto out;
-	rc = btree_builder_finish(builder, heads_out);
-	builder = NULL;
-	if (rc < 0)
-		goto out;
-	size_t live_count;
-	if (!(live = live_by_name(replay, &live_count))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if ((rc = btree_builder_open(publish->append, &builder)) < 0)
-		goto out;
-	for (size_t i = 0; rc == 0 && i < live_count; i++)
-		rc = btree_builder_add(builder, live[i]->name, strlen(live[i]->name), live[i]->stable_id.bytes, 16);
-	if (rc < 0)
-		goto out;
-	rc = btree_builder_finish(builder, names_out);
-	builder = NULL;
-out:
-	btree_builder_free(builder);
-	free(live);
-	buf_free(&bytes);
-	return rc;
-}
-
-static int repair_branch(struct manifest *manifest, const char *name, bool *repaired, struct error_info *error)
-{
-	*repaired = false;
-	struct manifest_publish publish;
-	int rc = manifest_publish_begin(manifest, &publish, error);
-	if (rc < 0)
-		return rc;
-	struct branch_record branch;
-	struct replay replay = { 0 };
-	struct commit_record record;
-	journal_commit_record_init(&record);
-	char problem[256];
-	rc = manifest_branch_find(manifest->pager, publish.base.branches, name, &branch);
-	if (rc == -ENOENT) {
-		rc = 0; /* deleted meanwhile */
-		goto out;
-	}
-	if (rc < 0) {
-		error_info_set(error, rc, "branch %s: the branch record cannot be read", name);
-		goto out;
-	}
-	if ((rc = replay_branch(manifest, &branch, &replay, problem, sizeof problem)) < 0) {
-		error_info_set(error, rc, "branch %s: the journal cannot be replayed: %s", name, problem);
-		goto out;
-	}
-	rc = compare_heads(manifest, NULL, &branch, &replay);
-	if (rc == 0)
-		goto out;
-	/* differences, or a heads/names tree that cannot even be read: rebuild both */
-	struct ulid base_id;
-	ulid_new(&base_id);
-	manifest_commit_id(&base_id, publish.base.version + 1, &record.id);
-	record.time_us = manifest_publish_time(&publish);
-	record.actor = strdup("graphfs:repair");
-	record.message = strdup("repair: rebuild heads from journal");
-	if (!record.actor || !record.message) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	/* the commit record and version index first, then the rebuilt trees (FORMAT.md §18) */
-	if ((rc = manifest_publish_history(&publish, &branch, &record, error)) < 0)
-		goto out;
-	struct block_address heads, names;
-	if ((rc = build_trees(&publish, &replay, &heads, &names)) < 0) {
-		error_info_set(error, rc, "branch %s: cannot rebuild the heads: %s", name, io_strerror(rc));
-		goto out;
-	}
-	rc = manifest_publish_commit_state(&publish, &branch, &record, heads, names, NULL, error);
-	if (rc == 0) {
-		io_failpoint("publish.after_sidecar_remove");
-		*repaired = true;
-	}
-out:
-	journal_commit_record_free(&record);
-	replay_free(&replay);
-	manifest_publish_end(&publish);
-	return rc;
-}
-
-int manifest_repair(struct manifest *manifest, int *repaired_branches, struct error_info *error)
-{
-	error_info_clear(error);
-	if (repaired_branches)
-		*repaired_branches = 0;
-	struct root_record latest;
-	struct branch_list list = { 0 };
-	int rc = manifest_refresh(manifest, NULL);
-	if (rc == 0)
-		rc = manifest_latest(manifest, &latest);
-	if (rc == 0)
-		rc = manifest_branches_each(manifest, &latest, collect_branch, &list);
-	if (rc < 0) {
-		error_info_set(error, rc, "cannot read the branches: %s", io_strerror(rc));
-		goto out;
-	}
-	for (size_t i = 0; i < list.count; i++) {
-		bool repaired;
-		rc = repair_branch(manifest, list.branches[i].name, &repaired, error);
-		if (rc < 0)
-			goto out;
-		if (repaired && repaired_branches)
-			(*repaired_branches)++;
-	}
-out:
-	free(list.branches);
-	return rc;
 }

@@ -17,9 +17,10 @@
  *   scratch        a private temporary file (scratch names; staged tables)
  *   commit         staging/.commit: each write publishes the staging area
  *
- * Write-handle states: open -> writing (dirty) -> published at flush (clean;
- * further writes continue as a merge of the added lines) ... -> released.
- * A stream error is sticky: the handle publishes nothing afterwards.
+ * Write-handle states: enum write_state below (CLEAN, TRUNCATED,
+ * TRUNCATED_CLOSED, DIRTY, FAILED), checked by write_state_check. After a
+ * publish further writes continue as a merge of the added lines; an error is
+ * sticky: the handle publishes nothing afterwards.
  *
  * Invariants:
  *   1. One tool write = one commit: a handle publishes at flush only what
@@ -57,6 +58,22 @@ enum file_role {
 
 enum write_kind { WRITE_OVERWRITE, WRITE_MERGE, WRITE_EDIT };
 
+/*
+ * The state of a write handle (table, schema and staged writers):
+ *   CLEAN             nothing to publish (just opened, or published)
+ *   TRUNCATED         an overwrite (O_TRUNC, a new table) not written to and not
+ *                     published: the release publishes it (an empty table)
+ *   TRUNCATED_CLOSED  the same after a close (flush) came: a shell redirection's
+ *                     duplicate descriptor may still write (`cmd > t`); another open
+ *                     of the table publishes it first (settle_deferred)
+ *   DIRTY             written since the last publish: the next flush publishes
+ *   FAILED            a write or publish failed (failure: its negative errno): sticky,
+ *                     every later write and flush returns it, nothing is published
+ * CLEAN -> TRUNCATED | DIRTY; TRUNCATED -> TRUNCATED_CLOSED; TRUNCATED(_CLOSED) ->
+ * DIRTY | CLEAN (published); DIRTY -> CLEAN (published); any -> FAILED, never back.
+ */
+enum write_state { WRITE_CLEAN, WRITE_TRUNCATED, WRITE_TRUNCATED_CLOSED, WRITE_DIRTY, WRITE_FAILED };
+
 struct open_file {
 	struct open_file *all_previous;
 	struct open_file *all_next;
@@ -80,11 +97,8 @@ struct open_file {
 	struct store_txn *txn;
 	struct store_writer *writer;
 	uint64_t stream_bytes;             /* bytes fed (overwrite: the next offset) */
-	bool dirty;                        /* something to publish */
-	bool truncate_pending;             /* an overwrite not published yet */
-	bool closed_unwritten;             /* a close (flush) came while truncate_pending and nothing was
-					      written: the truncation waits for the release (settle_deferred) */
-	int failed;                        /* sticky negative errno */
+	enum write_state write_state;      /* what a publish has to do (write_state_enter) */
+	int failure;                       /* WRITE_FAILED: the sticky negative errno */
 	bool pending_registered;           /* counted in the workspace's pendings */
 	int copy_descriptor;               /* edits: the private copy, -1 until the first change */
 	uint64_t based_on;                 /* edits: the table version copied */
@@ -147,19 +161,54 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 	return file;
 }
 
-/* Sets whether file is closed without a write, keeping the mount's count of such files. */
-static void closed_unwritten_set(struct mountfs *mount, struct open_file *file, bool value)
+/* Debug check of a write-state change: the transitions the comment on enum write_state allows. */
+static void write_state_check(const struct open_file *file, enum write_state next)
 {
-	if (file->closed_unwritten == value)
-		return;
-	file->closed_unwritten = value;
-	atomic_fetch_add(&mount->closed_unwritten, value ? 1 : -1);
+	(void)file;
+	(void)next;
+	assert(file->write_state != WRITE_FAILED || next == WRITE_FAILED);
+	assert(next != WRITE_TRUNCATED || file->write_state == WRITE_CLEAN || file->write_state == WRITE_TRUNCATED);
+	assert(next != WRITE_TRUNCATED_CLOSED || file->write_state == WRITE_TRUNCATED ||
+	       file->write_state == WRITE_TRUNCATED_CLOSED);
+}
+
+/* Moves file to state next, keeping the mount's count of handles in TRUNCATED_CLOSED. */
+static void write_state_enter(struct mountfs *mount, struct open_file *file, enum write_state next)
+{
+	write_state_check(file, next);
+	if (file->write_state == WRITE_TRUNCATED_CLOSED && next != WRITE_TRUNCATED_CLOSED)
+		atomic_fetch_add(&mount->closed_unwritten, -1);
+	else if (file->write_state != WRITE_TRUNCATED_CLOSED && next == WRITE_TRUNCATED_CLOSED)
+		atomic_fetch_add(&mount->closed_unwritten, 1);
+	file->write_state = next;
+}
+
+/* Fails file for good with rc (a negative errno); returns rc. */
+static int write_fail(struct mountfs *mount, struct open_file *file, int rc)
+{
+	write_state_enter(mount, file, WRITE_FAILED);
+	file->failure = rc;
+	return rc;
+}
+
+/* Something was written: DIRTY, unless the handle failed (which stays). */
+static void write_state_dirty(struct mountfs *mount, struct open_file *file)
+{
+	if (file->write_state != WRITE_FAILED)
+		write_state_enter(mount, file, WRITE_DIRTY);
+}
+
+/* An overwrite waiting to be published though nothing was written to it. */
+static bool truncation_waits(const struct open_file *file)
+{
+	return file->write_state == WRITE_TRUNCATED || file->write_state == WRITE_TRUNCATED_CLOSED;
 }
 
 /* Frees a file's resources (no publishing). */
 static void file_free(struct mountfs *mount, struct open_file *file)
 {
-	closed_unwritten_set(mount, file, false);
+	if (file->write_state == WRITE_TRUNCATED_CLOSED)
+		write_state_enter(mount, file, WRITE_CLEAN);
 	if (file->same_as)
 		store_table_close(file->same_as);
 	free(file->compare_buffer);
@@ -331,8 +380,7 @@ static void settle_deferred(struct mountfs *mount, const char *branch, const cha
 	for (size_t i = 0; i < count; i++) {
 		struct open_file *other = found[i];
 		pthread_mutex_lock(&other->lock);
-		if (!other->failed && other->write_kind == WRITE_OVERWRITE && other->truncate_pending && !other->dirty &&
-		    other->closed_unwritten) {
+		if (other->write_kind == WRITE_OVERWRITE && other->write_state == WRITE_TRUNCATED_CLOSED) {
 			int rc = publish(mount, other, true);
 			if (rc < 0)
 				mount_log(mount, LOG_WARNING, "%s: publishing its truncation before another open of it failed: %s",
@@ -364,7 +412,7 @@ static int open_table_write(struct mountfs *mount, struct open_file *file, int f
 	}
 	if ((flags & O_TRUNC) || created || !exists) {
 		file->write_kind = WRITE_OVERWRITE;
-		file->truncate_pending = true;
+		write_state_enter(mount, file, WRITE_TRUNCATED);
 		return begin_stream(mount, file, STORE_OVERWRITE);
 	}
 	if (flags & O_APPEND) {
@@ -629,8 +677,8 @@ static int ensure_copy(struct mountfs *mount, struct open_file *file)
 static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
 			    off_t offset)
 {
-	if (file->failed)
-		return file->failed;
+	if (file->write_state == WRITE_FAILED)
+		return file->failure;
 	if (file->write_kind == WRITE_OVERWRITE && (uint64_t)offset != file->stream_bytes) {
 		struct error_info error;
 		error_info_clear(&error);
@@ -638,30 +686,25 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 			       "a table opened with O_TRUNC is written from start to end (write at offset %lld, expected %llu)",
 			       (long long)offset, (unsigned long long)file->stream_bytes);
 		mount_error_record(mount, file->path, &error, -EINVAL);
-		file->failed = -EINVAL;
-		return -EINVAL;
+		return write_fail(mount, file, -EINVAL);
 	}
 	int rc = 0;
 	if (!file->writer) {
 		/* After a publish, further lines are merged into what was published. */
 		rc = begin_stream(mount, file, STORE_MERGE);
-		if (rc < 0) {
-			file->failed = rc;
-			return rc;
-		}
+		if (rc < 0)
+			return write_fail(mount, file, rc);
 	}
 	struct error_info error;
 	error_info_clear(&error);
 	rc = store_writer_write(file->writer, bytes, size, &error);
 	if (rc < 0) {
 		mount_error_record(mount, file->path, &error, rc);
-		file->failed = rc;
-		return rc;
+		return write_fail(mount, file, rc);
 	}
 	same_as_compare(file, bytes, size, file->stream_bytes);
 	file->stream_bytes += size;
-	file->dirty = true;
-	closed_unwritten_set(mount, file, false);   /* a duplicate descriptor writes after all (`cmd > t`) */
+	write_state_enter(mount, file, WRITE_DIRTY);   /* (from TRUNCATED_CLOSED: a duplicate descriptor writes after all, `cmd > t`) */
 	if (file->pending_registered)
 		scratch_pending_resize(mount, file->branch, SCRATCH_TABLES, file->table, file->stream_bytes);
 	return (ssize_t)size;
@@ -672,8 +715,8 @@ static ssize_t write_staged(struct mountfs *mount, struct open_file *file, const
 {
 	struct scratch *scratch = file->scratch;
 	struct workspace *workspace = scratch->workspace;
-	if (file->failed)
-		return file->failed;
+	if (file->write_state == WRITE_FAILED)
+		return file->failure;
 	pthread_mutex_lock(&workspace->commit_lock);
 	ssize_t result = (ssize_t)size;
 	if (!scratch->named) {
@@ -703,7 +746,7 @@ static ssize_t write_staged(struct mountfs *mount, struct open_file *file, const
 	int rc = store_writer_write(scratch->writer, bytes, size, &error);
 	if (rc < 0) {
 		mount_error_record(mount, file->path, &error, rc);
-		file->failed = rc;
+		write_fail(mount, file, rc);
 		/* The staged file keeps the bytes accepted before this write. */
 		scratch->writer_failed = true;
 		result = rc;
@@ -735,7 +778,7 @@ ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const cha
 			if (rc < 0)
 				result = rc;
 			else
-				file->dirty = true;
+				write_state_dirty(mount, file);
 		} else {
 			result = write_stream(mount, file, bytes, size, offset);
 		}
@@ -756,13 +799,11 @@ ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const cha
 			file->bytes.size += grow;
 		}
 		memcpy(file->bytes.data + at, bytes, size);
-		file->dirty = true;
+		write_state_dirty(mount, file);
 		if (file->check_each_write) {
 			int rc = schema_check_written(mount, file);
-			if (rc < 0) {
-				file->failed = rc;
-				result = rc;
-			}
+			if (rc < 0)
+				result = write_fail(mount, file, rc);
 		}
 		break;
 	}
@@ -839,9 +880,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 	store_txn_free(file->txn);
 	file->txn = NULL;
 	file->writer = NULL;
-	file->dirty = false;
-	file->truncate_pending = false;
-	closed_unwritten_set(mount, file, false);
+	write_state_enter(mount, file, WRITE_CLEAN);
 	after_publish(mount, file);   /* also when nothing changed: the name is no longer pending or hidden */
 	return 0;
 }
@@ -877,7 +916,7 @@ static int publish_edit(struct mountfs *mount, struct open_file *file)
 	if (mount_table_is(mount, file->branch, file->table, 0, 0, file->copy_descriptor) == 1) {
 		/* Saved without a change (vim :wq): nothing to publish. */
 		store_txn_free(txn);
-		file->dirty = false;
+		write_state_enter(mount, file, WRITE_CLEAN);
 		return 0;
 	}
 	rc = store_txn_writer(txn, file->table, STORE_OVERWRITE, file->based_on, file->path, &writer, &error);
@@ -896,7 +935,7 @@ static int publish_edit(struct mountfs *mount, struct open_file *file)
 	if (rc < 0)
 		return rc;
 	file->based_on = result.version;
-	file->dirty = false;
+	write_state_enter(mount, file, WRITE_CLEAN);
 	after_publish(mount, file);
 	return 0;
 }
@@ -919,7 +958,7 @@ static int publish_schema(struct mountfs *mount, struct open_file *file)
 	store_txn_free(txn);
 	if (rc < 0)
 		return rc;
-	file->dirty = false;
+	write_state_enter(mount, file, WRITE_CLEAN);
 	after_publish(mount, file);
 	return 0;
 }
@@ -931,24 +970,24 @@ static int publish(struct mountfs *mount, struct open_file *file, bool releasing
 	int rc = 0;
 	switch (file->role) {
 	case FILE_TABLE_WRITE:
-		if (file->failed)
-			return file->failed;
+		if (file->write_state == WRITE_FAILED)
+			return file->failure;
 		if (file->write_kind == WRITE_EDIT) {
-			if (file->dirty)
+			if (file->write_state == WRITE_DIRTY)
 				rc = publish_edit(mount, file);
-		} else if (file->dirty || (releasing && file->truncate_pending)) {
+		} else if (file->write_state == WRITE_DIRTY || (releasing && truncation_waits(file))) {
 			rc = publish_stream(mount, file);
 		}
 		if (rc < 0)
-			file->failed = rc;
+			write_fail(mount, file, rc);
 		return rc;
 	case FILE_SCHEMA_WRITE:
-		if (file->failed)
-			return file->failed;
-		if (file->dirty)
+		if (file->write_state == WRITE_FAILED)
+			return file->failure;
+		if (file->write_state == WRITE_DIRTY)
 			rc = publish_schema(mount, file);
 		if (rc < 0)
-			file->failed = rc;
+			write_fail(mount, file, rc);
 		return rc;
 	case FILE_SCRATCH:
 		if (file->scratch->staged && file->scratch->named && file->staged_edit) {
@@ -967,8 +1006,8 @@ static int publish(struct mountfs *mount, struct open_file *file, bool releasing
 int open_file_flush(struct mountfs *mount, struct open_file *file)
 {
 	pthread_mutex_lock(&file->lock);
-	if (file->truncate_pending && !file->dirty)
-		closed_unwritten_set(mount, file, true);
+	if (file->write_state == WRITE_TRUNCATED)
+		write_state_enter(mount, file, WRITE_TRUNCATED_CLOSED);
 	int rc = publish(mount, file, false);
 	pthread_mutex_unlock(&file->lock);
 	return rc;
@@ -985,8 +1024,7 @@ void open_file_release(struct mountfs *mount, struct open_file *file)
 	bool was_pending = file->pending_registered;
 	/* Only an O_TRUNC never written to publishes here; its error cannot reach
 	 * close(2) any more, so it goes to .graphfs/errors and the log. */
-	bool attempt = file->writable && file->role == FILE_TABLE_WRITE && !file->failed &&
-		       file->truncate_pending && !file->dirty;
+	bool attempt = file->writable && file->role == FILE_TABLE_WRITE && truncation_waits(file);
 	int rc = publish(mount, file, true);
 	if (attempt && rc < 0)
 		mount_log(mount, LOG_WARNING, "%s: publishing at the last close failed: %s", file->path,
@@ -1055,8 +1093,8 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 {
 	switch (file->role) {
 	case FILE_TABLE_WRITE:
-		if (file->failed)
-			return file->failed;
+		if (file->write_state == WRITE_FAILED)
+			return file->failure;
 		if (size == 0) {
 			/* Overwrite semantics from here on. */
 			if (file->writer) {
@@ -1069,11 +1107,10 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 			}
 			file->write_kind = WRITE_OVERWRITE;
 			file->stream_bytes = 0;
-			file->truncate_pending = true;
-			file->dirty = true;
+			write_state_dirty(mount, file);   /* an overwrite of nothing, published at flush */
 			int rc = begin_stream(mount, file, STORE_OVERWRITE);
 			if (rc < 0)
-				file->failed = rc;
+				write_fail(mount, file, rc);
 			return rc;
 		}
 		if (file->write_kind != WRITE_EDIT) {
@@ -1086,7 +1123,7 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 			return rc;
 		if (ftruncate(file->copy_descriptor, (off_t)size) != 0)
 			return -errno;
-		file->dirty = true;
+		write_state_dirty(mount, file);
 		return 0;
 	case FILE_SCHEMA_WRITE:
 		if (size > GRAPHFS_SCHEMA_MAX)
@@ -1100,7 +1137,7 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 			memset(file->bytes.data + file->bytes.size, 0, grow);
 			file->bytes.size += grow;
 		}
-		file->dirty = true;
+		write_state_dirty(mount, file);
 		return 0;
 	case FILE_SCRATCH: {
 		struct scratch *scratch = file->scratch;

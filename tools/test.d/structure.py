@@ -30,7 +30,7 @@ RUNGS = [
                "table_edges", "table_diff"]),
     ("manifest", ["manifest", "manifest_records", "manifest_branches", "manifest_copy", "manifest_history",
                   "manifest_index", "manifest_pins", "manifest_gc", "manifest_publish", "manifest_publish_ops",
-                  "manifest_sync", "manifest_tags", "manifest_recovery", "manifest_verify", "manifest_repair",
+                  "manifest_sync", "manifest_tags", "manifest_recovery", "manifest_verify", "manifest_repair", "manifest_replay",
                   "manifest_open"]),
     ("store", ["store", "store_backup", "store_txn", "store_parse", "store_edges", "store_graph", "store_dump",
                "store_envelope", "store_names", "store_ops", "store_revert", "store_diff", "store_merge",
