@@ -83,4 +83,33 @@ int btree_node_encode(const struct btree_node *node, struct buf *out);
 /* Releases a view's memory and leaves it empty (views are embedded, not allocated). */
 void btree_view_clear(struct btree_node *view);
 
+/* ---- btree_node.c: nodes, for the tree (btree.c) and the builder (btree_build.c) ---- */
+
+/* Where written nodes go: the manifest append of a publish, or a segment being written. */
+struct btree_node_sink {
+	struct pager_append *append;
+	struct pager_segment *segment;
+};
+
+/* Sizes: an empty node's encoding, one entry's, the fill a node aims at, and whether a node is
+ * below or above it. */
+size_t btree_node_empty_size(bool leaf);
+size_t btree_entry_encoded_size(bool leaf, const struct btree_entry *entry);
+size_t btree_node_target(const struct btree_node *node);
+bool btree_node_underfull(const struct btree_node *node);
+bool btree_node_oversized(const struct btree_node *node);
+struct btree_child *btree_node_child_slot(struct btree_node *node, size_t index);
+struct btree_node *btree_node_new(bool leaf, unsigned layout);
+int btree_node_reserve(struct btree_node *node, size_t count);
+void btree_node_free(struct btree_node *node);
+int btree_entry_make(const void *key, size_t key_size, const void *value, size_t value_size,
+		      struct btree_entry *out);
+void btree_node_remove_entry(struct btree_node *node, size_t index);
+void btree_node_insert_entry(struct btree_node *node, size_t index, struct btree_entry entry);
+int btree_node_copy_view(const struct btree_node *view, struct btree_node **out);
+int btree_node_split_child(struct btree_node *parent, size_t index);
+int btree_node_merge_children(struct btree_node *parent, size_t left_index);
+int btree_node_store(struct btree_node_sink sink, const struct btree_node *node, struct buf *encoded,
+		      struct block_address *address_out);
+
 #endif

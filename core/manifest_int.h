@@ -286,6 +286,16 @@ enum publish_state {
 	PUBLISH_PUBLISHED,  /* the handle's state and the meta slot show the new root */
 };
 
+/* A commit's race against other hosts' writers (manifest_publish.c): begin, then after each
+ * attempt manifest_race_again says whether to try again (a lost race, -ESTALE, on an object
+ * store, for up to 30 s after a short random pause), setting the error when it gives up. */
+struct manifest_race_state {
+	uint64_t began;
+	unsigned attempts;
+};
+
+struct manifest_race_state manifest_race_begin(void);
+bool manifest_race_again(struct manifest *manifest, struct manifest_race_state *race, int rc, struct error_info *error);
 /*
  * Runs once(manifest, context, error) again, after a short random pause, while
  * it loses an object store's race for the next piece (-ESTALE: nothing was

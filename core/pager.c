@@ -5,7 +5,7 @@
  * Invariants:
  *   1. Every block returned to a caller has passed codec_decode (magic, type,
  *      sizes, checksum); every failure to read or verify one is -EIO plus one
- *      stderr line naming the file and offset.
+ *      line through the log hook (io_log) naming the file and offset.
  *   2. Each verified block read from disk counts exactly one page and
  *      BLOCK_HEADER_SIZE + stored_size bytes in its class (table data blocks
  *      in IO_DATA, everything else in its file's class); the number

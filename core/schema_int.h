@@ -19,6 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include <jansson.h>
 
 #include "buf.h"
 #include "schema.h"
@@ -143,5 +146,59 @@ bool schema_date_is_valid(const char *text, size_t length);
 bool schema_datetime_is_valid(const char *text, size_t length);
 /* One line as a JSON object (duplicate keys refused): 0, or -EINVAL/-ENOMEM with error. */
 int schema_load_object(const char *line, size_t size, struct json_t **out, struct error_info *error);
+
+/* ---- shared by the validator (schema_row.c) and inference (schema_infer.c) ---------- */
+
+/* Where the fields came from: the tokenizer may repeat keys, jansson never does. */
+enum field_source { FROM_TOKENIZER, FROM_JANSSON };
+
+/* The fields of a line that name its id, its endpoints and its directive (their slots). */
+struct row_slots {
+	size_t id, from, to, directive;
+};
+
+/* buf_append with the common case (room left) inline. */
+static inline int schema_put(struct buf *out, const void *bytes, size_t size)
+{
+	if (out->capacity - out->size > size) {
+		memcpy(out->data + out->size, bytes, size);
+		out->size += size;
+		return 0;
+	}
+	return buf_append(out, bytes, size);
+}
+
+void schema_row_reset(struct schema_row *row);
+int schema_row_scan_of(struct schema_row *row, struct schema_scan **out);
+/* Room for count properties or fields in slots, spans and new_fields; the first properties slots zeroed. */
+int schema_row_scan_reserve(struct schema_scan *scan, size_t count, size_t properties);
+/* ,"name": */
+int schema_row_put_property_name(struct buf *out, const char *name, size_t length);
+/* Any scalar or list of scalars, by its JSON type alone (inference; nulls, objects and nesting never get here). */
+int schema_row_render_untyped(struct buf *out, const struct schema_scan *scan, const struct scan_value *value);
+/* render_row_head for a row whose id is the field value given (NULL: row->id was assigned or derived). */
+int schema_row_render_head_given(struct buf *out, const struct schema_scan *scan, const struct scan_value *given,
+			     const struct schema_row *row, bool edge);
+/* Where a value is, for messages: property "p" or property "p"[3]. */
+void schema_row_value_path(char *out, size_t size, const char *property, long index);
+int schema_row_type_mismatch(const char *path, const char *expected, const struct schema_scan *scan,
+			 const struct scan_value *value, struct error_info *error);
+/* A key as a NUL-terminated snippet for messages. */
+void schema_row_quote_key(const struct scan_field *field, char *out, size_t size);
+bool schema_row_key_is(const struct scan_field *field, const char *name, size_t length);
+/* A schema property name (NUL-terminated) equals key[0..length). */
+bool schema_row_name_equals(const char *name, const char *key, size_t length);
+/* A string-valued id field (id, from, to) copied into out after its checks. */
+int schema_row_take_id_field(const struct schema_scan *scan, const struct scan_value *value, const char *field,
+			 struct buf *out, struct error_info *error);
+int schema_row_assign_ulid(struct buf *out);
+int schema_row_check_directive(const struct scan_field *field, bool allow_delete, struct error_info *error);
+/* {"id":"…","@delete":true} or {"id":"…","@delete":"detach"}: nothing else (fields slot - 1). */
+int schema_row_parse_delete(const struct schema_scan *scan, size_t delete_slot, size_t id_slot, struct schema_row *row,
+			struct error_info *error);
+/* The fields of a line the tokenizer declined, from jansson (which refuses what is not JSON). */
+int schema_row_tree_fields(const char *line, size_t size, struct schema_scan *scan, json_t **object,
+		       struct error_info *error);
+int schema_row_finish_parse(int rc, struct schema_row *row, struct error_info *error);
 
 #endif

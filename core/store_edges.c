@@ -365,7 +365,7 @@ int store_edges_references_check(struct store_writer *writer, uint64_t line, str
 		rc = table_adjacency_each(writer->references[i].adjacency, node->data, node->size, refuse_unhandled,
 					  &walk);
 		if (rc < 0)
-			return writer->failure.code ? rc
+			return writer->state == WRITER_FAILED ? rc
 						    : store_writer_fail(writer, error, rc, line, "cannot read the edges of %s: %s",
 								  writer->references[i].name, io_strerror(rc));
 	}

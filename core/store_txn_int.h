@@ -22,6 +22,18 @@ struct endpoint_table {
 	bool shares_finder;             /* "to" names the same table as "from" and uses its finder */
 };
 
+/*
+ * The states of a writer:
+ *   WRITING   lines are accepted (store_writer_write)
+ *   FINISHED  store_writer_finish: the input is complete; no more lines
+ *   SEALED    a commit sealed its stage (durable rows, no more rows); a refused
+ *             commit leaves it so: the writer is discarded and written again
+ *   FAILED    a line, a check or the stage failed (failure says why): sticky,
+ *             every later call returns failure, a commit including it is refused
+ * WRITING -> FINISHED -> SEALED; WRITING -> SEALED; WRITING | FINISHED | SEALED -> FAILED.
+ */
+enum store_writer_state { WRITER_WRITING, WRITER_FINISHED, WRITER_SEALED, WRITER_FAILED };
+
 struct store_writer {
 	struct store_txn *txn;
 	pthread_mutex_t lock;
@@ -43,9 +55,8 @@ struct store_writer {
 	bool partial_staged;            /* the last line was a complete JSON object, staged before its "\n" */
 	_Atomic uint64_t lines;         /* complete lines processed */
 	uint64_t staged_bytes;          /* this writer's share of txn.staged_bytes */
-	bool finished;
-	bool sealed;                    /* a commit sealed the stage: no more rows */
-	struct error_info failure;      /* code != 0: sticky-failed */
+	enum store_writer_state state;  /* store_writer_enter, checked by store_writer_state_check */
+	struct error_info failure;      /* WRITER_FAILED: why (its code, message and line) */
 	bool is_edge;
 	struct endpoint_table endpoints[2];
 	/*
@@ -107,6 +118,8 @@ int store_txn_writer_create(struct store_txn *txn, const char *table, enum store
 /* The writer of table in txn, or NULL. txn.lock held. */
 struct store_writer *store_txn_find_writer(struct store_txn *txn, const char *table);
 /* Records the first error of a writer (sticky), copies it to error (may be NULL), returns code. */
+/* Moves writer to state next (a debug build checks the transition). */
+void store_writer_enter(struct store_writer *writer, enum store_writer_state next);
 int store_writer_fail(struct store_writer *writer, struct error_info *error, int code, uint64_t line,
 		const char *format, ...) __attribute__((format(printf, 5, 6)));
 

@@ -6,6 +6,8 @@
  */
 #include "store_txn_int.h"
 
+#include <assert.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +25,7 @@ int store_writer_fail(struct store_writer *writer, struct error_info *error, int
 		uint64_t line, const char *format, ...)
 {
 	struct error_info *failure = &writer->failure;
+	store_writer_enter(writer, WRITER_FAILED);
 	failure->code = code;
 	va_list arguments;
 	va_start(arguments, format);
@@ -32,4 +35,21 @@ int store_writer_fail(struct store_writer *writer, struct error_info *error, int
 	if (error)
 		*error = *failure;
 	return code;
+}
+
+/* Debug check of a writer's state change (the transitions of enum store_writer_state). */
+static void store_writer_state_check(const struct store_writer *writer, enum store_writer_state next)
+{
+	(void)writer;
+	(void)next;
+	assert(next != WRITER_FINISHED || writer->state == WRITER_WRITING || writer->state == WRITER_FINISHED);
+	assert(next != WRITER_SEALED || writer->state == WRITER_WRITING || writer->state == WRITER_FINISHED ||
+	       writer->state == WRITER_SEALED);
+	assert(next != WRITER_WRITING || writer->state == WRITER_WRITING);
+}
+
+void store_writer_enter(struct store_writer *writer, enum store_writer_state next)
+{
+	store_writer_state_check(writer, next);
+	writer->state = next;
 }

@@ -462,7 +462,7 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 		struct table_stage *stage, struct block_address schema_block, struct table_info *out,
 		struct block_address *address_out)
 {
-	if (!stage->sealed)
+	if (stage->state == STAGE_OPEN)
 		return -EINVAL;
 	struct table_info info;
 	memset(&info, 0, sizeof info);
@@ -531,7 +531,7 @@ int table_removed_ids(struct pager *pager, struct pager_append *append, const st
 		      const struct table_info *after, const struct table_stage *stage,
 		      int (*visit)(void *context, const uint8_t *id, size_t id_size), void *context)
 {
-	if (!stage->sealed)
+	if (stage->state == STAGE_OPEN)
 		return -EINVAL;
 	if (!base || block_address_is_null(base->keys))
 		return 0;

@@ -238,6 +238,9 @@ enum stage_keys_build {
 					   to the writer with it */
 };
 
+/* The states of a stage (table_stage.c). */
+enum stage_state { STAGE_OPEN, STAGE_SEALED, STAGE_PUBLISHED };
+
 struct table_stage {
 	struct pager *pager;
 	enum table_write_mode mode;
@@ -246,8 +249,7 @@ struct table_stage {
 	void *allocate_context;
 	struct pager_segment *segment;  /* non-NULL once spilled */
 	uint64_t segment_id;
-	bool sealed;
-	bool published;
+	enum stage_state state;         /* table_stage.c "States of a stage"; stage_enter checks each change */
 
 	struct stage_entry *entries;
 	size_t entry_count, entry_capacity;

@@ -327,7 +327,7 @@ void table_stage_free(struct table_stage *stage)
 	buf_free(&stage->last_run_id);
 	if (stage->segment) {
 		pager_segment_free(stage->segment);
-		if (!stage->published)
+		if (stage->state != STAGE_PUBLISHED)
 			pager_segment_remove(stage->pager, stage->segment_id);
 	}
 	for (size_t i = 0; i < stage->fragment_count; i++) {
@@ -349,6 +349,20 @@ void table_stage_free(struct table_stage *stage)
 	free(stage);
 }
 
+/* Debug check of a stage's state change: OPEN -> SEALED -> PUBLISHED, never back. */
+static void stage_state_check(const struct table_stage *stage, enum stage_state next)
+{
+	(void)stage;
+	(void)next;
+	assert(next >= stage->state && (next != STAGE_PUBLISHED || stage->state != STAGE_OPEN));
+}
+
+static void stage_enter(struct table_stage *stage, enum stage_state next)
+{
+	stage_state_check(stage, next);
+	stage->state = next;
+}
+
 bool table_stage_tracks_edges(const struct table_stage *stage)
 {
 	return stage->edges != NULL;
@@ -358,7 +372,7 @@ int table_stage_track_edges(struct table_stage *stage)
 {
 	if (stage->edges)
 		return 0;
-	if (stage->rows_added > 0 || stage->sealed)
+	if (stage->rows_added > 0 || stage->state != STAGE_OPEN)
 		return -EINVAL;
 	return table_edges_stage_open(stage->pager, stage->mode, &stage->edges);
 }
@@ -370,12 +384,12 @@ void table_stage_set_run_entries(struct table_stage *stage, uint32_t entries)
 
 void table_stage_published(struct table_stage *stage)
 {
-	stage->published = true;
+	stage_enter(stage, STAGE_PUBLISHED);
 }
 
 bool table_stage_keys_streamed(const struct table_stage *stage)
 {
-	return stage->sealed && stage->keys_prebuilt && stage->keys_build == KEYS_STREAMED;
+	return stage->state != STAGE_OPEN && stage->keys_prebuilt && stage->keys_build == KEYS_STREAMED;
 }
 
 enum table_write_mode table_stage_mode(const struct table_stage *stage)
@@ -660,7 +674,7 @@ static int stage_add_row(struct table_stage *stage, const struct schema_row *row
 	size_t id_size = row->id.size;
 	size_t line_size = row->is_delete ? 0 : row->canonical.size;
 	int rc;
-	if (stage->sealed || stage->map_is_sorted || id_size == 0 || id_size > BTREE_MAX_KEY || id_size > UINT16_MAX)
+	if (stage->state != STAGE_OPEN || stage->map_is_sorted || id_size == 0 || id_size > BTREE_MAX_KEY || id_size > UINT16_MAX)
 		return -EINVAL;
 	if (row->is_delete && stage->mode == TABLE_OVERWRITE)
 		return -EINVAL;
@@ -1051,7 +1065,7 @@ int table_stage_build_keys(const struct table_stage *stage, uint64_t first_seque
 
 int table_stage_seal(struct table_stage *stage)
 {
-	if (stage->sealed)
+	if (stage->state != STAGE_OPEN)
 		return 0;
 	if (stage->edges_error)
 		return stage->edges_error;
@@ -1118,6 +1132,6 @@ int table_stage_seal(struct table_stage *stage)
 		return rc;
 	if (stage->segment && (rc = pager_segment_finish(stage->segment)) < 0)
 		return rc;
-	stage->sealed = true;
+	stage_enter(stage, STAGE_SEALED);
 	return 0;
 }

@@ -25,16 +25,16 @@ RUNGS = [
     ("ground", ["error_info", "buf", "ulid", "float_text", "io_diag"]),
     ("io", ["io", "io_wake", "io_local", "io_remote", "io_pieced", "io_cache", "s3", "s3_answer", "s3_curl", "lease"]),
     ("codec", ["codec", "pack", "pager", "sorter", "schema", "schema_row", "schema_scan", "schema_infer"]),
-    ("btree", ["btree", "btree_build", "btree_finder", "btree_diff", "journal"]),
+    ("btree", ["btree_node", "btree", "btree_build", "btree_finder", "btree_diff", "journal"]),
     ("table", ["table", "table_stage", "table_writer", "table_apply", "table_verify", "table_runs",
                "table_edges", "table_diff"]),
     ("manifest", ["manifest", "manifest_records", "manifest_branches", "manifest_copy", "manifest_history",
-                  "manifest_index", "manifest_pins", "manifest_gc", "manifest_publish", "manifest_publish_ops",
+                  "manifest_index", "manifest_pins", "manifest_gc", "manifest_publish", "manifest_commit",
                   "manifest_sync", "manifest_tags", "manifest_recovery", "manifest_verify", "manifest_repair", "manifest_replay",
                   "manifest_open"]),
     ("store", ["store", "store_backup", "store_txn", "store_parse", "store_edges", "store_graph", "store_dump",
                "store_envelope", "store_names", "store_ops", "store_revert", "store_diff", "store_merge",
-               "store_merge_preview", "store_row_history", "store_retention", "store_serving", "store_open", "store_txn_writers"]),
+               "store_merge_preview", "store_row_history", "store_retention", "store_serving", "store_open", "store_txn_writers", "store_writer"]),
     ("mountfs", None),   # every file of mountfs/
     ("fuse", None),      # every file of fuse/
 ]
