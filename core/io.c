@@ -1,82 +1,42 @@
 /*
- * io — the one choke point for every store file access. See io.h.
+ * io — the one choke point for every store file access (see io.h): the
+ * facade over two backends behind one method table (struct io_methods,
+ * io_int.h, as SQLite's VFS), io_local.c for a directory on a local file
+ * system and io_remote.c for a store in an object store. The facade checks
+ * arguments, picks the backend of a directory or file, and counts.
  *
  * Invariants:
- *   1. Every file and directory is opened relative to a directory descriptor
- *      with O_NOFOLLOW|O_CLOEXEC; a name may have one "dir/" level, and that
- *      directory is itself opened with O_NOFOLLOW|O_DIRECTORY, so no symlink
- *      is ever followed. Names with "", ".", ".." components are refused.
- *   2. Files are created 0600, directories 0700.
+ *   1. A directory is remote exactly when its number is at or above
+ *      IO_REMOTE_BASE, a file exactly when its remote field is set: every call
+ *      goes to that backend and no other.
+ *   2. Names given to the directory calls are one component ("", ".", ".."
+ *      and names with "/" are refused) before any backend sees them.
  *   3. Every call that reads, writes or syncs counts it once (io_diag.c
  *      invariant 1): one read per io_pread/io_pread_some call that returned
- *      data, one write per io_pwrite call, one fsync per io_fsync call.
+ *      data, one write per io_pwrite call, one fsync per io_fsync/io_datasync.
  */
 #include "io.h"
 #include "io_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- names and directories --------------------------------------------- */
-
-static bool component_is_valid(const char *component, size_t length)
+static const struct io_methods *of_directory(int directory)
 {
-	if (length == 0 || length > 255)
-		return false;
-	if (component[0] == '.' && (length == 1 || (length == 2 && component[1] == '.')))
-		return false;
-	return true;
+	return io_remote_directory(directory) ? &io_remote_methods : &io_local_methods;
 }
 
-/*
- * Resolves name ("leaf" or "dir/leaf") under directory: *parent_out is the
- * descriptor to use with *leaf_out, and *opened_out is that descriptor if it
- * was opened here (the caller closes it), else -1. Returns 0 or -errno.
- */
-static int resolve_name(int directory, const char *name, int *parent_out, const char **leaf_out,
-			int *opened_out)
+static const struct io_methods *of_file(const struct io_file *file)
 {
-	*opened_out = -1;
-	if (!name)
-		return -EINVAL;
-	const char *slash = strchr(name, '/');
-	if (!slash) {
-		if (!component_is_valid(name, strlen(name)))
-			return -EINVAL;
-		*parent_out = directory;
-		*leaf_out = name;
-		return 0;
-	}
-	const char *leaf = slash + 1;
-	size_t directory_length = (size_t)(slash - name);
-	if (strchr(leaf, '/') || !component_is_valid(name, directory_length) ||
-	    !component_is_valid(leaf, strlen(leaf)))
-		return -EINVAL;
-	char subdirectory[256];
-	memcpy(subdirectory, name, directory_length);
-	subdirectory[directory_length] = 0;
-	int descriptor;
-	do
-		descriptor = openat(directory, subdirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	while (descriptor < 0 && errno == EINTR);
-	if (descriptor < 0)
-		return -errno;
-	*parent_out = descriptor;
-	*leaf_out = leaf;
-	*opened_out = descriptor;
-	return 0;
+	return file->remote ? &io_remote_methods : &io_local_methods;
+}
+
+static bool one_component(const char *name)
+{
+	return name && !strchr(name, '/') && io_component_is_valid(name, strlen(name));
 }
 
 bool io_is_remote(int directory)
@@ -91,269 +51,96 @@ bool io_file_is_remote(const struct io_file *file)
 
 void io_threads_pause(void)
 {
-	io_remote_readahead_pause();
+	io_remote_methods.threads_pause();
 }
 
 void io_threads_resume(void)
 {
-	io_remote_readahead_resume();
+	io_remote_methods.threads_resume();
 }
+
+/* ---- names and directories --------------------------------------------- */
 
 int io_directory_open(const char *path)
 {
-	if (strncmp(path, "s3://", 5) == 0)
-		return io_remote_open_root(path);
-	int descriptor;
-	do
-		descriptor = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	while (descriptor < 0 && errno == EINTR);
-	return descriptor < 0 ? -errno : descriptor;
+	const struct io_methods *methods = strncmp(path, "s3://", 5) == 0 ? &io_remote_methods : &io_local_methods;
+	return methods->directory_open(path);
 }
 
 int io_directory_open_at(int directory, const char *name)
 {
-	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
+	if (!one_component(name))
 		return -EINVAL;
-	if (io_remote_directory(directory))
-		return io_remote_open_at(directory, name);
-	int descriptor;
-	do
-		descriptor = openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	while (descriptor < 0 && errno == EINTR);
-	return descriptor < 0 ? -errno : descriptor;
+	return of_directory(directory)->directory_open_at(directory, name);
 }
 
 int io_directory_make(int directory, const char *name)
 {
-	if (!name || !component_is_valid(name, strlen(name)) || strchr(name, '/'))
+	if (!one_component(name))
 		return -EINVAL;
-	if (io_remote_directory(directory))
-		return 0;   /* an object store has no directories: a prefix needs no making */
-	return mkdirat(directory, name, 0700) < 0 ? -errno : 0;
+	return of_directory(directory)->directory_make(directory, name);
 }
 
 int io_directory_sync(int directory)
 {
-	if (io_remote_directory(directory))
-		return 0;   /* a PUT is durable, names included */
-	int rc;
-	do
-		rc = fsync(directory);
-	while (rc < 0 && errno == EINTR);
-	return rc < 0 ? -errno : 0;
+	return of_directory(directory)->directory_sync(directory);
 }
 
 int io_unlink(int directory, const char *name)
 {
-	if (io_remote_directory(directory))
-		return io_remote_unlink(directory, name);
-	int parent, opened;
-	const char *leaf;
-	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
-	if (rc < 0)
-		return rc;
-	rc = unlinkat(parent, leaf, 0) < 0 ? -errno : 0;
-	if (opened >= 0)
-		close(opened);
-	return rc;
+	return of_directory(directory)->unlink(directory, name);
 }
 
 int io_rename(int directory, const char *from, const char *to)
 {
-	if (io_remote_directory(directory))
-		return io_remote_rename(directory, from, to);
-	int from_parent, from_opened, to_parent, to_opened = -1;
-	const char *from_leaf, *to_leaf;
-	int rc = resolve_name(directory, from, &from_parent, &from_leaf, &from_opened);
-	if (rc < 0)
-		return rc;
-	rc = resolve_name(directory, to, &to_parent, &to_leaf, &to_opened);
-	if (rc < 0)
-		goto cleanup;
-	rc = renameat(from_parent, from_leaf, to_parent, to_leaf) < 0 ? -errno : 0;
-cleanup:
-	if (from_opened >= 0)
-		close(from_opened);
-	if (to_opened >= 0)
-		close(to_opened);
-	return rc;
+	return of_directory(directory)->rename(directory, from, to);
 }
 
 int io_link(int from_directory, const char *from, int to_directory, const char *to)
 {
-	if (io_remote_directory(from_directory) || io_remote_directory(to_directory))
+	if (io_remote_directory(from_directory) != io_remote_directory(to_directory))
 		return -EXDEV;   /* the caller copies */
-	int from_parent, from_opened, to_parent, to_opened = -1;
-	const char *from_leaf, *to_leaf;
-	int rc = resolve_name(from_directory, from, &from_parent, &from_leaf, &from_opened);
-	if (rc < 0)
-		return rc;
-	rc = resolve_name(to_directory, to, &to_parent, &to_leaf, &to_opened);
-	if (rc < 0)
-		goto cleanup;
-	/* no AT_SYMLINK_FOLLOW: a symbolic link is linked as itself, never followed */
-	rc = linkat(from_parent, from_leaf, to_parent, to_leaf, 0) < 0 ? -errno : 0;
-cleanup:
-	if (from_opened >= 0)
-		close(from_opened);
-	if (to_opened >= 0)
-		close(to_opened);
-	return rc;
+	return of_directory(from_directory)->link(from_directory, from, to_directory, to);
 }
 
 int io_directory_list(int directory, const char *subdirectory,
 		      int (*visit)(const char *name, void *context), void *context)
 {
-	if (io_remote_directory(directory))
-		return io_remote_list(directory, subdirectory, visit, context);
-	const char *target = subdirectory && *subdirectory ? subdirectory : ".";
-	if (strchr(target, '/') || (strcmp(target, ".") != 0 && !component_is_valid(target, strlen(target))))
-		return -EINVAL;
-	int descriptor;
-	do
-		descriptor = openat(directory, target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	while (descriptor < 0 && errno == EINTR);
-	if (descriptor < 0)
-		return -errno;
-	DIR *listing = fdopendir(descriptor);
-	if (!listing) {
-		int rc = -errno;
-		close(descriptor);
-		return rc;
-	}
-	int rc = 0;
-	for (;;) {
-		errno = 0;
-		struct dirent *entry = readdir(listing);
-		if (!entry) {
-			rc = errno ? -errno : 0;
-			break;
-		}
-		if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
-			continue;
-		rc = visit(entry->d_name, context);
-		if (rc != 0)
-			break;
-	}
-	closedir(listing);
-	return rc;
+	return of_directory(directory)->list(directory, subdirectory, visit, context);
 }
 
 /* ---- files ------------------------------------------------------------- */
 
 int io_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
 {
-	out->descriptor = -1;
-	out->class = class;
-	out->remote = NULL;
-	if (io_remote_directory(directory))
-		return io_remote_file_open(directory, name, flags, class, out);
-	int parent, opened;
-	const char *leaf;
-	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
-	if (rc < 0)
-		return rc;
-	/* The store's reads are its own business: they need not update access times (a check
-	 * on every read). O_NOATIME is refused (EPERM) to a process that does not own the
-	 * file: then it opens without. */
-	int descriptor, extra = O_NOATIME;
-	for (;;) {
-		descriptor = openat(parent, leaf, flags | extra | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (descriptor >= 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		if (errno == EPERM && extra) {
-			extra = 0;
-			continue;
-		}
-		break;
-	}
-	rc = descriptor < 0 ? -errno : 0;
-	if (opened >= 0)
-		close(opened);
-	if (rc == 0)
-		out->descriptor = descriptor;
-	return rc;
+	*out = (struct io_file){ .descriptor = -1, .class = class, .remote = NULL };
+	return of_directory(directory)->file_open(directory, name, flags, class, out);
 }
 
 int io_file_create_locked(int directory, const char *name, enum io_class class, struct io_file *out)
 {
-	out->descriptor = -1;
-	out->class = class;
-	out->remote = NULL;
-	if (io_remote_directory(directory))   /* locks are process-local no-ops there (io_remote.c) */
-		return io_remote_file_open(directory, name, O_RDWR | O_CREAT | O_EXCL, class, out);
-	int parent, opened;
-	const char *leaf;
-	int rc = resolve_name(directory, name, &parent, &leaf, &opened);
-	if (rc < 0)
-		return rc;
-	/* unnamed, locked, then given its name: nobody ever sees it unlocked */
-	int descriptor;
-	do
-		descriptor = openat(parent, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	while (descriptor < 0 && errno == EINTR);
-	if (descriptor >= 0) {
-		char proc_path[64];
-		snprintf(proc_path, sizeof proc_path, "/proc/self/fd/%d", descriptor);
-		if (flock(descriptor, LOCK_EX | LOCK_NB) < 0) {
-			rc = -errno;
-		} else if (linkat(AT_FDCWD, proc_path, parent, leaf, AT_SYMLINK_FOLLOW) < 0) {
-			rc = -errno;
-			if (rc == -ENOENT && faccessat(parent, leaf, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
-				rc = 1;   /* no /proc to link through: fall back */
-		}
-		if (rc != 0)
-			close(descriptor);
-		else
-			out->descriptor = descriptor;
-	} else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
-		rc = 1;   /* no O_TMPFILE on this file system */
-	} else {
-		rc = -errno;
-	}
-	if (rc == 1) {
-		/* the narrow window between create and lock remains here */
-		do
-			descriptor = openat(parent, leaf, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		while (descriptor < 0 && errno == EINTR);
-		rc = descriptor < 0 ? -errno : 0;
-		if (rc == 0 && flock(descriptor, LOCK_EX | LOCK_NB) < 0) {
-			rc = -errno;
-			unlinkat(parent, leaf, 0);
-			close(descriptor);
-		} else if (rc == 0) {
-			out->descriptor = descriptor;
-		}
-	}
-	if (opened >= 0)
-		close(opened);
-	return rc;
+	*out = (struct io_file){ .descriptor = -1, .class = class, .remote = NULL };
+	return of_directory(directory)->file_create_locked(directory, name, class, out);
 }
 
 int io_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out)
 {
-	out->remote = NULL;
-	/* scratch stays local (a memory file) for a store in an object store */
-	int rc = io_remote_directory(directory) ? -EOPNOTSUPP
-						: io_file_open(directory, subdirectory, O_TMPFILE | O_RDWR, class, out);
+	*out = (struct io_file){ .descriptor = -1, .class = class, .remote = NULL };
+	int rc = of_directory(directory)->scratch_open(directory, subdirectory, class, out);
 	if (rc != -EOPNOTSUPP && rc != -EISDIR && rc != -EINVAL)
 		return rc;
+	/* no unnamed files there (an object store, or a file system without O_TMPFILE): memory */
 	int descriptor = memfd_create("graphfs-scratch", MFD_CLOEXEC);
 	if (descriptor < 0)
 		return -errno;
-	out->descriptor = descriptor;
-	out->class = class;
+	*out = (struct io_file){ .descriptor = descriptor, .class = class, .remote = NULL };
 	return 0;
 }
 
 void io_file_close(struct io_file *file)
 {
-	if (file->remote)
-		io_remote_file_close(file);
-	else if (file->descriptor >= 0)
-		close(file->descriptor);
+	if (file->remote || file->descriptor >= 0)
+		of_file(file)->file_close(file);
 	file->descriptor = -1;
 }
 
@@ -361,18 +148,7 @@ ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t off
 {
 	if (offset > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	ssize_t got;
-	if (file->remote) {
-		got = io_remote_pread(file, out, size, offset);
-		if (got < 0)
-			return got;
-	} else {
-		do
-			got = pread(file->descriptor, out, size, (off_t)offset);
-		while (got < 0 && errno == EINTR);
-		if (got < 0)
-			return -errno;
-	}
+	ssize_t got = of_file(file)->pread(file, out, size, offset);
 	if (got > 0)
 		io_count_read(file->class);
 	return got;
@@ -382,20 +158,13 @@ int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
 {
 	if (offset > (uint64_t)INT64_MAX || size > (uint64_t)INT64_MAX - offset)
 		return -EINVAL;
+	const struct io_methods *methods = of_file(file);
 	size_t done = 0;
 	int rc = 0;
 	while (done < size) {
-		ssize_t got = file->remote ? io_remote_pread(file, (uint8_t *)out + done, size - done, offset + done)
-					   : pread(file->descriptor, (uint8_t *)out + done, size - done,
-						   (off_t)(offset + done));
-		if (got < 0 && file->remote) {
-			rc = (int)got;
-			break;
-		}
-		if (got < 0 && errno == EINTR)
-			continue;
+		ssize_t got = methods->pread(file, (uint8_t *)out + done, size - done, offset + done);
 		if (got < 0) {
-			rc = -errno;
+			rc = (int)got;
 			break;
 		}
 		if (got == 0) {
@@ -414,185 +183,94 @@ int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t off
 	if (offset > (uint64_t)INT64_MAX || size > (uint64_t)INT64_MAX - offset)
 		return -EINVAL;
 	size_t done = 0;
-	int rc = 0;
-	if (file->remote) {
-		rc = io_remote_pwrite(file, bytes, size, offset);
-		done = rc == 0 ? size : 0;
-	}
-	while (!file->remote && done < size) {
-		ssize_t wrote = pwrite(file->descriptor, (const uint8_t *)bytes + done, size - done,
-				       (off_t)(offset + done));
-		if (wrote < 0 && errno == EINTR)
-			continue;
-		if (wrote < 0) {
-			rc = -errno;
-			break;
-		}
-		if (wrote == 0) {
-			rc = -EIO;
-			break;
-		}
-		done += (size_t)wrote;
-	}
+	int rc = of_file(file)->pwrite(file, bytes, size, offset, &done);
 	io_count_write(file->class, done);
 	return rc;
 }
 
 int io_fsync(struct io_file *file)
 {
-	if (file->remote) {
-		io_count_fsync(file->class);
-		return io_remote_sync(file);
-	}
-	int rc;
-	do
-		rc = fsync(file->descriptor);
-	while (rc < 0 && errno == EINTR);
+	int rc = of_file(file)->fsync(file);
 	io_count_fsync(file->class);
-	return rc < 0 ? -errno : 0;
+	return rc;
 }
 
 int io_datasync(struct io_file *file)
 {
-	if (file->remote) {
-		io_count_fsync(file->class);
-		return io_remote_sync(file);
-	}
-	int rc;
-	do
-		rc = fdatasync(file->descriptor);
-	while (rc < 0 && errno == EINTR);
+	int rc = of_file(file)->datasync(file);
 	io_count_fsync(file->class);
-	return rc < 0 ? -errno : 0;
+	return rc;
 }
 
 int io_truncate(struct io_file *file, uint64_t size)
 {
 	if (size > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	if (file->remote)
-		return io_remote_truncate(file, size);
-	int rc;
-	do
-		rc = ftruncate(file->descriptor, (off_t)size);
-	while (rc < 0 && errno == EINTR);
-	return rc < 0 ? -errno : 0;
+	return of_file(file)->truncate(file, size);
 }
 
 int io_size(struct io_file *file, uint64_t *size_out)
 {
-	/*
-	 * lseek rather than fstat: a stat marks the file's timestamps as seen,
-	 * after which the kernel gives the next write a fine-grained mtime, and
-	 * every fsync then writes the inode too — one more synchronous write per
-	 * commit. All I/O here is pread/pwrite, so the file offset is unused.
-	 */
-	if (file->remote)
-		return io_remote_size(file, size_out);
-	off_t end = lseek(file->descriptor, 0, SEEK_END);
-	if (end < 0)
-		return -errno;
-	*size_out = (uint64_t)end;
-	return 0;
+	return of_file(file)->size(file, size_out);
 }
 
 uint64_t io_last_append_start(struct io_file *file)
 {
-	return file->remote ? io_remote_last_append_start(file) : 0;
+	return of_file(file)->last_append_start(file);
 }
 
 void io_note_state_start(struct io_file *file, uint64_t offset)
 {
-	if (file->remote)
-		io_remote_note_state_start(file, offset);
+	of_file(file)->note_state_start(file, offset);
 }
 
 uint64_t io_append_offset(const struct io_file *file, uint64_t end)
 {
-	return file->remote ? io_remote_append_offset(file, end) : end;
+	return of_file(file)->append_offset(file, end);
 }
 
 int io_size_known(struct io_file *file, uint64_t *size_out)
 {
-	return file->remote ? io_remote_size_known(file, size_out) : io_size(file, size_out);
+	return of_file(file)->size_known(file, size_out);
 }
 
 int io_lock(struct io_file *file, bool exclusive, bool wait)
 {
-	if (file->remote)
-		return 0;   /* io_remote.c invariant 4 */
-	int operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
-	int rc;
-	do
-		rc = flock(file->descriptor, operation);
-	while (rc < 0 && errno == EINTR);
-	return rc < 0 ? -errno : 0;
+	return of_file(file)->lock(file, exclusive, wait);
 }
 
 int io_unlock(struct io_file *file)
 {
-	if (file->remote)
-		return 0;
-	int rc;
-	do
-		rc = flock(file->descriptor, LOCK_UN);
-	while (rc < 0 && errno == EINTR);
-	return rc < 0 ? -errno : 0;
+	return of_file(file)->unlock(file);
 }
 
 /* ---- byte-range locks, holes -------------------------------------------- */
 
-static int range_lock_call(struct io_file *file, int command, short type, uint64_t start, uint64_t length,
-			   struct flock *out)
-{
-	if (file->remote) {
-		/* io_remote.c invariant 4: no lock is seen, every lock is granted */
-		if (out)
-			*out = (struct flock){ .l_type = F_UNLCK };
-		return 0;
-	}
-	struct flock lock = { 0 };
-	lock.l_type = type;
-	lock.l_whence = SEEK_SET;
-	lock.l_start = (off_t)start;
-	lock.l_len = (off_t)length;
-	lock.l_pid = 0;   /* required by F_OFD_* */
-	int rc;
-	do
-		rc = fcntl(file->descriptor, command, &lock);
-	while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return errno == EACCES ? -EAGAIN : -errno;
-	if (out)
-		*out = lock;
-	return 0;
-}
-
 int io_range_lock(struct io_file *file, uint64_t start, uint64_t length, bool exclusive)
 {
-	return range_lock_call(file, F_OFD_SETLK, exclusive ? F_WRLCK : F_RDLCK, start, length, NULL);
+	return of_file(file)->range_lock(file, F_OFD_SETLK, exclusive ? F_WRLCK : F_RDLCK, start, length, NULL);
 }
 
 int io_range_lock_shared_wait(struct io_file *file, uint64_t start, uint64_t length)
 {
-	return range_lock_call(file, F_OFD_SETLKW, F_RDLCK, start, length, NULL);
+	return of_file(file)->range_lock(file, F_OFD_SETLKW, F_RDLCK, start, length, NULL);
 }
 
 int io_range_lock_exclusive_wait(struct io_file *file, uint64_t start, uint64_t length)
 {
-	return range_lock_call(file, F_OFD_SETLKW, F_WRLCK, start, length, NULL);
+	return of_file(file)->range_lock(file, F_OFD_SETLKW, F_WRLCK, start, length, NULL);
 }
 
 int io_range_unlock(struct io_file *file, uint64_t start, uint64_t length)
 {
-	return range_lock_call(file, F_OFD_SETLK, F_UNLCK, start, length, NULL);
+	return of_file(file)->range_lock(file, F_OFD_SETLK, F_UNLCK, start, length, NULL);
 }
 
 int io_range_test(struct io_file *file, uint64_t start, uint64_t length, uint64_t *found_start,
 		  uint64_t *found_length)
 {
 	struct flock lock;
-	int rc = range_lock_call(file, F_OFD_GETLK, F_WRLCK, start, length, &lock);
+	int rc = of_file(file)->range_lock(file, F_OFD_GETLK, F_WRLCK, start, length, &lock);
 	if (rc < 0)
 		return rc;
 	if (lock.l_type == F_UNLCK)
@@ -606,48 +284,15 @@ int io_punch_hole(struct io_file *file, uint64_t start, uint64_t end)
 {
 	if (end <= start)
 		return 0;
-	if (file->remote)
-		return io_remote_punch(file, start, end);
-	int rc;
-	do
-		rc = fallocate(file->descriptor, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
-			       (off_t)(end - start));
-	while (rc < 0 && errno == EINTR);
-	return rc < 0 ? -errno : 0;
+	return of_file(file)->punch(file, start, end);
 }
 
 int io_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
 {
-	if (file->remote)
-		return io_remote_data_bytes(file, start, end, bytes_out);
-	uint64_t total = 0, at = start;
-	while (at < end) {
-		off_t data = lseek(file->descriptor, (off_t)at, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break;   /* only holes from here to the end of the file */
-			return -errno;
-		}
-		if ((uint64_t)data >= end)
-			break;
-		off_t hole = lseek(file->descriptor, data, SEEK_HOLE);
-		if (hole < 0)
-			return -errno;
-		uint64_t stop = (uint64_t)hole < end ? (uint64_t)hole : end;
-		total += stop - (uint64_t)data;
-		at = stop;
-	}
-	*bytes_out = total;
-	return 0;
+	return of_file(file)->data_bytes(file, start, end, bytes_out);
 }
 
 int io_allocated_bytes(struct io_file *file, uint64_t *bytes_out)
 {
-	if (file->remote)
-		return io_remote_data_bytes(file, 0, UINT64_MAX, bytes_out);
-	struct stat status;
-	if (fstat(file->descriptor, &status) < 0)
-		return -errno;
-	*bytes_out = (uint64_t)status.st_blocks * 512u;
-	return 0;
+	return of_file(file)->allocated_bytes(file, bytes_out);
 }

@@ -7,8 +7,8 @@
  * the io functions take a directory descriptor, and a remote file by an
  * io_file whose remote field is set (its descriptor is IO_REMOTE_BASE, so
  * "is it open" checks read as for a local file). io.c hands every call on
- * them to the functions below; nothing above the io layer can tell, except
- * through io_is_remote().
+ * them to io_remote_methods, and every other to io_local_methods; nothing
+ * above the io layer can tell, except through io_is_remote().
  */
 #ifndef GRAPHFS_IO_INT_H
 #define GRAPHFS_IO_INT_H
@@ -22,26 +22,57 @@ static inline bool io_remote_directory(int directory)
 	return directory >= IO_REMOTE_BASE;
 }
 
-void io_remote_readahead_pause(void);
-void io_remote_readahead_resume(void);
-int io_remote_open_root(const char *location);
-int io_remote_open_at(int directory, const char *name);
-int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
-void io_remote_file_close(struct io_file *file);
-ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
-int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset);
-int io_remote_sync(struct io_file *file);
-int io_remote_truncate(struct io_file *file, uint64_t size);
-int io_remote_size(struct io_file *file, uint64_t *size_out);
-int io_remote_size_known(struct io_file *file, uint64_t *size_out);
-uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end);
-uint64_t io_remote_last_append_start(struct io_file *file);
-void io_remote_note_state_start(struct io_file *file, uint64_t offset);
-int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end);
-int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
-int io_remote_unlink(int directory, const char *name);
-int io_remote_rename(int directory, const char *from, const char *to);
-int io_remote_list(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
-		   void *context);
+#include <fcntl.h>
+#include <sys/types.h>
+
+/*
+ * A backend of the io layer: what io.c's facade calls for a directory or file
+ * of its kind (as SQLite's VFS methods). Names reach directory calls already
+ * checked to be one component (io.c invariant 2); every call returns 0 or a
+ * negative errno unless said otherwise.
+ */
+struct io_methods {
+	const char *name;                                     /* "local", "s3" */
+	int (*directory_open)(const char *path);              /* a directory number, or -errno */
+	int (*directory_open_at)(int directory, const char *name);
+	int (*directory_make)(int directory, const char *name);
+	int (*directory_sync)(int directory);
+	int (*unlink)(int directory, const char *name);
+	int (*rename)(int directory, const char *from, const char *to);
+	int (*link)(int from_directory, const char *from, int to_directory, const char *to);
+	int (*list)(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
+		    void *context);
+	int (*file_open)(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
+	int (*file_create_locked)(int directory, const char *name, enum io_class class, struct io_file *out);
+	/* an unnamed file; -EOPNOTSUPP, -EISDIR or -EINVAL: none here (the facade makes a memory file) */
+	int (*scratch_open)(int directory, const char *subdirectory, enum io_class class, struct io_file *out);
+	void (*file_close)(struct io_file *file);
+	ssize_t (*pread)(struct io_file *file, void *out, size_t size, uint64_t offset);   /* bytes read, or -errno */
+	int (*pwrite)(struct io_file *file, const void *bytes, size_t size, uint64_t offset, size_t *done);
+	int (*fsync)(struct io_file *file);
+	int (*datasync)(struct io_file *file);
+	int (*truncate)(struct io_file *file, uint64_t size);
+	int (*size)(struct io_file *file, uint64_t *size_out);
+	int (*size_known)(struct io_file *file, uint64_t *size_out);
+	uint64_t (*last_append_start)(struct io_file *file);
+	void (*note_state_start)(struct io_file *file, uint64_t offset);
+	uint64_t (*append_offset)(const struct io_file *file, uint64_t end);
+	int (*lock)(struct io_file *file, bool exclusive, bool wait);
+	int (*unlock)(struct io_file *file);
+	/* fcntl(2)'s F_OFD_SETLK, F_OFD_SETLKW or F_OFD_GETLK of type over [start, start + length) */
+	int (*range_lock)(struct io_file *file, int command, short type, uint64_t start, uint64_t length,
+			  struct flock *out);
+	int (*punch)(struct io_file *file, uint64_t start, uint64_t end);
+	int (*data_bytes)(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
+	int (*allocated_bytes)(struct io_file *file, uint64_t *bytes_out);
+	void (*threads_pause)(void);                          /* around a fork(2) (io.h) */
+	void (*threads_resume)(void);
+};
+
+extern const struct io_methods io_local_methods;    /* io_local.c */
+extern const struct io_methods io_remote_methods;   /* io_remote.c */
+
+/* A name component: not empty, not "." or "..", at most 255 bytes (io_local.c). */
+bool io_component_is_valid(const char *component, size_t length);
 
 #endif

@@ -52,6 +52,29 @@
 #include <syslog.h>
 #include <unistd.h>
 
+/* The backend's methods (io_remote_methods, at the end), declared for the calls between them. */
+static void io_remote_readahead_pause(void);
+static void io_remote_readahead_resume(void);
+static int io_remote_open_root(const char *location);
+static int io_remote_open_at(int directory, const char *name);
+static int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out);
+static void io_remote_file_close(struct io_file *file);
+static ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
+static int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset);
+static int io_remote_sync(struct io_file *file);
+static int io_remote_truncate(struct io_file *file, uint64_t size);
+static int io_remote_size(struct io_file *file, uint64_t *size_out);
+static int io_remote_size_known(struct io_file *file, uint64_t *size_out);
+static uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end);
+static uint64_t io_remote_last_append_start(struct io_file *file);
+static void io_remote_note_state_start(struct io_file *file, uint64_t offset);
+static int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end);
+static int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out);
+static int io_remote_unlink(int directory, const char *name);
+static int io_remote_rename(int directory, const char *from, const char *to);
+static int io_remote_list(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
+		   void *context);
+
 
 #define REMOTE_DIRECTORIES 64
 #define CHUNK_SIZE (1u << 20)         /* what a read of a WHOLE file fetches at least */
@@ -67,7 +90,7 @@ static pthread_cond_t readahead_ended = PTHREAD_COND_INITIALIZER;
 static unsigned readaheads_running;
 static bool readaheads_paused;
 
-void io_remote_readahead_pause(void)
+static void io_remote_readahead_pause(void)
 {
 	pthread_mutex_lock(&readahead_gate);
 	readaheads_paused = true;
@@ -76,7 +99,7 @@ void io_remote_readahead_pause(void)
 	pthread_mutex_unlock(&readahead_gate);
 }
 
-void io_remote_readahead_resume(void)
+static void io_remote_readahead_resume(void)
 {
 	pthread_mutex_lock(&readahead_gate);
 	readaheads_paused = false;
@@ -169,7 +192,7 @@ __attribute__((destructor)) static void directories_free(void)
 	pthread_mutex_unlock(&table_lock);
 }
 
-int io_remote_open_root(const char *location)
+static int io_remote_open_root(const char *location)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	/* the same store opened again shares its client (one request at a time, s3.h) */
@@ -188,7 +211,7 @@ int io_remote_open_root(const char *location)
 	return directory_register(location, "", client, true, NULL);
 }
 
-int io_remote_open_at(int directory, const char *name)
+static int io_remote_open_at(int directory, const char *name)
 {
 	struct remote_directory *parent = directory_of(directory);
 	if (!parent)
@@ -237,7 +260,7 @@ static int key_of(const struct remote_directory *directory, const char *name, ch
 	return (size_t)snprintf(out, S3_KEY_MAX, "%s%s", directory->key, name) >= S3_KEY_MAX ? -ENAMETOOLONG : 0;
 }
 
-int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
+static int io_remote_file_open(int directory, const char *name, int flags, enum io_class class, struct io_file *out)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	out->descriptor = -1;
@@ -324,7 +347,7 @@ static int whole_store(struct io_remote_file *file)
 	return 0;
 }
 
-void io_remote_file_close(struct io_file *file)
+static void io_remote_file_close(struct io_file *file)
 {
 	struct io_remote_file *remote = file->remote;
 	if (!remote)
@@ -676,7 +699,7 @@ static int whole_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_
 
 /* ---- the io entry points ---------------------------------------------------------------- */
 
-ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
+static ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t offset)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
@@ -687,7 +710,7 @@ ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uint64_t o
 	return got;
 }
 
-int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset)
+static int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
@@ -698,7 +721,7 @@ int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint6
 	return rc;
 }
 
-int io_remote_sync(struct io_file *file)
+static int io_remote_sync(struct io_file *file)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
@@ -711,7 +734,7 @@ int io_remote_sync(struct io_file *file)
 	return rc;
 }
 
-int io_remote_truncate(struct io_file *file, uint64_t size)
+static int io_remote_truncate(struct io_file *file, uint64_t size)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
@@ -735,7 +758,7 @@ int io_remote_truncate(struct io_file *file, uint64_t size)
 	return rc;
 }
 
-int io_remote_size(struct io_file *file, uint64_t *size_out)
+static int io_remote_size(struct io_file *file, uint64_t *size_out)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct io_remote_file *remote = file->remote;
@@ -750,7 +773,7 @@ int io_remote_size(struct io_file *file, uint64_t *size_out)
 	return rc;
 }
 
-int io_remote_size_known(struct io_file *file, uint64_t *size_out)
+static int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 {
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
@@ -759,7 +782,7 @@ int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 	return 0;
 }
 
-uint64_t io_remote_last_append_start(struct io_file *file)
+static uint64_t io_remote_last_append_start(struct io_file *file)
 {
 	struct io_remote_file *remote = file->remote;
 	if (remote->kind != REMOTE_PIECED)
@@ -770,7 +793,7 @@ uint64_t io_remote_last_append_start(struct io_file *file)
 	return start;
 }
 
-void io_remote_note_state_start(struct io_file *file, uint64_t offset)
+static void io_remote_note_state_start(struct io_file *file, uint64_t offset)
 {
 	struct io_remote_file *remote = file->remote;
 	if (remote->kind != REMOTE_PIECED)
@@ -780,12 +803,12 @@ void io_remote_note_state_start(struct io_file *file, uint64_t offset)
 	pthread_mutex_unlock(&remote->lock);
 }
 
-uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end)
+static uint64_t io_remote_append_offset(const struct io_file *file, uint64_t end)
 {
 	return file->remote->kind == REMOTE_PIECED ? io_pieced_append_offset(end) : end;
 }
 
-int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end)
+static int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end)
 {
 	struct io_remote_file *remote = file->remote;
 	if (remote->kind != REMOTE_PIECED)
@@ -796,7 +819,7 @@ int io_remote_punch(struct io_file *file, uint64_t start, uint64_t end)
 	return rc;
 }
 
-int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
+static int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uint64_t *bytes_out)
 {
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
@@ -811,7 +834,7 @@ int io_remote_data_bytes(struct io_file *file, uint64_t start, uint64_t end, uin
 	return rc;
 }
 
-int io_remote_unlink(int directory, const char *name)
+static int io_remote_unlink(int directory, const char *name)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct remote_directory *parent = directory_of(directory);
@@ -829,7 +852,7 @@ int io_remote_unlink(int directory, const char *name)
 	return rc;
 }
 
-int io_remote_rename(int directory, const char *from, const char *to)
+static int io_remote_rename(int directory, const char *from, const char *to)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
 	struct remote_directory *parent = directory_of(directory);
@@ -874,7 +897,7 @@ static int list_one(const char *key, uint64_t size, void *context)
 	return listing->stopped = listing->visit(name, listing->context);
 }
 
-int io_remote_list(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
+static int io_remote_list(int directory, const char *subdirectory, int (*visit)(const char *name, void *context),
 		   void *context)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
@@ -894,3 +917,116 @@ int io_remote_list(int directory, const char *subdirectory, int (*visit)(const c
 		io_log_failure(&error);
 	return rc < 0 ? rc : listing.stopped;
 }
+
+/* ---- the method table ----------------------------------------------------------- */
+
+static int remote_directory_make(int directory, const char *name)
+{
+	(void)directory;
+	(void)name;
+	return 0;   /* an object store has no directories: a prefix needs no making */
+}
+
+static int remote_directory_sync(int directory)
+{
+	(void)directory;
+	return 0;   /* a PUT is durable, names included */
+}
+
+static int remote_link(int from_directory, const char *from, int to_directory, const char *to)
+{
+	(void)from_directory;
+	(void)from;
+	(void)to_directory;
+	(void)to;
+	return -EXDEV;   /* the caller copies */
+}
+
+static int remote_file_create_locked(int directory, const char *name, enum io_class class, struct io_file *out)
+{
+	/* locks are process-local no-ops here (invariant 4) */
+	return io_remote_file_open(directory, name, O_RDWR | O_CREAT | O_EXCL, class, out);
+}
+
+static int remote_scratch_open(int directory, const char *subdirectory, enum io_class class, struct io_file *out)
+{
+	(void)directory;
+	(void)subdirectory;
+	(void)class;
+	(void)out;
+	return -EOPNOTSUPP;   /* scratch stays local: the facade makes a memory file */
+}
+
+static int remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset, size_t *done)
+{
+	int rc = io_remote_pwrite(file, bytes, size, offset);
+	*done = rc == 0 ? size : 0;
+	return rc;
+}
+
+static int remote_lock(struct io_file *file, bool exclusive, bool wait)
+{
+	(void)file;
+	(void)exclusive;
+	(void)wait;
+	return 0;   /* invariant 4 */
+}
+
+static int remote_unlock(struct io_file *file)
+{
+	(void)file;
+	return 0;
+}
+
+static int remote_range_lock(struct io_file *file, int command, short type, uint64_t start, uint64_t length,
+			     struct flock *out)
+{
+	(void)file;
+	(void)command;
+	(void)type;
+	(void)start;
+	(void)length;
+	/* invariant 4: no lock is seen, every lock is granted */
+	if (out)
+		*out = (struct flock){ .l_type = F_UNLCK };
+	return 0;
+}
+
+static int remote_allocated_bytes(struct io_file *file, uint64_t *bytes_out)
+{
+	return io_remote_data_bytes(file, 0, UINT64_MAX, bytes_out);
+}
+
+const struct io_methods io_remote_methods = {
+	.name = "s3",
+	.directory_open = io_remote_open_root,
+	.directory_open_at = io_remote_open_at,
+	.directory_make = remote_directory_make,
+	.directory_sync = remote_directory_sync,
+	.unlink = io_remote_unlink,
+	.rename = io_remote_rename,
+	.link = remote_link,
+	.list = io_remote_list,
+	.file_open = io_remote_file_open,
+	.file_create_locked = remote_file_create_locked,
+	.scratch_open = remote_scratch_open,
+	.file_close = io_remote_file_close,
+	.pread = io_remote_pread,
+	.pwrite = remote_pwrite,
+	.fsync = io_remote_sync,
+	.datasync = io_remote_sync,
+	.truncate = io_remote_truncate,
+	.size = io_remote_size,
+	.size_known = io_remote_size_known,
+	.last_append_start = io_remote_last_append_start,
+	.note_state_start = io_remote_note_state_start,
+	.append_offset = io_remote_append_offset,
+	.lock = remote_lock,
+	.unlock = remote_unlock,
+	.range_lock = remote_range_lock,
+	.punch = io_remote_punch,
+	.data_bytes = io_remote_data_bytes,
+	.allocated_bytes = remote_allocated_bytes,
+	.threads_pause = io_remote_readahead_pause,
+	.threads_resume = io_remote_readahead_resume,
+};

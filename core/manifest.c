@@ -4,7 +4,7 @@
  * branches, log, commit lookup). The publisher is in manifest_publish.c,
  * recovery in manifest_recovery.c, verify and repair in manifest_verify.c.
  *
- * States of a handle:
+ * States of a handle (enum manifest_handle_state, manifest_handle_enter):
  *   OPENING   header read and checked (magic, checksum, format version) —
  *             before anything else, including recovery (invariant 1 of
  *             manifest.h);
@@ -93,11 +93,26 @@ uint64_t manifest_gap_end(const struct manifest *manifest, uint64_t offset)
 
 /* ---- latest root discovery ------------------------------------------------------ */
 
+/* Debug check of a handle's state change: forward through OPENING, RECOVERING, OPEN; DAMAGED for good. */
+static void manifest_handle_check(const struct manifest *manifest, enum manifest_handle_state next)
+{
+	(void)manifest;
+	(void)next;
+	assert(manifest->state != MANIFEST_DAMAGED || next == MANIFEST_DAMAGED);
+	assert(next == MANIFEST_DAMAGED || next >= manifest->state);
+}
+
+void manifest_handle_enter(struct manifest *manifest, enum manifest_handle_state next)
+{
+	manifest_handle_check(manifest, next);
+	manifest->state = next;
+}
+
 static void damage_record(struct manifest *manifest, const char *format, uint64_t offset)
 {
-	if (manifest->damage)
+	if (manifest->state == MANIFEST_DAMAGED)
 		return;
-	manifest->damage = -EIO;
+	manifest_handle_enter(manifest, MANIFEST_DAMAGED);
 	snprintf(manifest->damage_message, sizeof manifest->damage_message, format,
 		 (unsigned long long)offset);
 	io_log(LOG_ERR, "%s/manifest: %s", manifest->path, manifest->damage_message);
@@ -555,11 +570,11 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 {
 	pthread_mutex_lock(&manifest->state_mutex);
 	int rc = state_refresh(manifest, NULL, true);
-	if (rc == 0 && manifest->damage)
-		rc = manifest->damage;
+	if (rc == 0 && manifest->state == MANIFEST_DAMAGED)
+		rc = -EIO;
 	if (rc < 0) {
 		error_info_set(error, rc, "%s: cannot read the latest root: %s", manifest->path,
-			       manifest->damage ? manifest->damage_message : io_strerror(rc));
+			       manifest->state == MANIFEST_DAMAGED ? manifest->damage_message : io_strerror(rc));
 		goto out;
 	}
 	if (manifest->flags & MANIFEST_READ_ONLY)
@@ -656,8 +671,8 @@ int manifest_refresh(struct manifest *manifest, bool *changed)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
 	int rc = manifest_state_refresh(manifest, changed);
-	if (rc == 0 && manifest->damage)
-		rc = manifest->damage;
+	if (rc == 0 && manifest->state == MANIFEST_DAMAGED)
+		rc = -EIO;
 	pthread_mutex_unlock(&manifest->state_mutex);
 	return rc;
 }
@@ -665,7 +680,7 @@ int manifest_refresh(struct manifest *manifest, bool *changed)
 int manifest_latest(struct manifest *manifest, struct root_record *out)
 {
 	pthread_mutex_lock(&manifest->state_mutex);
-	int rc = manifest->damage ? manifest->damage : manifest->have_latest ? 0 : -EIO;
+	int rc = manifest->state == MANIFEST_DAMAGED || !manifest->have_latest ? -EIO : 0;
 	if (rc == 0)
 		*out = manifest->latest;
 	pthread_mutex_unlock(&manifest->state_mutex);

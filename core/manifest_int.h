@@ -69,7 +69,12 @@ struct manifest_pins {
 	struct lease *gc_lease;         /* in an object store: held while this handle runs gc */
 };
 
+/* The states of a handle (manifest.c explains each): OPENING -> RECOVERING (read-write) -> OPEN;
+ * any -> DAMAGED, for good. manifest_handle_enter checks each change. */
+enum manifest_handle_state { MANIFEST_OPENING, MANIFEST_RECOVERING, MANIFEST_OPEN, MANIFEST_DAMAGED };
+
 struct manifest {
+	enum manifest_handle_state state;   /* guarded by state_mutex once open */
 	char path[PATH_MAX];
 	int directory;                  /* the store directory */
 	struct io_file file;            /* manifest */
@@ -101,8 +106,7 @@ struct manifest {
 	uint64_t meta_sequence;         /* newest valid meta slot's sequence (0: none) */
 	bool tail_torn;                 /* the last scan met something other than zeros or the
 					   end of the file right after latest */
-	int damage;                     /* 0, or -EIO: the newest durable root is unreadable */
-	char damage_message[256];
+	char damage_message[256];       /* DAMAGED: what is unreadable (the newest durable root) */
 	struct manifest_pins pins;      /* readers' holds on versions (manifest_pins.c) */
 	/* the space the manifest occupies, as last measured (manifest_allocated_bytes), and the
 	 * file size and gc sweep it was measured at; guarded by the store lock */
@@ -122,6 +126,8 @@ int manifest_root_read(struct pager *pager, struct block_address address, struct
 /* The wall clock (records' times) and a monotonic clock (waits, refresh bounds), in µs. */
 uint64_t manifest_now_us(void);
 uint64_t manifest_monotonic_us(void);
+/* Moves the handle to state next (a debug build checks the change; DAMAGED stays). */
+void manifest_handle_enter(struct manifest *manifest, enum manifest_handle_state next);
 /* Table and branch names: schema_name_is_valid, with a message naming what is wrong. */
 int manifest_name_check(const char *what, const char *name, struct error_info *error);
 

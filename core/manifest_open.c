@@ -295,14 +295,14 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		pthread_mutex_lock(&manifest->state_mutex);
 		rc = manifest_state_refresh(manifest, NULL);
 		pthread_mutex_unlock(&manifest->state_mutex);
-		if (rc < 0 && !manifest->damage) {
+		if (rc < 0 && manifest->state != MANIFEST_DAMAGED) {
 			error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));
 			goto failed;
 		}
 		/* a damaged read-only handle opens so that verify can report; reads answer -EIO */
 		rc = 0;
 	} else {
-		/* RECOVERING */
+		manifest_handle_enter(manifest, MANIFEST_RECOVERING);
 		rc = manifest_lock(manifest, error);
 		if (rc < 0)
 			goto failed;
@@ -313,6 +313,8 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 		if (rc < 0)
 			goto failed;
 	}
+	if (manifest->state != MANIFEST_DAMAGED)
+		manifest_handle_enter(manifest, MANIFEST_OPEN);
 	*out = manifest;
 	return 0;
 failed:

@@ -787,7 +787,7 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 			committed_size = end;
 		}
 	}
-	if (manifest->damage)
+	if (manifest->state == MANIFEST_DAMAGED)
 		finding(&verify, "manifest: %s", manifest->damage_message);
 	pthread_mutex_unlock(&manifest->state_mutex);
 	if (rc < 0 && !have_latest)

@@ -1033,15 +1033,33 @@ void pager_append_free(struct pager_append *append)
 
 /* ---- segment files ------------------------------------------------------ */
 
+/* A segment being written: WRITING (blocks accepted) -> FINISHED (flushed, fsynced, its
+ * directory synced) or -> FAILED (a write failed: every later call returns its error). */
+enum segment_state { SEGMENT_WRITING, SEGMENT_FINISHED, SEGMENT_FAILED };
+
 struct pager_segment {
 	struct pager *pager;
 	uint64_t segment_id;
 	struct io_file file;
 	struct buf pending;     /* bytes not yet written, starting at file offset written */
 	uint64_t written;
-	int failure;            /* first write error, 0 while healthy */
-	bool finished;
+	enum segment_state state;  /* segment_enter; checked by segment_state_check */
+	int failure;            /* SEGMENT_FAILED: the first write error */
 };
+
+/* Debug check of a segment writer's state change: WRITING -> FINISHED, WRITING -> FAILED; both final. */
+static void segment_state_check(const struct pager_segment *segment, enum segment_state next)
+{
+	(void)segment;
+	(void)next;
+	assert(segment->state == SEGMENT_WRITING || segment->state == next);
+}
+
+static void segment_enter(struct pager_segment *segment, enum segment_state next)
+{
+	segment_state_check(segment, next);
+	segment->state = next;
+}
 
 int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_segment **out)
 {
@@ -1100,12 +1118,13 @@ uint64_t pager_segment_id(const struct pager_segment *segment)
 
 static int segment_flush(struct pager_segment *segment)
 {
-	if (segment->failure)
+	if (segment->state == SEGMENT_FAILED)
 		return segment->failure;
 	if (segment->pending.size == 0)
 		return 0;
 	int rc = io_pwrite(&segment->file, segment->pending.data, segment->pending.size, segment->written);
 	if (rc < 0) {
+		segment_enter(segment, SEGMENT_FAILED);
 		segment->failure = rc;
 		return rc;
 	}
@@ -1117,9 +1136,9 @@ static int segment_flush(struct pager_segment *segment)
 int pager_segment_block(struct pager_segment *segment, enum block_type type, enum codec_kind codec,
 			const void *raw, size_t raw_size, struct block_address *address_out)
 {
-	if (segment->failure)
+	if (segment->state == SEGMENT_FAILED)
 		return segment->failure;
-	if (segment->finished)
+	if (segment->state == SEGMENT_FINISHED)
 		return -EINVAL;
 	uint64_t offset = segment->written + segment->pending.size;
 	int rc = codec_encode(type, codec, raw, raw_size, &segment->pending);
@@ -1134,7 +1153,7 @@ int pager_segment_block(struct pager_segment *segment, enum block_type type, enu
 
 int pager_segment_finish(struct pager_segment *segment)
 {
-	if (segment->finished)
+	if (segment->state == SEGMENT_FINISHED)
 		return 0;
 	int rc = segment_flush(segment);
 	if (rc < 0)
@@ -1155,7 +1174,7 @@ int pager_segment_finish(struct pager_segment *segment)
 	rc = io_failpoint("segment.after_fsync");
 	if (rc < 0)
 		return rc;
-	segment->finished = true;
+	segment_enter(segment, SEGMENT_FINISHED);
 	return 0;
 }
 
