@@ -421,6 +421,15 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 		bool schema_directory = parent->kind == NODE_SCHEMA_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR;
 		const char *suffix = schema_directory ? ".json" : ".jsonl";
 		bool is_table = names_table_from_file(name, suffix, child.table);
+		char spelled[JOURNAL_NAME_MAX + 1];
+		if (!is_table && !schema_directory && names_is_data_spelling(name, spelled)) {
+			char path[GRAPHFS_PATH_MAX];
+			scratch_path(mount, parent->view.branch, scratch_dir_of(parent), name, path, sizeof path);
+			mount_error_refuse(mount, path, -EINVAL,
+					   "tables are <Name>.jsonl: \"%s\" would be a scratch file, never stored; write %s.jsonl",
+					   name, spelled);
+			return -EINVAL;
+		}
 		if (!is_table && !names_is_scratch(name, suffix)) {
 			char path[GRAPHFS_PATH_MAX];
 			scratch_path(mount, parent->view.branch, scratch_dir_of(parent), name, path, sizeof path);

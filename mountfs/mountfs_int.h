@@ -284,6 +284,10 @@ bool names_table_from_file(const char *file, const char *suffix, char out[JOURNA
 /* The scratch-name rule: a name starting with '.', ending in '~', or not ending
  * in suffix is private to the mount until renamed onto a table name. */
 bool names_is_scratch(const char *name, const char *suffix);
+/* Whether name is a table name with a data extension other than ".jsonl" (".json", ".ndjson",
+ * ".csv", ".tsv" or ".jsonl" in another case: People.json, T.CSV): in tables/ and staging/ such a
+ * file would be a scratch file never stored, so its create is refused. table receives the name. */
+bool names_is_data_spelling(const char *name, char table[JOURNAL_NAME_MAX + 1]);
 /* A node id as a file name under graph/: % as %25, / as %2F, the ids . and .. as
  * %2E and %2E%2E. false when the name would be longer than GRAPHFS_NAME_MAX bytes. */
 bool names_graph_id_encode(const uint8_t *id, size_t size, char out[GRAPHFS_NAME_MAX + 1]);

@@ -4,6 +4,7 @@
  */
 #include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 #include "mountfs_int.h"
 
@@ -45,6 +46,21 @@ bool names_is_scratch(const char *name, const char *suffix)
 	return length < suffix_length || strcmp(name + length - suffix_length, suffix) != 0;
 }
 
+bool names_is_data_spelling(const char *name, char table[JOURNAL_NAME_MAX + 1])
+{
+	static const char *const extensions[] = { "jsonl", "json", "ndjson", "csv", "tsv" };
+	const char *dot = strrchr(name, '.');
+	if (!dot || dot == name || (size_t)(dot - name) > JOURNAL_NAME_MAX)
+		return false;
+	bool data = false;
+	for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+		data = data || strcasecmp(dot + 1, extensions[i]) == 0;
+	if (!data || strcmp(dot + 1, "jsonl") == 0)
+		return false;
+	memcpy(table, name, (size_t)(dot - name));
+	table[dot - name] = '\0';
+	return names_table_valid(table);
+}
 
 /* ---- node ids as file names (docs/MOUNT.md "The graph") ---- */
 

@@ -28,6 +28,15 @@ def test_echo_to_a_jsonl_name_that_is_not_a_table_name_fails_and_keeps_nothing(m
     assert "not a table name" in m.errors()[-1]["reason"]
 
 
+def test_cp_to_a_table_name_with_another_data_extension_fails_and_keeps_nothing(m):
+    # a typo for .jsonl would otherwise be a scratch file that is gone at unmount
+    for name in ["People.json", "People.csv", "People.JSONL"]:
+        result = m.sh(f"""echo '{{"id":"a"}}' > 'tables/{name}'""", check=False)
+        assert result.returncode != 0, name
+        assert name not in os.listdir(m.path("tables"))
+    assert "tables are <Name>.jsonl" in m.errors()[-1]["reason"]
+
+
 def test_echo_garbage_to_a_schema_file_fails_the_shell(m):
     before = m.log_count()
     result = m.sh("echo garbage > schema/T.json", check=False)

@@ -162,6 +162,23 @@ TEST(an_editor_backup_rename_then_new_file_then_removal_publishes_once_per_step)
 	fixture_close();
 }
 
+TEST(a_table_name_spelled_with_another_data_extension_is_refused_at_create)
+{
+	CHECK(fixture_open() == 0);
+	const char *names[] = { "tables/People.json", "tables/T.ndjson", "tables/T.csv", "tables/T.TSV",
+				"tables/T.JSONL", "staging/T.Json" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		CHECK_EQ(fs_overwrite(names[i], "{\"id\":\"a\"}\n"), -EINVAL);
+	CHECK(fs_errors_mention("tables are <Name>.jsonl"));
+	CHECK(fs_errors_mention("write People.jsonl"));
+	/* other scratch names stay scratch files: they do not name a table */
+	CHECK_EQ(fs_overwrite("tables/notes.txt", "text\n"), 0);
+	CHECK_EQ(fs_overwrite("tables/My Data.csv", "a,b\n"), 0);
+	CHECK_EQ(fs_overwrite("tables/.People.json.swp", "x"), 0);
+	CHECK_EQ(fs_version(), 0);
+	fixture_close();
+}
+
 TEST(a_jsonl_name_that_is_not_a_table_name_is_refused_at_create)
 {
 	CHECK(fixture_open() == 0);
