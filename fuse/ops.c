@@ -294,7 +294,8 @@ static void op_write(fuse_req_t request, fuse_ino_t id, const char *bytes, size_
 		     struct fuse_file_info *fi)
 {
 	(void)id;
-	ssize_t written = mountfs_write(mount_of(request), fi->fh, bytes, size, offset);
+	struct mountfs_caller caller = caller_of(request);
+	ssize_t written = mountfs_write(mount_of(request), fi->fh, bytes, size, offset, &caller);
 	if (written < 0)
 		fuse_reply_err(request, (int)-written);
 	else

@@ -483,10 +483,11 @@ ssize_t mountfs_read(struct mountfs *mount, uint64_t handle, char *out, size_t s
 	return open_file_read(mount, file_of(handle), out, size, offset);
 }
 
-ssize_t mountfs_write(struct mountfs *mount, uint64_t handle, const char *bytes, size_t size, off_t offset)
+ssize_t mountfs_write(struct mountfs *mount, uint64_t handle, const char *bytes, size_t size, off_t offset,
+		      const struct mountfs_caller *caller)
 {
 	atomic_fetch_add(&mount->requests, 1);
-	return open_file_write(mount, file_of(handle), bytes, size, offset);
+	return open_file_write(mount, file_of(handle), bytes, size, offset, caller_uid(caller));
 }
 
 int mountfs_flush(struct mountfs *mount, uint64_t handle)

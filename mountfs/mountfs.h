@@ -171,9 +171,10 @@ int mountfs_create(struct mountfs *mount, uint64_t parent, const char *name, mod
 /* Bytes copied into out (0 at the end) or -errno. */
 ssize_t mountfs_read(struct mountfs *mount, uint64_t handle, char *out, size_t size, off_t offset);
 /* Bytes accepted or -errno: a line this write completes that is invalid fails
- * it (-EINVAL, with a .graphfs/errors line), as does a staged commit's refusal. */
-ssize_t mountfs_write(struct mountfs *mount, uint64_t handle, const char *bytes, size_t size,
-		      off_t offset);
+ * it (-EINVAL, with a .graphfs/errors line), as does a staged commit's refusal. caller: who
+ * writes (a user's write clears set-user-ID of a scratch file; NULL: this process). */
+ssize_t mountfs_write(struct mountfs *mount, uint64_t handle, const char *bytes, size_t size, off_t offset,
+		      const struct mountfs_caller *caller);
 /* close(2): publishes what the handle wrote since its last publish. */
 int mountfs_flush(struct mountfs *mount, uint64_t handle);
 int mountfs_fsync(struct mountfs *mount, uint64_t handle);

@@ -146,6 +146,7 @@ struct scratch {
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec ctime;
+	struct timespec atime;       /* as set (touch -a, utimensat); reads do not move it */
 	_Atomic uint64_t references; /* the workspace list (while named) + open files + nodes bound to it */
 	bool named;                  /* still in its directory */
 	bool schema_staged;          /* a <Name>.json in staging/schema/ (table holds Name) */
@@ -624,6 +625,9 @@ struct timespec scratch_workspace_changed(struct workspace *workspace);
 void scratch_workspace_touch(struct workspace *workspace);
 /* Marks a scratch file changed now (mtime and ctime). */
 void scratch_touch(struct scratch *scratch);
+/* A write by writer: changed now, and, as the kernel does for a writer without CAP_FSETID (any
+ * user but root), set-user-ID cleared, and set-group-ID when group execution is set. */
+void scratch_written(struct scratch *scratch, uid_t writer);
 
 /* Live table names being created by open handles, and their sizes. */
 void scratch_pending_add(struct mountfs *mount, const char *branch, enum scratch_dir directory, const char *table);
@@ -665,8 +669,9 @@ void open_file_close_all(struct mountfs *mount);
 int open_file_open(struct mountfs *mount, struct node *node, int flags, bool created, uid_t uid,
 	      struct open_file **out);
 ssize_t open_file_read(struct mountfs *mount, struct open_file *file, char *out, size_t size, off_t offset);
+/* writer: the uid of the process that writes (set-user-ID of scratch files, scratch_written). */
 ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
-		   off_t offset);
+		   off_t offset, uid_t writer);
 /* flush: publishes what this handle wrote since the last publish (close(2) sees the error). */
 int open_file_flush(struct mountfs *mount, struct open_file *file);
 int open_file_fsync(struct mountfs *mount, struct open_file *file);

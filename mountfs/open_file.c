@@ -761,7 +761,7 @@ out:
 }
 
 ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
-		   off_t offset)
+		   off_t offset, uid_t writer)
 {
 	if (!file->writable)
 		return -EBADF;
@@ -817,7 +817,7 @@ ssize_t open_file_write(struct mountfs *mount, struct open_file *file, const cha
 			if (rc < 0)
 				result = rc;
 			else
-				scratch_touch(file->scratch);
+				scratch_written(file->scratch, writer);
 			if (rc == 0 && file->scratch->schema_staged && file->scratch->named) {
 				rc = staging_schema_written(mount, file->scratch);
 				if (rc < 0)

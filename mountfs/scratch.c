@@ -367,6 +367,7 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 	scratch->mode = mode & 07777;
 	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
 	scratch->ctime = scratch->mtime;
+	scratch->atime = scratch->mtime;
 	scratch->references = 1;   /* the list */
 	scratch->named = true;
 	char table[JOURNAL_NAME_MAX + 1];
@@ -404,7 +405,7 @@ void scratch_attr(const struct scratch *scratch, struct stat *st)
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_mtim = scratch->mtime;
 	st->st_ctim = scratch->ctime;
-	st->st_atim = scratch->mtime;
+	st->st_atim = scratch->atime;
 }
 
 void scratch_touch(struct scratch *scratch)
@@ -416,6 +417,20 @@ void scratch_touch(struct scratch *scratch)
 	pthread_mutex_unlock(&workspace->lock);
 }
 
+void scratch_written(struct scratch *scratch, uid_t writer)
+{
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
+	scratch->ctime = scratch->mtime;
+	if (writer != 0) {
+		scratch->mode &= ~(mode_t)S_ISUID;
+		if (scratch->mode & S_IXGRP)
+			scratch->mode &= ~(mode_t)S_ISGID;
+	}
+	pthread_mutex_unlock(&workspace->lock);
+}
+
 void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set)
 {
 	struct workspace *workspace = scratch->workspace;
@@ -424,6 +439,10 @@ void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (to_set & MOUNTFS_SET_MODE)
 		scratch->mode = st->st_mode & 07777;
+	if (to_set & MOUNTFS_SET_ATIME_NOW)
+		scratch->atime = now;
+	else if (to_set & MOUNTFS_SET_ATIME)
+		scratch->atime = st->st_atim;
 	if (to_set & MOUNTFS_SET_MTIME_NOW)
 		scratch->mtime = now;
 	else if (to_set & MOUNTFS_SET_MTIME)

@@ -37,6 +37,13 @@ def test_cp_to_a_table_name_with_another_data_extension_fails_and_keeps_nothing(
     assert "tables are <Name>.jsonl" in m.errors()[-1]["reason"]
 
 
+def test_touch_a_stores_the_access_time_of_a_scratch_file(m):
+    m.sh("echo hello > tables/notes.txt; touch -a -d @1000000000 tables/notes.txt")
+    status = os.stat(m.path("tables", "notes.txt"))
+    assert int(status.st_atime) == 1000000000
+    assert int(status.st_mtime) != 1000000000
+
+
 def test_echo_garbage_to_a_schema_file_fails_the_shell(m):
     before = m.log_count()
     result = m.sh("echo garbage > schema/T.json", check=False)

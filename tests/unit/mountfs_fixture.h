@@ -142,7 +142,7 @@ static int fs_close(uint64_t handle)
 /* Writes text at offset (O_APPEND handles ignore it, as the kernel's end of file). */
 static int fs_write_at(uint64_t handle, const char *text, off_t offset)
 {
-	ssize_t written = mountfs_write(fx.mount, handle, text, strlen(text), offset);
+	ssize_t written = mountfs_write(fx.mount, handle, text, strlen(text), offset, &fx.caller);
 	return written < 0 ? (int)written : 0;
 }
 

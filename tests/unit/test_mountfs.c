@@ -631,6 +631,67 @@ TEST(setuid_and_setgid_bits_can_be_cleared_by_the_kernel_on_write)
 	fixture_close();
 }
 
+TEST(another_users_write_clears_set_user_id_and_set_group_id_of_a_scratch_file)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/run.sh", "echo\n") == 0);
+	uint64_t id;
+	CHECK(fs_resolve("tables/run.sh", &id) == 0);
+	struct stat change, after;
+	double timeout;
+	memset(&change, 0, sizeof change);
+	change.st_mode = 06755;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	/* root keeps them (it has CAP_FSETID) */
+	struct mountfs_caller root = { 0, 0, fx.caller.pid };
+	uint64_t handle;
+	CHECK(fs_open("tables/run.sh", O_WRONLY | O_APPEND, 0, &handle, NULL) == 0);
+	CHECK(mountfs_write(fx.mount, handle, "a\n", 2, 0, &root) == 2);
+	CHECK(fs_stat("tables/run.sh", &after) == 0);
+	CHECK_EQ(after.st_mode & 07777, 06755);
+	/* any other user's write clears set-user-ID, and set-group-ID as group execution is set */
+	struct mountfs_caller user = { 65534, 65534, fx.caller.pid };
+	CHECK(mountfs_write(fx.mount, handle, "b\n", 2, 0, &user) == 2);
+	CHECK(fs_close(handle) == 0);
+	CHECK(fs_stat("tables/run.sh", &after) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0755);
+	/* without group execution set-group-ID is mandatory locking's mark: it stays */
+	change.st_mode = 02644;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK(fs_open("tables/run.sh", O_WRONLY | O_APPEND, 0, &handle, NULL) == 0);
+	CHECK(mountfs_write(fx.mount, handle, "c\n", 2, 0, &user) == 2);
+	CHECK(fs_close(handle) == 0);
+	CHECK(fs_stat("tables/run.sh", &after) == 0);
+	CHECK_EQ(after.st_mode & 07777, 02644);
+	fixture_close();
+}
+
+TEST(the_access_time_of_a_scratch_file_is_stored_apart_from_its_modification_time)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/notes.txt", "hello\n") == 0);
+	uint64_t id;
+	CHECK(fs_resolve("tables/notes.txt", &id) == 0);
+	struct stat before, change, after;
+	double timeout;
+	CHECK(fs_stat("tables/notes.txt", &before) == 0);
+	memset(&change, 0, sizeof change);
+	change.st_atim.tv_sec = 1000000000;   /* touch -a -d 2001-09-09 */
+	change.st_atim.tv_nsec = 5;
+	CHECK(mountfs_setattr(fx.mount, id, 0, &change, MOUNTFS_SET_ATIME, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_atim.tv_sec, 1000000000);
+	CHECK_EQ(after.st_atim.tv_nsec, 5);
+	CHECK_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+	CHECK_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+	/* a write moves the modification time, not the access time */
+	CHECK(fs_append("tables/notes.txt", "more\n") == 0);
+	CHECK(fs_stat("tables/notes.txt", &after) == 0);
+	CHECK_EQ(after.st_atim.tv_sec, 1000000000);
+	CHECK(later(after.st_mtim, before.st_mtim) || (after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+							 after.st_mtim.tv_nsec == before.st_mtim.tv_nsec));
+	fixture_close();
+}
+
 TEST(a_directory_mtime_moves_when_its_entries_change)
 {
 	CHECK(fixture_open() == 0);
