@@ -16,9 +16,11 @@
  *      syslog otherwise.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <malloc.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,9 @@ static const char usage[] =
 	"  -o tmpdir=DIR    where private copies and scratch files live (default $TMPDIR or /tmp)\n"
 	"  -o refresh_ms=N  look for other processes' commits at most every N ms (default 1000)\n"
 	"  -o block_cache=N bytes of manifest blocks kept in memory (default 32M; 0: none)\n"
+	"  -o uid=U,gid=G   owner and group of table, schema and head files (default: yours)\n"
+	"  -o umask=M       octal bits taken from their modes (default 022; 002 with allow_other\n"
+	"                   and gid= lets a group write)\n"
 	"  -o allow_other, allow_root, auto_unmount, fsname=, nosuid, nodev, noexec, noatime ...\n"
 	"                   passed to FUSE; mount(8) options such as defaults, noauto, user,\n"
 	"                   _netdev, nofail are accepted and ignored\n";
@@ -65,6 +70,9 @@ struct mount_options {
 	uint64_t block_cache;
 	char tmpdir[4096];
 	char fuse_options[4096];
+	uid_t uid;                 /* owner of store files (uid=; default: the mounting user) */
+	gid_t gid;                 /* their group (gid=; default: the mounting user's) */
+	mode_t umask;              /* umask= (default 022) */
 };
 
 static int append_fuse_option(struct mount_options *options, const char *option)
@@ -133,6 +141,41 @@ static int parse_option(struct mount_options *options, const char *option)
 		}
 		return 0;
 	}
+	if (strncmp(option, "uid=", 4) == 0 || strncmp(option, "gid=", 4) == 0) {
+		bool user = option[0] == 'u';
+		const char *text = option + 4;
+		char *end = NULL;
+		unsigned long number = strtoul(text, &end, 10);
+		if (*text && end && *end == '\0' && number < UINT32_MAX) {
+			if (user)
+				options->uid = (uid_t)number;
+			else
+				options->gid = (gid_t)number;
+			return 0;
+		}
+		struct passwd *account = user ? getpwnam(text) : NULL;
+		struct group *group = user ? NULL : getgrnam(text);
+		if (user && account) {
+			options->uid = account->pw_uid;
+			return 0;
+		}
+		if (!user && group) {
+			options->gid = group->gr_gid;
+			return 0;
+		}
+		fprintf(stderr, "graphfs: mount: no %s named '%s'\n", user ? "user" : "group", text);
+		return -EINVAL;
+	}
+	if (strncmp(option, "umask=", 6) == 0) {
+		char *end = NULL;
+		unsigned long mask = strtoul(option + 6, &end, 8);
+		if (!option[6] || !end || *end || mask > 0777) {
+			fprintf(stderr, "graphfs: mount: bad umask '%s' (octal, at most 0777)\n", option + 6);
+			return -EINVAL;
+		}
+		options->umask = (mode_t)mask;
+		return 0;
+	}
 	if (strncmp(option, "tmpdir=", 7) == 0) {
 		snprintf(options->tmpdir, sizeof options->tmpdir, "%s", option + 7);
 		return 0;
@@ -197,6 +240,9 @@ static int parse_arguments(int argc, char **argv, struct mount_options *options)
 	memset(options, 0, sizeof *options);
 	snprintf(options->branch, sizeof options->branch, "main");
 	options->refresh_ms = DEFAULT_REFRESH_INTERVAL_MS;
+	options->uid = getuid();
+	options->gid = getgid();
+	options->umask = 022;
 	options->block_cache = DEFAULT_BLOCK_CACHE;
 	const char *positional[2];
 	int count = 0;
@@ -374,8 +420,9 @@ int graphfs_mount_main(int argc, char **argv)
 		.temporary_directory = temporary_directory,
 		.read_only = options.read_only,
 		.refresh_interval_ms = options.refresh_ms,
-		.uid = getuid(),
-		.gid = getgid(),
+		.uid = options.uid,
+		.gid = options.gid,
+		.umask = options.umask,
 		.log_rejections = options.debug,
 		.log = daemon_log,
 	};

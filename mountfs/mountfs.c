@@ -42,6 +42,7 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	mount->log_rejections = config->log_rejections;
 	mount->uid = config->uid;
 	mount->gid = config->gid;
+	mount->umask = config->umask & 0777;
 	mount->log = config->log;
 	mount->log_context = config->log_context;
 	mount->refresh_interval_ms = config->refresh_interval_ms;
@@ -237,6 +238,12 @@ int mountfs_setattr(struct mountfs *mount, uint64_t id, uint64_t handle, const s
 	struct open_file *file = handle ? file_of(handle) : NULL;
 	int rc = 0;
 	bool published = false;
+	/* The owner and mode of store files are the mount's (uid=, gid=, umask=): a chmod or
+	 * chown of one would not be kept, so it fails. Scratch files keep their own modes;
+	 * directories accept and ignore them (rsync -a sets the destination directory's). */
+	if ((to_set & (MOUNTFS_SET_MODE | MOUNTFS_SET_UID | MOUNTFS_SET_GID)) &&
+	    namespace_content_of(node->kind) != CONTENT_SCRATCH && !namespace_is_directory(node->kind))
+		return -EPERM;
 	if (to_set & MOUNTFS_SET_SIZE) {
 		enum node_content content = namespace_content_of(node->kind);
 		switch (content) {
@@ -258,8 +265,7 @@ int mountfs_setattr(struct mountfs *mount, uint64_t id, uint64_t handle, const s
 			scratch_release(scratch);
 		}
 	}
-	/* Modes, owners and times of store files are not stored: accepted and ignored
-	 * so that cp -p, rsync -a and touch work. */
+	/* Times of store files are not stored: accepted and ignored so that touch works. */
 	if (rc == 0)
 		rc = mountfs_getattr(mount, id, handle, out, timeout);
 	if (rc == 0 && published)

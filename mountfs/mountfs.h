@@ -49,8 +49,10 @@ struct mountfs_config {
 	const char *temporary_directory; /* where scratch files and private copies live (O_TMPFILE) */
 	bool read_only;
 	uint64_t refresh_interval_ms;   /* look for other processes' commits at most this often */
-	uid_t uid;                      /* owner shown for store files */
+	uid_t uid;                      /* owner and group of store files and directories (uid=, gid=) */
 	gid_t gid;
+	mode_t umask;                   /* bits taken from their modes (umask=; the daemon's default 022):
+					   0666 / 0777 writable, 0444 / 0555 read-only, then this */
 	bool log_rejections;            /* also log every rejected write (debug) */
 	/* Where diagnostics go (priority as syslog(3)); NULL: nowhere. */
 	void (*log)(void *context, int priority, const char *message);

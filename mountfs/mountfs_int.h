@@ -231,6 +231,7 @@ struct mountfs {
 	bool log_rejections;
 	uid_t uid;
 	gid_t gid;
+	mode_t umask;
 	struct timespec mount_time;
 	void (*log)(void *context, int priority, const char *message);
 	void *log_context;

@@ -530,10 +530,10 @@ void namespace_attr_base(struct mountfs *mount, const struct node *node, struct 
 	st->st_atim = mount->mount_time;
 	bool writable = namespace_is_writable(mount, node);
 	if (namespace_is_directory(node->kind)) {
-		st->st_mode = S_IFDIR | (writable ? 0755 : 0555);
+		st->st_mode = S_IFDIR | ((writable ? 0777 : 0555) & ~mount->umask);
 		st->st_nlink = 2;
 	} else {
-		st->st_mode = S_IFREG | (writable ? 0644 : 0444);
+		st->st_mode = S_IFREG | ((writable ? 0666 : 0444) & ~mount->umask);
 		st->st_nlink = 1;
 	}
 }

@@ -44,6 +44,41 @@ def test_touch_a_stores_the_access_time_of_a_scratch_file(m):
     assert int(status.st_mtime) != 1000000000
 
 
+def test_uid_gid_and_umask_set_the_owner_and_mode_of_store_files(store, mounter):
+    import_rows(store, "Person", PEOPLE)
+    mnt = mounter(store, options=("uid=1234", "gid=2345", "umask=002"))
+    table = os.stat(mnt.path("tables", "Person.jsonl"))
+    assert (table.st_uid, table.st_gid, table.st_mode & 0o7777) == (1234, 2345, 0o664)
+    directory = os.stat(mnt.path("tables"))
+    assert (directory.st_uid, directory.st_gid, directory.st_mode & 0o7777) == (1234, 2345, 0o775)
+    head = os.stat(mnt.path("heads", "Person.json"))
+    assert head.st_mode & 0o7777 == 0o444 and head.st_gid == 2345
+    with pytest.raises(PermissionError):
+        os.chmod(mnt.path("tables", "Person.jsonl"), 0o600)
+    with pytest.raises(PermissionError):
+        os.chown(mnt.path("tables", "Person.jsonl"), 0, 0)
+
+
+def test_a_group_member_writes_through_gid_and_umask_002_and_is_the_commits_actor(store, mounter):
+    import json
+    import subprocess
+    import_rows(store, "Person", PEOPLE)
+    mnt = mounter(store, options=("allow_other", "gid=2345", "umask=002"))
+    # uid 4321 owns nothing here and is in group 2345; it starts inside the mount (the test's own
+    # directories above it are private to root)
+    member = ["setpriv", "--reuid=4321", "--regid=4321", "--groups=2345"]
+    appended = subprocess.run(member + ["sh", "-c", """echo '{"id":"c","name":"Cy"}' >> tables/Person.jsonl"""],
+                              cwd=mnt.root, capture_output=True, text=True)
+    assert appended.returncode == 0, appended.stderr
+    outsider = subprocess.run(["setpriv", "--reuid=4322", "--regid=4322", "--clear-groups", "sh", "-c",
+                               """echo '{"id":"d"}' >> tables/Person.jsonl"""], cwd=mnt.root,
+                              capture_output=True, text=True)
+    assert outsider.returncode != 0 and "Permission denied" in outsider.stderr
+    newest = json.loads(graphfs("log", store).stdout.decode().splitlines()[0])
+    assert newest["actor"].startswith("4321@")
+    assert mnt.read("tables", "Person.jsonl").endswith('{"id":"c","name":"Cy"}\n')
+
+
 def test_echo_garbage_to_a_schema_file_fails_the_shell(m):
     before = m.log_count()
     result = m.sh("echo garbage > schema/T.json", check=False)

@@ -47,6 +47,7 @@ static int fixture_open_branch(const char *branch)
 		.refresh_interval_ms = 0,
 		.uid = getuid(),
 		.gid = getgid(),
+		.umask = 022,
 	};
 	rc = mountfs_new(&config, &fx.mount);
 	if (rc < 0) {

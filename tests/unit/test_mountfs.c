@@ -692,6 +692,34 @@ TEST(the_access_time_of_a_scratch_file_is_stored_apart_from_its_modification_tim
 	fixture_close();
 }
 
+TEST(a_chmod_or_chown_of_a_table_file_is_eperm_and_of_a_scratch_file_is_kept)
+{
+	CHECK(fixture_open() == 0);
+	CHECK(fs_overwrite("tables/Person.jsonl", "{\"id\":\"a\"}\n") == 0);
+	CHECK(fs_overwrite("tables/notes.txt", "x\n") == 0);
+	uint64_t table, scratch, directory;
+	CHECK(fs_resolve("tables/Person.jsonl", &table) == 0);
+	CHECK(fs_resolve("tables/notes.txt", &scratch) == 0);
+	CHECK(fs_resolve("tables", &directory) == 0);
+	struct stat change, after;
+	double timeout;
+	memset(&change, 0, sizeof change);
+	change.st_mode = 0600;
+	change.st_uid = 1234;
+	CHECK_EQ(mountfs_setattr(fx.mount, table, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL),
+		 -EPERM);
+	CHECK_EQ(mountfs_setattr(fx.mount, table, 0, &change, MOUNTFS_SET_UID, &fx.caller, &after, &timeout, NULL),
+		 -EPERM);
+	CHECK(fs_stat("tables/Person.jsonl", &after) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0644);
+	CHECK(mountfs_setattr(fx.mount, scratch, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0600);
+	/* a directory takes and ignores it (rsync -a sets its destination directory's mode) */
+	CHECK(mountfs_setattr(fx.mount, directory, 0, &change, MOUNTFS_SET_MODE, &fx.caller, &after, &timeout, NULL) == 0);
+	CHECK_EQ(after.st_mode & 07777, 0755);
+	fixture_close();
+}
+
 TEST(a_directory_mtime_moves_when_its_entries_change)
 {
 	CHECK(fixture_open() == 0);
