@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import jsonl
+from tier import SANITIZED
 
 pytestmark = pytest.mark.skipif(not os.environ.get("GRAPHFS_TEST_BUCKET"),
                                 reason="no object store (tools/test starts one: tools/objectstore)")
@@ -331,7 +332,10 @@ def test_a_commit_stopped_at_any_request_leaves_the_store_before_or_after_it(cli
     hits = sent["puts"] if kind else requests
     rows = [{"id": "p0", "name": "0"}, {"id": "probe", "name": "x"}]
     outcomes = set()
-    for n in range(1, hits + 3):   # and past the end: a crash after the commit point, then none
+    # every request in the normal build; under ASan, where each of a request's three launches costs
+    # four times as much, every other one (and every one past the end)
+    stops = [n for n in range(1, hits + 3) if not SANITIZED or n % 2 == 1 or n > hits]
+    for n in stops:   # and past the end: a crash after the commit point, then none
         row = {"id": f"q{n:02}", "name": failpoint}   # sorts after the rows before it
         source = cli.write_file(json.dumps(row) + "\n")
         result = cli.run("import", remote, "Person", source, "--mode", "merge", env={"GRAPHFS_FAILPOINT": f"{failpoint}@{n}"})
