@@ -427,21 +427,20 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 		bool schema_directory = parent->kind == NODE_SCHEMA_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR;
 		const char *suffix = schema_directory ? ".json" : ".jsonl";
 		bool is_table = names_table_from_file(name, suffix, child.table);
+		/* a name that is refused rather than kept as a scratch file lost at unmount */
 		char spelled[JOURNAL_NAME_MAX + 1];
-		if (!is_table && !schema_directory && names_is_data_spelling(name, spelled)) {
+		bool misspelled = !is_table && !schema_directory && names_is_data_spelling(name, spelled);
+		if (misspelled || (!is_table && !names_is_scratch(name, suffix))) {
 			char path[GRAPHFS_PATH_MAX];
 			scratch_path(mount, parent->view.branch, scratch_dir_of(parent), name, path, sizeof path);
-			mount_error_refuse(mount, path, -EINVAL,
-					   "tables are <Name>.jsonl: \"%s\" would be a scratch file, never stored; write %s.jsonl",
-					   name, spelled);
-			return -EINVAL;
-		}
-		if (!is_table && !names_is_scratch(name, suffix)) {
-			char path[GRAPHFS_PATH_MAX];
-			scratch_path(mount, parent->view.branch, scratch_dir_of(parent), name, path, sizeof path);
-			mount_error_refuse(mount, path, -EINVAL,
-					   "\"%s\" is not a table name: a table name is a letter or '_' followed by up to 127 letters, digits or '_'; scratch files start with '.', end in '~' or do not end in %s",
-					   name, suffix);
+			if (misspelled)
+				mount_error_refuse(mount, path, -EINVAL,
+						   "tables are <Name>.jsonl: \"%s\" would be a scratch file, never stored; write %s.jsonl",
+						   name, spelled);
+			else
+				mount_error_refuse(mount, path, -EINVAL,
+						   "\"%s\" is not a table name: a table name is a letter or '_' followed by up to 127 letters, digits or '_'; scratch files start with '.', end in '~' or do not end in %s",
+						   name, suffix);
 			return -EINVAL;
 		}
 		if (parent->kind == NODE_STAGING_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR || !is_table) {
