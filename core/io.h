@@ -36,6 +36,10 @@ struct io_cache_counters {
 	uint64_t stores;         /* pieces this process put into it */
 };
 void io_cache_counters_get(struct io_cache_counters *out);
+/* The directory of one store's state on this host, "<cache root>/<store id in hex>" (the
+ * root: GRAPHFS_CACHE_DIR, else $XDG_CACHE_HOME/graphfs, else ~/.cache/graphfs), whether or not
+ * the cache is on; not created. 0, -ENOENT (no root can be named), -ENAMETOOLONG. */
+int io_cache_store_directory(const uint8_t store_id[16], char *out, size_t size);
 /* ---- files ------------------------------------------------------------- */
 
 struct io_remote_file;

@@ -110,6 +110,20 @@ static int make_directories(char *path)
 	}
 }
 
+int io_cache_store_directory(const uint8_t store_id[16], char *out, size_t size)
+{
+	char root[CACHE_PATH_MAX];
+	int rc = cache_root(root);
+	if (rc < 0)
+		return rc;
+	char id[33];
+	for (int i = 0; i < 16; i++)
+		snprintf(id + 2 * i, 3, "%02x", store_id[i]);
+	if ((size_t)snprintf(out, size, "%s/%s", root, id) >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 struct io_cache *io_cache_open(const uint8_t store_id[16])
 {
 	uint64_t bound = cache_bound();

@@ -96,6 +96,11 @@ int store_refresh(struct store *store, bool *changed);
 /* The newest version the handle knows. */
 uint64_t store_version(struct store *store);
 const char *store_path(const struct store *store);
+/* A directory on this host that belongs to this store and is never part of it (no command
+ * reads, copies, verifies or collects it): "<store>/<purpose>" for a local store,
+ * "<cache root>/<store id>/<purpose>" for an s3:// store (io.h); created if missing
+ * (mode 0700). 0 or -errno (nothing else changed). */
+int store_host_directory(struct store *store, const char *purpose, char *out, size_t size);
 
 /* ---- snapshots (pinned reads) ------------------------------------------------ */
 

@@ -47,7 +47,7 @@ static const char usage[] =
 	"  -o ro            read-only mount\n"
 	"  -o row_max=N     longest accepted row in bytes (EFBIG beyond)\n"
 	"  -o staged_max=N  most bytes one write may stage (ENOSPC beyond)\n"
-	"  -o tmpdir=DIR    where private copies and scratch files live (default $TMPDIR or /tmp)\n"
+	"  -o tmpdir=DIR    where private copies of in-place edits live (default $TMPDIR or /tmp)\n"
 	"  -o refresh_ms=N  look for other processes' commits at most every N ms (default 1000)\n"
 	"  -o block_cache=N bytes of manifest blocks kept in memory (default 32M; 0: none)\n"
 	"  -o uid=U,gid=G   owner and group of table, schema and head files (default: yours)\n"

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,36 @@ void mount_error_record(struct mountfs *mount, const char *path, const struct er
 	if (mount->log_rejections)
 		mount_log(mount, LOG_INFO, "rejected: %s", text);
 	free(text);
+}
+
+void mount_error_kept(struct mountfs *mount, const char *path, const char *kept_path)
+{
+	bool noted = false;
+	pthread_mutex_lock(&mount->errors_lock);
+	if (mount->errors_count > 0) {
+		struct error_line *slot =
+			&mount->errors[(mount->errors_next + GRAPHFS_ERRORS_KEPT - 1) % GRAPHFS_ERRORS_KEPT];
+		json_t *line = json_loads(slot->text, 0, NULL);
+		json_t *named = line ? json_object_get(line, "path") : NULL;
+		if (named && json_is_string(named) && strcmp(json_string_value(named), path) == 0) {
+			char reason[1024];
+			snprintf(reason, sizeof reason, "%s; what was written is kept in %s",
+				 json_string_value(json_object_get(line, "reason")) ?: "refused", kept_path);
+			json_object_set_new(line, "reason", json_string(reason));
+			json_object_set_new(line, "kept", json_string(kept_path));
+			char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+			if (text && strlen(text) < sizeof slot->text) {
+				snprintf(slot->text, sizeof slot->text, "%s", text);
+				noted = true;
+			}
+			free(text);
+		}
+		json_decref(line);
+	}
+	pthread_mutex_unlock(&mount->errors_lock);
+	if (!noted)
+		mount_error_refuse(mount, path, -EIO, "the write was refused at close; what was written is kept in %s",
+				   kept_path);
 }
 
 int mount_errors_render(struct mountfs *mount, struct buf *out)

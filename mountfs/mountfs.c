@@ -69,6 +69,16 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 				  error.message[0] ? error.message : strerror(-rc));
 	}
 	if (rc == 0) {
+		/* scratch files live beside the store (scratch.c invariant 1) */
+		int made = store_host_directory(mount->store, "scratch", mount->scratch_directory,
+						sizeof mount->scratch_directory);
+		if (made < 0 && !mount->read_only) {
+			mount_log(mount, LOG_ERR, "cannot make the directory for scratch files of %s: %s",
+				  store_path(mount->store), strerror(-made));
+			rc = made;
+		}
+	}
+	if (rc == 0) {
 		struct view root_view = { .version = 0 };
 		snprintf(root_view.branch, sizeof root_view.branch, "%s", mount->branch);
 		rc = inode_table_init(&mount->inodes, &root_view);

@@ -142,7 +142,8 @@ struct scratch {
 	enum scratch_dir directory;
 	char name[GRAPHFS_NAME_MAX + 1];
 	char detached_from[JOURNAL_NAME_MAX + 1]; /* a table renamed to this name ("" if none) */
-	int descriptor;              /* an unnamed temporary file */
+	int descriptor;              /* its backing file, open while held (holders > 0), else -1 */
+	unsigned holders;            /* open files and operations using descriptor */
 	mode_t mode;
 	struct timespec mtime;
 	struct timespec ctime;
@@ -174,6 +175,7 @@ struct pending {
 struct workspace {
 	struct workspace *next;
 	char branch[JOURNAL_NAME_MAX + 1];
+	char directory[4096 + JOURNAL_NAME_MAX + 2]; /* "<scratch directory>/<branch>": backing files */
 	pthread_mutex_t commit_lock;       /* held across a staging commit */
 	pthread_mutex_t lock;              /* the lists below */
 	struct scratch *scratches;         /* scratch names and staged tables (SCRATCH_STAGING + writer) */
@@ -225,7 +227,8 @@ struct open_file;
 struct mountfs {
 	struct store *store;
 	char branch[JOURNAL_NAME_MAX + 1];   /* the mounted branch */
-	char temporary_directory[4096];      /* where scratch and private copies live */
+	char temporary_directory[4096];      /* where an edit handle's private copy lives */
+	char scratch_directory[4096];        /* the backing files of scratch files, per branch */
 	char host[256];                      /* for actors: user@host */
 	bool read_only;
 	bool log_rejections;
@@ -302,6 +305,9 @@ bool names_graph_id_decode(const char *name, struct buf *out);
 void mount_log(struct mountfs *mount, int priority, const char *format, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Records a rejected write in .graphfs/errors (and the log when asked to). */
+/* Says on the newest .graphfs/errors line of path (a new line if it is not the newest)
+ * that the refused bytes are kept in kept_path. */
+void mount_error_kept(struct mountfs *mount, const char *path, const char *kept_path);
 void mount_error_record(struct mountfs *mount, const char *path, const struct error_info *error,
 			int code);
 /* Records a refusal described by a message (for refusals found by mountfs itself). */
@@ -587,6 +593,13 @@ void scratch_path(struct mountfs *mount, const char *branch, enum scratch_dir di
 		  const char *file, char *out, size_t size);
 /* An unnamed temporary file in the mount's temporary directory, or -errno. */
 int scratch_temporary_file(struct mountfs *mount);
+/* The backing file's descriptor, opened if no one holds it (workspace lock NOT held):
+ * >= 0 or -errno. Every hold is paired with a scratch_unhold. */
+int scratch_hold(struct scratch *scratch);
+void scratch_unhold(struct scratch *scratch);
+/* Sets a staged file's write mode, moving its backing file to the directory that
+ * records the mode (workspace lock held). */
+void scratch_set_write_mode(struct scratch *scratch, enum store_write_mode mode);
 uint64_t scratch_descriptor_size(int descriptor);
 int scratch_write_all(int descriptor, const void *bytes, size_t size, uint64_t offset);
 /* Copies a table's bytes into descriptor (from offset 0). */
@@ -599,6 +612,8 @@ int mount_table_is(struct mountfs *mount, const char *branch, const char *table,
 		   uint64_t hash, int descriptor);
 /* Reads a whole temporary file into out (-EFBIG beyond limit). */
 int scratch_read_all(int descriptor, struct buf *out, size_t limit);
+/* The same, of a scratch's backing file (held meanwhile). */
+int scratch_read_held(struct scratch *scratch, struct buf *out, size_t limit);
 
 /* Scratch lookups for a live directory: the scratch with that name, retained, or NULL. */
 struct scratch *scratch_find(struct mountfs *mount, const struct node *directory, const char *name);
@@ -616,6 +631,9 @@ int scratch_list(struct mountfs *mount, const struct node *directory,
 		 int (*visit)(const char *name, const struct stat *st, void *context), void *context);
 /* Fills st from a scratch file. */
 void scratch_attr(const struct scratch *scratch, struct stat *st);
+/* Makes tables/<name> of branch a scratch file holding the first size bytes of source,
+ * replacing one of that name (a refused write's .rej). 0 or -errno. */
+int scratch_keep(struct mountfs *mount, const char *branch, const char *name, int source, uint64_t size);
 /* Creates a scratch file (O_CREAT on a scratch name). 0, -EEXIST, -errno. */
 int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode);
 /* setattr on a scratch (mode, times). */

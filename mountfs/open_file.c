@@ -101,6 +101,9 @@ struct open_file {
 	int failure;                       /* WRITE_FAILED: the sticky negative errno */
 	bool pending_registered;           /* counted in the workspace's pendings */
 	int copy_descriptor;               /* edits: the private copy, -1 until the first change */
+	int kept_descriptor;               /* streams: the bytes written since the last publish, kept
+					    * for <Name>.jsonl.rej should the publish be refused (-1: none yet) */
+	uint64_t kept_bytes;
 	uint64_t based_on;                 /* edits: the table version copied */
 
 	bool check_each_write;             /* schema streams: validate when the JSON completes */
@@ -154,6 +157,7 @@ static struct open_file *file_new(struct mountfs *mount, struct node *node, enum
 	inode_retain(mount, node);
 	file->role = role;
 	file->copy_descriptor = -1;
+	file->kept_descriptor = -1;
 	buf_init(&file->bytes);
 	inode_path(mount, node, file->path, sizeof file->path);
 	snprintf(file->branch, sizeof file->branch, "%s", node->view.branch);
@@ -222,10 +226,15 @@ static void file_free(struct mountfs *mount, struct open_file *file)
 		view_cache_drop_history(mount);
 	if (file->copy_descriptor >= 0)
 		close(file->copy_descriptor);
+	if (file->kept_descriptor >= 0)
+		close(file->kept_descriptor);
 	if (file->pending_registered)
 		scratch_pending_remove(mount, file->branch,
 			       file->role == FILE_SCHEMA_WRITE ? SCRATCH_SCHEMA : SCRATCH_TABLES, file->table);
-	scratch_release(file->scratch);
+	if (file->scratch) {
+		scratch_unhold(file->scratch);
+		scratch_release(file->scratch);
+	}
 	buf_free(&file->bytes);
 	inode_release(mount, file->node);
 	pthread_mutex_destroy(&file->lock);
@@ -463,10 +472,15 @@ static int open_schema_write(struct mountfs *mount, struct open_file *file, int 
 
 static int open_scratch(struct mountfs *mount, struct open_file *file, int flags, bool created)
 {
-	file->scratch = scratch_find(mount, file->node->parent, file->node->name);
-	if (!file->scratch)
+	struct scratch *scratch = scratch_find(mount, file->node->parent, file->node->name);
+	if (!scratch)
 		return -ENOENT;
-	struct scratch *scratch = file->scratch;
+	int held = scratch_hold(scratch);   /* while the file is open (scratch.c invariant 2) */
+	if (held < 0) {
+		scratch_release(scratch);
+		return held;
+	}
+	file->scratch = scratch;
 	if (flags & O_APPEND)
 		file->append = true;
 	if (!file->writable)
@@ -483,13 +497,17 @@ static int open_scratch(struct mountfs *mount, struct open_file *file, int flags
 	int rc = 0;
 	if (created) {
 		/* A new staged file: >> stages a merge, anything else an overwrite. */
-		scratch->write_mode = (flags & O_APPEND) ? STORE_MERGE : STORE_OVERWRITE;
+		pthread_mutex_lock(&workspace->lock);
+		scratch_set_write_mode(scratch, (flags & O_APPEND) ? STORE_MERGE : STORE_OVERWRITE);
+		pthread_mutex_unlock(&workspace->lock);
 		rc = staging_rebuild(mount, workspace, scratch);
 		file->staged_stream = true;
 	} else if (flags & O_TRUNC) {
 		if (ftruncate(scratch->descriptor, 0) != 0)
 			rc = -errno;
-		scratch->write_mode = STORE_OVERWRITE;
+		pthread_mutex_lock(&workspace->lock);
+		scratch_set_write_mode(scratch, STORE_OVERWRITE);
+		pthread_mutex_unlock(&workspace->lock);
 		if (rc == 0)
 			rc = staging_rebuild(mount, workspace, scratch);
 		file->staged_stream = true;
@@ -674,6 +692,55 @@ static int ensure_copy(struct mountfs *mount, struct open_file *file)
 	return 0;
 }
 
+/* Keeps a stream's accepted bytes until its publish (file locked). 0 or -errno. */
+static int keep_written(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size)
+{
+	if (file->kept_descriptor < 0) {
+		int descriptor = scratch_temporary_file(mount);
+		if (descriptor < 0)
+			return descriptor;
+		file->kept_descriptor = descriptor;
+		file->kept_bytes = 0;
+	}
+	int rc = scratch_write_all(file->kept_descriptor, bytes, size, file->kept_bytes);
+	if (rc == 0)
+		file->kept_bytes += size;
+	return rc;
+}
+
+/* Forgets the kept bytes: published, or overwritten from the start (file locked). */
+static void keep_forget(struct open_file *file)
+{
+	if (file->kept_descriptor >= 0 && file->kept_bytes > 0 && ftruncate(file->kept_descriptor, 0) != 0) {
+		close(file->kept_descriptor);
+		file->kept_descriptor = -1;
+	}
+	file->kept_bytes = 0;
+}
+
+/*
+ * A table write refused at close keeps what was written in tables/<Name>.jsonl.rej
+ * (the newest refusal), named on the .graphfs/errors line: shells ignore close(2)'s
+ * error, so this is how the bytes survive (docs/MOUNT.md "Refused writes"). File locked.
+ */
+static void keep_refused(struct mountfs *mount, struct open_file *file)
+{
+	int descriptor = file->write_kind == WRITE_EDIT ? file->copy_descriptor : file->kept_descriptor;
+	uint64_t size = file->write_kind == WRITE_EDIT ? (descriptor >= 0 ? scratch_descriptor_size(descriptor) : 0)
+						       : file->kept_bytes;
+	char name[GRAPHFS_NAME_MAX + 1], path[GRAPHFS_PATH_MAX];
+	snprintf(name, sizeof name, "%s.jsonl.rej", file->table);
+	scratch_path(mount, file->branch, SCRATCH_TABLES, name, path, sizeof path);
+	int rc = scratch_keep(mount, file->branch, name, descriptor, size);
+	if (rc < 0) {
+		mount_log(mount, LOG_ERR, "%s: the refused bytes could not be kept in %s: %s", file->path, path,
+			  strerror(-rc));
+		return;
+	}
+	mount_error_kept(mount, file->path, path);
+	keep_forget(file);
+}
+
 static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const char *bytes, size_t size,
 			    off_t offset)
 {
@@ -702,6 +769,9 @@ static ssize_t write_stream(struct mountfs *mount, struct open_file *file, const
 		mount_error_record(mount, file->path, &error, rc);
 		return write_fail(mount, file, rc);
 	}
+	rc = keep_written(mount, file, bytes, size);
+	if (rc < 0)
+		return write_fail(mount, file, rc);
 	same_as_compare(file, bytes, size, file->stream_bytes);
 	file->stream_bytes += size;
 	write_state_enter(mount, file, WRITE_DIRTY);   /* (from TRUNCATED_CLOSED: a duplicate descriptor writes after all, `cmd > t`) */
@@ -880,6 +950,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 	store_txn_free(file->txn);
 	file->txn = NULL;
 	file->writer = NULL;
+	keep_forget(file);
 	write_state_enter(mount, file, WRITE_CLEAN);
 	after_publish(mount, file);   /* also when nothing changed: the name is no longer pending or hidden */
 	return 0;
@@ -978,8 +1049,10 @@ static int publish(struct mountfs *mount, struct open_file *file, bool releasing
 		} else if (file->write_state == WRITE_DIRTY || (releasing && truncation_waits(file))) {
 			rc = publish_stream(mount, file);
 		}
-		if (rc < 0)
+		if (rc < 0) {
 			write_fail(mount, file, rc);
+			keep_refused(mount, file);
+		}
 		return rc;
 	case FILE_SCHEMA_WRITE:
 		if (file->write_state == WRITE_FAILED)
@@ -1023,12 +1096,9 @@ void open_file_release(struct mountfs *mount, struct open_file *file)
 	pthread_mutex_lock(&file->lock);
 	bool was_pending = file->pending_registered;
 	/* Only an O_TRUNC never written to publishes here; its error cannot reach
-	 * close(2) any more, so it goes to .graphfs/errors and the log. */
-	bool attempt = file->writable && file->role == FILE_TABLE_WRITE && truncation_waits(file);
-	int rc = publish(mount, file, true);
-	if (attempt && rc < 0)
-		mount_log(mount, LOG_WARNING, "%s: publishing at the last close failed: %s", file->path,
-			  strerror(-rc));
+	 * close(2) any more: a refusal goes to .graphfs/errors, naming the .rej file
+	 * that keeps what was written (keep_refused). */
+	(void)publish(mount, file, true);
 	pthread_mutex_unlock(&file->lock);
 	file_unregister(mount, file);
 	char branch[JOURNAL_NAME_MAX + 1];
@@ -1107,6 +1177,7 @@ static int truncate_open(struct mountfs *mount, struct open_file *file, uint64_t
 			}
 			file->write_kind = WRITE_OVERWRITE;
 			file->stream_bytes = 0;
+			keep_forget(file);
 			write_state_dirty(mount, file);   /* an overwrite of nothing, published at flush */
 			int rc = begin_stream(mount, file, STORE_OVERWRITE);
 			if (rc < 0)

@@ -131,23 +131,30 @@ static int publish_scratch_overwrite(struct mountfs *mount, const char *branch, 
 	error_info_clear(&error);
 	struct store_txn *txn = NULL;
 	struct store_writer *writer = NULL;
-	if (mount_table_is(mount, branch, table, 0, 0, scratch->descriptor) == 1)
-		return 0;   /* the same bytes as the table: nothing to publish */
-	int rc = mount_txn_begin(mount, branch, uid, &txn, &error);
+	int descriptor = scratch_hold(scratch);
+	if (descriptor < 0)
+		return descriptor;
+	int rc = mount_table_is(mount, branch, table, 0, 0, descriptor);
+	if (rc == 1) {
+		rc = 0;   /* the same bytes as the table: nothing to publish */
+		goto out;
+	}
+	rc = mount_txn_begin(mount, branch, uid, &txn, &error);
 	if (rc < 0)
-		return rc;
+		goto out;
 	rc = store_txn_writer(txn, table, STORE_OVERWRITE, 0, path, &writer, &error);
 	if (rc == 0)
-		rc = scratch_feed(writer, scratch->descriptor, &error);
+		rc = scratch_feed(writer, descriptor, &error);
 	if (rc == 0)
 		rc = store_writer_finish(writer, &error);
 	if (rc < 0) {
 		mount_error_record(mount, path, &error, rc);
-		store_txn_free(txn);
-		return rc;
+		goto out;
 	}
 	rc = mount_commit(mount, txn, NULL, path, NULL);
+out:
 	store_txn_free(txn);
+	scratch_unhold(scratch);
 	return rc;
 }
 
@@ -156,7 +163,12 @@ static int publish_scratch_schema(struct mountfs *mount, const char *branch, str
 {
 	struct buf bytes;
 	buf_init(&bytes);
-	int rc = scratch_read_all(scratch->descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+	int rc = scratch_hold(scratch);
+	if (rc >= 0) {
+		int descriptor = rc;
+		rc = scratch_read_all(descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+		scratch_unhold(scratch);
+	}
 	if (rc < 0) {
 		buf_free(&bytes);
 		return rc;
@@ -206,10 +218,19 @@ static int detach_table(struct mountfs *mount, struct workspace *workspace, enum
 	struct scratch *scratch = scratch_new(mount, workspace, directory, new_name, 0644, &rc);
 	if (scratch) {
 		snprintf(scratch->detached_from, sizeof scratch->detached_from, "%s", table);
-		rc = reader ? scratch_copy_table(reader, scratch->descriptor)
-			    : scratch_write_all(scratch->descriptor, schema.data, schema.size, 0);
+		scratch->references++;
 	}
 	pthread_mutex_unlock(&workspace->lock);
+	if (scratch) {
+		int descriptor = scratch_hold(scratch);
+		rc = descriptor;
+		if (descriptor >= 0) {
+			rc = reader ? scratch_copy_table(reader, descriptor)
+				    : scratch_write_all(descriptor, schema.data, schema.size, 0);
+			scratch_unhold(scratch);
+		}
+		scratch_release(scratch);
+	}
 	if (reader)
 		store_table_close(reader);
 	buf_free(&schema);
@@ -275,7 +296,7 @@ int rules_rename(struct mountfs *mount, struct node *parent, const char *name, s
 			if (to_is_table) {
 				snprintf(scratch->table, sizeof scratch->table, "%s", to_table);
 				if (!scratch->writer_finished && scratch->write_mode != STORE_MERGE)
-					scratch->write_mode = STORE_OVERWRITE;
+					scratch_set_write_mode(scratch, STORE_OVERWRITE);
 			}
 			pthread_mutex_unlock(&workspace->lock);
 			if (to_is_table)

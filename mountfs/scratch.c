@@ -5,23 +5,31 @@
  * to a scratch name.
  *
  * Invariants:
- *   1. A scratch file lives in an unnamed temporary file (O_TMPFILE) in the
- *      mount's temporary directory: nothing of it reaches the store until a
- *      rename onto a table name or a staging commit.
- *   2. A scratch is freed when its last reference goes: the workspace list
- *      holds one while it is named, every open file one more, so a removed
- *      or renamed-over scratch stays readable through a handle open on it.
- *   3. A pending name exists exactly while a handle that creates it is open
+ *   1. A named scratch file has a backing file, an ordinary file at
+ *      <scratch directory>/<branch>/<kind>/<name> (docs/MOUNT.md "Scratch
+ *      files"): nothing of it reaches the store until a rename onto a table
+ *      name or a staging commit, and it outlives the mount. The workspace's
+ *      list is loaded from those files when the branch is first used.
+ *   2. The daemon holds a backing file open only while someone uses it (an
+ *      open file, an operation): descriptor >= 0 exactly while holders > 0.
+ *      A scratch that is removed or renamed over loses its backing file's
+ *      name at once; an open file keeps reading and writing its descriptor.
+ *   3. A scratch is freed when its last reference goes: the workspace list
+ *      holds one while it is named, every open file one more.
+ *   4. A pending name exists exactly while a handle that creates it is open
  *      and has not published.
- * States of a scratch: named (in its directory) -> unnamed (removed, renamed
- * over, published or committed) -> freed (no references).
+ * States of a scratch: named (in its directory, backed) -> unnamed (removed,
+ * renamed over, published or committed; no backing name) -> freed (no
+ * references).
  */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -30,6 +38,8 @@
 #include "mountfs_int.h"
 
 #define COPY_CHUNK (1024 * 1024)
+/* "<workspace directory>/<kind>/<name>" */
+#define BACKING_PATH_MAX (4096 + JOURNAL_NAME_MAX + GRAPHFS_NAME_MAX + 48)
 
 /* ---- helpers ------------------------------------------------------------------- */
 int scratch_temporary_file(struct mountfs *mount)
@@ -131,6 +141,16 @@ int scratch_read_all(int descriptor, struct buf *out, size_t limit)
 	return 0;
 }
 
+int scratch_read_held(struct scratch *scratch, struct buf *out, size_t limit)
+{
+	int rc = scratch_hold(scratch);
+	if (rc < 0)
+		return rc;
+	rc = scratch_read_all(rc, out, limit);
+	scratch_unhold(scratch);
+	return rc;
+}
+
 enum scratch_dir scratch_dir_of(const struct node *directory)
 {
 	switch (directory->kind) {
@@ -167,6 +187,119 @@ void scratch_path(struct mountfs *mount, const char *branch, enum scratch_dir di
 		snprintf(out, size, "%s/%s", scratch_dir_name(directory), file);
 	else
 		snprintf(out, size, "branches/%s/%s/%s", branch, scratch_dir_name(directory), file);
+}
+
+/* ---- backing files ------------------------------------------------------------------ */
+
+/* The backing directory of a kind of scratch (a staged merge has its own, so that
+ * the write mode outlives the mount). */
+static const char *backing_kind(enum scratch_dir directory, enum store_write_mode mode)
+{
+	switch (directory) {
+	case SCRATCH_SCHEMA:
+		return "schema";
+	case SCRATCH_STAGING:
+		return mode == STORE_MERGE ? "staging-merge" : "staging";
+	case SCRATCH_STAGED_SCHEMA:
+		return "staging-schema";
+	default:
+		return "tables";
+	}
+}
+
+/* "<workspace directory>/<kind>/<name>". 0 or -ENAMETOOLONG. */
+static int backing_path(const struct workspace *workspace, enum scratch_dir directory,
+			enum store_write_mode mode, const char *name, char *out, size_t size)
+{
+	size_t length = (size_t)snprintf(out, size, "%s/%s/%s", workspace->directory,
+					 backing_kind(directory, mode), name);
+	return length >= size ? -ENAMETOOLONG : 0;
+}
+
+static int scratch_backing_path(const struct scratch *scratch, char *out, size_t size)
+{
+	return backing_path(scratch->workspace, scratch->directory, scratch->write_mode, scratch->name,
+			    out, size);
+}
+
+/* Opens a backing file for reading and writing without moving its atime (the
+ * mount stores the atime a user sets). >= 0 or -errno. */
+static int backing_open(const char *path, int flags, mode_t mode)
+{
+	int descriptor = open(path, flags | O_RDWR | O_CLOEXEC | O_NOATIME, mode);
+	if (descriptor < 0 && errno == EPERM)   /* O_NOATIME: not the file's owner */
+		descriptor = open(path, flags | O_RDWR | O_CLOEXEC, mode);
+	if (descriptor < 0 && errno == EACCES && geteuid() != 0) {
+		/* A daemon that is not root: its own file, chmod'ed to lack u+rw by a user. */
+		struct stat st;
+		if (stat(path, &st) == 0 && chmod(path, st.st_mode | S_IRUSR | S_IWUSR) == 0) {
+			descriptor = open(path, flags | O_RDWR | O_CLOEXEC, mode);
+			if (descriptor >= 0)
+				(void)fchmod(descriptor, st.st_mode & 07777);
+		}
+	}
+	return descriptor < 0 ? -errno : descriptor;
+}
+
+int scratch_hold(struct scratch *scratch)
+{
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	int rc = scratch->descriptor;
+	if (rc < 0) {
+		char path[BACKING_PATH_MAX];
+		rc = scratch_backing_path(scratch, path, sizeof path);
+		if (rc == 0)
+			rc = backing_open(path, 0, 0);
+		if (rc >= 0)
+			scratch->descriptor = rc;
+	}
+	if (rc >= 0)
+		scratch->holders++;
+	pthread_mutex_unlock(&workspace->lock);
+	return rc;
+}
+
+void scratch_unhold(struct scratch *scratch)
+{
+	struct workspace *workspace = scratch->workspace;
+	pthread_mutex_lock(&workspace->lock);
+	assert(scratch->holders > 0 && scratch->descriptor >= 0);
+	if (--scratch->holders == 0) {
+		close(scratch->descriptor);
+		scratch->descriptor = -1;
+	}
+	pthread_mutex_unlock(&workspace->lock);
+}
+
+void scratch_set_write_mode(struct scratch *scratch, enum store_write_mode mode)
+{
+	if (scratch->write_mode == mode)
+		return;
+	char from[BACKING_PATH_MAX], to[BACKING_PATH_MAX];
+	bool move = scratch->named && scratch_backing_path(scratch, from, sizeof from) == 0;
+	scratch->write_mode = mode;
+	if (move && scratch_backing_path(scratch, to, sizeof to) == 0 && strcmp(from, to) != 0) {
+		char directory[BACKING_PATH_MAX];
+		snprintf(directory, sizeof directory, "%s/%s", scratch->workspace->directory,
+			 backing_kind(scratch->directory, mode));
+		(void)mkdir(directory, 0700);
+		(void)rename(from, to);
+	}
+}
+
+/* The size, times and mode a backing file has (descriptor, else its path). 0 or -errno. */
+static int backing_stat(const struct scratch *scratch, struct stat *st)
+{
+	if (scratch->descriptor >= 0)
+		return fstat(scratch->descriptor, st) == 0 ? 0 : -errno;
+	if (!scratch->named)
+		return -ENOENT;
+	char path[BACKING_PATH_MAX];
+	int rc = scratch_backing_path(scratch, path, sizeof path);
+	if (rc < 0)
+		return rc;
+	return stat(path, st) == 0 ? 0 : -errno;
 }
 
 /* Whether the live table's bytes are exactly size bytes hashing to hash (descriptor
@@ -230,6 +363,55 @@ out:
 
 /* ---- workspaces: a live branch's private state -------------------------------------- */
 
+static struct scratch *scratch_entry_new(struct workspace *workspace, enum scratch_dir directory,
+					 const char *name, mode_t mode);
+
+/* Lists the backing files a branch's workspace has from earlier mounts (invariant 1).
+ * Files it cannot read are left alone (logged); they are not listed. */
+static void workspace_load(struct mountfs *mount, struct workspace *workspace)
+{
+	static const struct {
+		enum scratch_dir directory;
+		enum store_write_mode mode;
+	} kinds[] = {
+		{ SCRATCH_TABLES, STORE_OVERWRITE },  { SCRATCH_SCHEMA, STORE_OVERWRITE },
+		{ SCRATCH_STAGING, STORE_OVERWRITE }, { SCRATCH_STAGING, STORE_MERGE },
+		{ SCRATCH_STAGED_SCHEMA, STORE_OVERWRITE },
+	};
+	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+		char path[BACKING_PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", workspace->directory,
+			 backing_kind(kinds[k].directory, kinds[k].mode));
+		DIR *listing = opendir(path);
+		if (!listing) {
+			if (errno != ENOENT)
+				mount_log(mount, LOG_WARNING, "cannot list the scratch files in %s: %s", path,
+					  strerror(errno));
+			continue;
+		}
+		struct dirent *entry;
+		while ((entry = readdir(listing))) {
+			struct stat st;
+			if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0 ||
+			    strlen(entry->d_name) > GRAPHFS_NAME_MAX ||
+			    fstatat(dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			    !S_ISREG(st.st_mode))
+				continue;
+			if (scratch_lookup(workspace, kinds[k].directory, entry->d_name))
+				continue;   /* both staging directories: the first one found wins */
+			struct scratch *scratch = scratch_entry_new(workspace, kinds[k].directory, entry->d_name,
+								    st.st_mode);
+			if (!scratch)
+				break;
+			scratch->write_mode = kinds[k].mode;
+			scratch->mtime = st.st_mtim;
+			scratch->ctime = st.st_ctim;
+			scratch->atime = st.st_atim;
+		}
+		closedir(listing);
+	}
+}
+
 struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branch)
 {
 	pthread_mutex_lock(&mount->workspaces_lock);
@@ -240,8 +422,11 @@ struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branc
 		workspace = calloc(1, sizeof *workspace);
 		if (workspace) {
 			snprintf(workspace->branch, sizeof workspace->branch, "%s", branch);
+			snprintf(workspace->directory, sizeof workspace->directory, "%s/%s",
+				 mount->scratch_directory, branch);
 			pthread_mutex_init(&workspace->lock, NULL);
 			pthread_mutex_init(&workspace->commit_lock, NULL);
+			workspace_load(mount, workspace);
 			workspace->next = mount->workspaces;
 			mount->workspaces = workspace;
 		}
@@ -301,6 +486,10 @@ void scratch_rename(struct workspace *workspace, struct scratch *scratch, const 
 	struct scratch *existing = scratch_lookup(workspace, scratch->directory, new_name);
 	if (existing && existing != scratch)
 		scratch_unname(workspace, existing);
+	char from[BACKING_PATH_MAX], to[BACKING_PATH_MAX];
+	if (scratch_backing_path(scratch, from, sizeof from) == 0 &&
+	    backing_path(workspace, scratch->directory, scratch->write_mode, new_name, to, sizeof to) == 0)
+		(void)rename(from, to);
 	snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
 }
@@ -321,6 +510,9 @@ void scratch_unname(struct workspace *workspace, struct scratch *scratch)
 	if (*link)
 		*link = scratch->next;
 	scratch->next = NULL;
+	char path[BACKING_PATH_MAX];
+	if (scratch->named && scratch_backing_path(scratch, path, sizeof path) == 0)
+		(void)unlink(path);   /* an open file keeps its descriptor (invariant 2) */
 	scratch->named = false;
 	if (scratch->writer) {
 		store_writer_discard(scratch->writer);
@@ -347,20 +539,15 @@ struct scratch *scratch_find(struct mountfs *mount, const struct node *directory
 	return scratch;
 }
 
-struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
-				   enum scratch_dir directory, const char *name, mode_t mode, int *rc)
+/* A named scratch in the workspace's list, without touching its backing file
+ * (workspace lock held, or the workspace not yet shared). NULL: out of memory. */
+static struct scratch *scratch_entry_new(struct workspace *workspace, enum scratch_dir directory,
+					 const char *name, mode_t mode)
 {
 	struct scratch *scratch = calloc(1, sizeof *scratch);
-	if (!scratch) {
-		*rc = -ENOMEM;
+	if (!scratch)
 		return NULL;
-	}
-	scratch->descriptor = scratch_temporary_file(mount);
-	if (scratch->descriptor < 0) {
-		*rc = scratch->descriptor;
-		free(scratch);
-		return NULL;
-	}
+	scratch->descriptor = -1;
 	scratch->workspace = workspace;
 	scratch->directory = directory;
 	snprintf(scratch->name, sizeof scratch->name, "%s", name);
@@ -378,8 +565,82 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 	scratch->next = workspace->scratches;
 	workspace->scratches = scratch;
 	workspace->changed = scratch->mtime;
+	return scratch;
+}
+
+struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
+				   enum scratch_dir directory, const char *name, mode_t mode, int *rc)
+{
+	(void)mount;
+	char path[BACKING_PATH_MAX];
+	*rc = backing_path(workspace, directory, STORE_OVERWRITE, name, path, sizeof path);
+	if (*rc < 0)
+		return NULL;
+	/* the backing directory, made at the first scratch file of its kind */
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	int made = mkdir(workspace->directory, 0700) == 0 || errno == EEXIST ? 0 : -errno;
+	if (made == 0)
+		made = mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -errno;
+	*slash = '/';
+	if (made < 0) {
+		*rc = made;
+		return NULL;
+	}
+	int descriptor = backing_open(path, O_CREAT | O_TRUNC, 0600);
+	if (descriptor < 0) {
+		*rc = descriptor;
+		return NULL;
+	}
+	/* the mode outlives the mount (a daemon that is not root keeps the owner's rw) */
+	(void)fchmod(descriptor, geteuid() == 0 ? mode & 07777 : (mode & 07777) | S_IRUSR | S_IWUSR);
+	close(descriptor);
+	struct scratch *scratch = scratch_entry_new(workspace, directory, name, mode);
+	if (!scratch) {
+		(void)unlink(path);
+		*rc = -ENOMEM;
+		return NULL;
+	}
 	*rc = 0;
 	return scratch;
+}
+
+int scratch_keep(struct mountfs *mount, const char *branch, const char *name, int source, uint64_t size)
+{
+	struct workspace *workspace = scratch_workspace_get(mount, branch);
+	if (!workspace)
+		return -ENOMEM;
+	int rc = 0;
+	pthread_mutex_lock(&workspace->lock);
+	struct scratch *existing = scratch_lookup(workspace, SCRATCH_TABLES, name);
+	if (existing)
+		scratch_unname(workspace, existing);
+	struct scratch *scratch = scratch_new(mount, workspace, SCRATCH_TABLES, name, 0666 & ~mount->umask, &rc);
+	if (scratch)
+		scratch->references++;
+	pthread_mutex_unlock(&workspace->lock);
+	if (!scratch)
+		return rc;
+	int descriptor = scratch_hold(scratch);
+	rc = descriptor < 0 ? descriptor : 0;
+	char *chunk = rc == 0 && size ? malloc(COPY_CHUNK) : NULL;
+	if (rc == 0 && size && !chunk)
+		rc = -ENOMEM;
+	for (uint64_t offset = 0; rc == 0 && offset < size;) {
+		size_t want = size - offset < COPY_CHUNK ? (size_t)(size - offset) : COPY_CHUNK;
+		ssize_t got = pread(source, chunk, want, (off_t)offset);
+		if (got <= 0) {
+			rc = got < 0 ? -errno : -EIO;
+			break;
+		}
+		rc = scratch_write_all(descriptor, chunk, (size_t)got, offset);
+		offset += (uint64_t)got;
+	}
+	free(chunk);
+	if (descriptor >= 0)
+		scratch_unhold(scratch);
+	scratch_release(scratch);
+	return rc;
 }
 
 int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode)
@@ -399,13 +660,32 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 
 void scratch_attr(const struct scratch *scratch, struct stat *st)
 {
+	struct stat backing;
 	st->st_mode = S_IFREG | (scratch->mode & 07777);
 	st->st_nlink = scratch->named ? 1 : 0;
-	st->st_size = (off_t)scratch_descriptor_size(scratch->descriptor);
+	st->st_size = backing_stat(scratch, &backing) == 0 ? backing.st_size : 0;
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_mtim = scratch->mtime;
 	st->st_ctim = scratch->ctime;
 	st->st_atim = scratch->atime;
+}
+
+/* Gives the backing file the scratch's mode (a daemon running as root: any mode; otherwise
+ * the owner keeps read and write) and, with times, its atime and mtime, so that they
+ * outlive the mount. Best effort (workspace lock held). */
+static void backing_keep_attributes(const struct scratch *scratch, bool times)
+{
+	char path[BACKING_PATH_MAX];
+	if (!scratch->named || scratch_backing_path(scratch, path, sizeof path) < 0)
+		return;
+	mode_t mode = scratch->mode & 07777;
+	if (geteuid() != 0)
+		mode |= S_IRUSR | S_IWUSR;
+	(void)chmod(path, mode);
+	if (times) {
+		struct timespec both[2] = { scratch->atime, scratch->mtime };
+		(void)utimensat(AT_FDCWD, path, both, 0);
+	}
 }
 
 void scratch_touch(struct scratch *scratch)
@@ -423,10 +703,11 @@ void scratch_written(struct scratch *scratch, uid_t writer)
 	pthread_mutex_lock(&workspace->lock);
 	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
 	scratch->ctime = scratch->mtime;
-	if (writer != 0) {
+	if (writer != 0 && (scratch->mode & (S_ISUID | S_ISGID))) {
 		scratch->mode &= ~(mode_t)S_ISUID;
 		if (scratch->mode & S_IXGRP)
 			scratch->mode &= ~(mode_t)S_ISGID;
+		backing_keep_attributes(scratch, false);
 	}
 	pthread_mutex_unlock(&workspace->lock);
 }
@@ -451,6 +732,8 @@ void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set
 		scratch->mtime = now;   /* truncate(2) changes the data */
 	/* Any change of attributes is a change of the inode. */
 	scratch->ctime = now;
+	backing_keep_attributes(scratch, (to_set & (MOUNTFS_SET_ATIME | MOUNTFS_SET_ATIME_NOW |
+						     MOUNTFS_SET_MTIME | MOUNTFS_SET_MTIME_NOW)) != 0);
 	pthread_mutex_unlock(&workspace->lock);
 }
 

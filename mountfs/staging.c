@@ -35,7 +35,7 @@ static int stage_schema(struct mountfs *mount, struct workspace *workspace, stru
 	buf_init(&bytes);
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = scratch_read_all(scratch->descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+	int rc = scratch_read_held(scratch, &bytes, GRAPHFS_SCHEMA_MAX);
 	if (rc == 0)
 		rc = store_txn_schema(workspace->staging, scratch->table, (const char *)bytes.data, bytes.size,
 				      &error);
@@ -94,7 +94,7 @@ int staging_schema_written(struct mountfs *mount, struct scratch *scratch)
 	struct workspace *workspace = scratch->workspace;
 	struct buf bytes;
 	buf_init(&bytes);
-	int rc = scratch_read_all(scratch->descriptor, &bytes, GRAPHFS_SCHEMA_MAX);
+	int rc = scratch_read_held(scratch, &bytes, GRAPHFS_SCHEMA_MAX);
 	bool complete = false;
 	if (rc == 0) {
 		json_error_t parse_error;
@@ -135,7 +135,14 @@ int staging_rebuild(struct mountfs *mount, struct workspace *workspace, struct s
 		mount_error_record(mount, path, &error, rc);
 		return rc;
 	}
-	rc = scratch_feed(scratch->writer, scratch->descriptor, &error);
+	rc = scratch_hold(scratch);
+	if (rc >= 0) {
+		int descriptor = rc;
+		rc = scratch_feed(scratch->writer, descriptor, &error);
+		scratch_unhold(scratch);
+	} else {
+		error_info_set(&error, rc, "cannot read the staged file: %s", strerror(-rc));
+	}
 	if (rc < 0) {
 		scratch->writer_failed = true;
 		mount_error_record(mount, path, &error, rc);
