@@ -124,6 +124,8 @@ struct schema_row {
 	struct buf to;            /* edges: the to node id */
 	bool is_delete;           /* the line was {"id":"...","@delete":true} (or "detach") */
 	bool is_detach;           /* {"id":"...","@delete":"detach"}: the edges that reference it go too */
+	bool is_patch;            /* {"id":"...","@patch":true,...}: only id is set; the writer merges the
+				   * line into the row's current properties and parses the result */
 	struct schema_scan *scan; /* the parser's working memory, kept across lines (schema_int.h) */
 };
 
@@ -136,7 +138,7 @@ void schema_row_free(struct schema_row *row);
  * types, nullability, date/datetime/vector checks, id rules (key-derived ids
  * must agree with a given id; without key and id a ULID is assigned), edge
  * from/to present and strings. allow_delete permits {"id":…,"@delete":true}
- * (merges). Fills row (reset first). Returns 0 or -EINVAL with a message;
+ * and {"id":…,"@patch":true,…} (merges; a patch sets only id and is_patch). Fills row (reset first). Returns 0 or -EINVAL with a message;
  * the caller sets the file and line with error_info_locate.
  */
 int schema_row_parse(const struct schema *schema, const char *line, size_t size, bool allow_delete,

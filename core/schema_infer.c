@@ -402,6 +402,9 @@ static int inference_row_from_fields(struct schema_inference *inference, struct 
 			return edge_needs_schema(error);
 	if ((rc = inference_check(inference, scan, source, allow_delete, &slots, &new_count, error)))
 		return rc;
+	if (slots.directive && schema_row_directive_is_patch(scan, slots.directive))
+		return error_info_set(error, -EINVAL,
+				      "\"@patch\" changes a row that exists, and this table has no rows yet: write the whole row");
 	if (slots.directive)
 		return schema_row_parse_delete(scan, slots.directive, slots.id, row, error);
 	const struct scan_value *given = slots.id ? &scan->fields[slots.id - 1].value : NULL;

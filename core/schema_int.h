@@ -194,6 +194,9 @@ int schema_row_take_id_field(const struct schema_scan *scan, const struct scan_v
 int schema_row_assign_ulid(struct buf *out);
 int schema_row_check_directive(const struct scan_field *field, bool allow_delete, struct error_info *error);
 /* {"id":"…","@delete":true} or {"id":"…","@delete":"detach"}: nothing else (fields slot - 1). */
+bool schema_row_directive_is_patch(const struct schema_scan *scan, size_t directive_slot);
+int schema_row_parse_patch(const struct schema_scan *scan, size_t patch_slot, size_t id_slot, struct schema_row *row,
+			   struct error_info *error);
 int schema_row_parse_delete(const struct schema_scan *scan, size_t delete_slot, size_t id_slot, struct schema_row *row,
 			struct error_info *error);
 /* The fields of a line the tokenizer declined, from jansson (which refuses what is not JSON). */

@@ -51,7 +51,7 @@ void schema_row_init(struct schema_row *row)
 	buf_init(&row->id);
 	buf_init(&row->from);
 	buf_init(&row->to);
-	row->is_delete = row->is_detach = false;
+	row->is_delete = row->is_detach = row->is_patch = false;
 	row->scan = NULL;
 }
 
@@ -61,7 +61,7 @@ void schema_row_free(struct schema_row *row)
 	buf_free(&row->id);
 	buf_free(&row->from);
 	buf_free(&row->to);
-	row->is_delete = row->is_detach = false;
+	row->is_delete = row->is_detach = row->is_patch = false;
 	if (row->scan) {
 		schema_scan_free(row->scan);
 		free(row->scan);
@@ -75,7 +75,7 @@ void schema_row_reset(struct schema_row *row)
 	buf_reset(&row->id);
 	buf_reset(&row->from);
 	buf_reset(&row->to);
-	row->is_delete = row->is_detach = false;
+	row->is_delete = row->is_detach = row->is_patch = false;
 }
 
 int schema_row_scan_of(struct schema_row *row, struct schema_scan **out)
@@ -519,14 +519,39 @@ static int derive_id(const struct schema *schema, const struct schema_scan *scan
 int schema_row_check_directive(const struct scan_field *field, bool allow_delete, struct error_info *error)
 {
 	char quoted[SCHEMA_SNIPPET_MAX * 6 + 8];
-	if (!schema_row_key_is(field, "@delete", 7)) {
+	bool patch = schema_row_key_is(field, "@patch", 6);
+	if (!patch && !schema_row_key_is(field, "@delete", 7)) {
 		schema_row_quote_key(field, quoted, sizeof quoted);
-		return error_info_set(error, -EINVAL, "unknown directive '%s' (the only one is \"@delete\")", quoted);
+		return error_info_set(error, -EINVAL, "unknown directive '%s' (the directives are \"@delete\" and \"@patch\")",
+				      quoted);
 	}
 	if (!allow_delete)
-		return error_info_set(error, -EINVAL,
-				      "\"@delete\" is only allowed when appending to a table (a merge)");
+		return error_info_set(error, -EINVAL, "\"%s\" is only allowed when appending to a table (a merge)",
+				      patch ? "@patch" : "@delete");
 	return 0;
+}
+
+bool schema_row_directive_is_patch(const struct schema_scan *scan, size_t directive_slot)
+{
+	return schema_row_key_is(&scan->fields[directive_slot - 1], "@patch", 6);
+}
+
+/* {"id":"…","@patch":true, properties…}: the id, checked; the properties are the writer's to
+ * merge into the current row (store_writer.c), which is then parsed whole. */
+int schema_row_parse_patch(const struct schema_scan *scan, size_t patch_slot, size_t id_slot, struct schema_row *row,
+			   struct error_info *error)
+{
+	char described[DESCRIBED_MAX];
+	const struct scan_value *flag = &scan->fields[patch_slot - 1].value;
+	if (flag->kind != SCAN_TRUE) {
+		describe(scan, flag, described, sizeof described);
+		return error_info_set(error, -EINVAL, "\"@patch\" must be true, got %s", described);
+	}
+	if (!id_slot)
+		return error_info_set(error, -EINVAL, "a patch line needs the \"id\" of the row to change");
+	int rc = schema_row_take_id_field(scan, &scan->fields[id_slot - 1].value, "id", &row->id, error);
+	row->is_patch = rc == 0;
+	return rc;
 }
 
 /* {"id":"…","@delete":true} or {"id":"…","@delete":"detach"}: nothing else (fields slot - 1). */
@@ -806,6 +831,8 @@ static int row_from_fields(const struct schema *schema, struct schema_scan *scan
 	if ((rc = schema_row_scan_reserve(scan, most, schema->property_count)) ||
 	    (rc = assign_slots(schema, scan, allow_delete, &slots, error)))
 		return rc;
+	if (slots.directive && schema_row_directive_is_patch(scan, slots.directive))
+		return schema_row_parse_patch(scan, slots.directive, slots.id, row, error);
 	if (slots.directive)
 		return schema_row_parse_delete(scan, slots.directive, slots.id, row, error);
 	/* Invariant 4: a line that is its own canonical form needs no rendering, only its id checked. */

@@ -345,6 +345,8 @@ int store_txn_writer_create(struct store_txn *txn, const char *table, enum store
 	}
 	if (state.in_snapshot && based_on_version)
 		writer->based_on_incarnation = state.head.incarnation;
+	writer->in_snapshot = state.in_snapshot && !state.pending_schema;
+	writer->snapshot_head = state.head;
 	if (!writer->creates && writer->schema.kind == SCHEMA_EDGE) {
 		writer->is_edge = true;
 		struct endpoint_table *from = &writer->endpoints[ENDPOINT_FROM], *to = &writer->endpoints[ENDPOINT_TO];

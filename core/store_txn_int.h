@@ -80,6 +80,12 @@ struct store_writer {
 	 */
 	struct buf detached;
 	struct parse_helper *parse_helper;  /* NULL until a large overwrite write (store_parse.c) */
+	/* @patch lines: the table's head in the pinned snapshot (when in_snapshot), and its version
+	 * record, read at the first patch */
+	bool in_snapshot;
+	struct head_row snapshot_head;
+	bool patch_base_loaded;
+	struct table_info patch_base;
 };
 
 struct txn_op {

@@ -39,6 +39,8 @@ static void name_the_table(char *message, size_t size, const char *table)
 }
 
 static int writer_too_long(struct store_writer *writer, struct error_info *error);
+static int writer_parse_failed(struct store_writer *writer, uint64_t number, int rc, struct error_info *parse_error,
+			       struct error_info *error);
 
 /* Stages row, the parse of line number (size bytes without its "\n"): checks, then the stage. */
 static int writer_stage_row(struct store_writer *writer, uint64_t number, struct schema_row *row, size_t size,
@@ -105,6 +107,86 @@ static int writer_parse_failed(struct store_writer *writer, uint64_t number, int
 			   parse_error->message[0] ? parse_error->message : io_strerror(rc));
 }
 
+/*
+ * A patch line of number (docs/MOUNT.md "Writing": a JSON merge patch of one row): merged into the
+ * row's properties in the snapshot the write began on, the result parsed whole into
+ * writer->row and staged. The write is then based on that version of the table, so a
+ * commit that finds the table moved is refused (-EBUSY) rather than undoing a change made
+ * meanwhile to a property the patch did not name. 0 or the writer's failure.
+ */
+static int writer_patch(struct store_writer *writer, uint64_t number, const char *line, size_t size,
+			const struct buf *id_given, struct error_info *error)
+{
+	struct store *store = writer->txn->store;
+	char id[SCHEMA_ID_MAX + 1];
+	snprintf(id, sizeof id, "%.*s", (int)id_given->size, (const char *)id_given->data);
+	if (!writer->in_snapshot)
+		return store_writer_fail(writer, error, -EINVAL, number,
+				   "\"@patch\" of \"%.200s\": %s has no rows to change in the version this write began on",
+				   id, writer->table);
+	int rc;
+	if (!writer->patch_base_loaded) {
+		struct schema ignored;
+		schema_init(&ignored);
+		rc = store_head_schema(store, &writer->snapshot_head, &writer->patch_base, &ignored);
+		schema_free(&ignored);
+		if (rc < 0)
+			return store_writer_fail(writer, error, rc, number, "cannot read %s: %s", writer->table,
+					   io_strerror(rc));
+		writer->patch_base_loaded = true;
+		if (!writer->based_on_version) {
+			writer->based_on_version = writer->snapshot_head.table_version;
+			writer->based_on_incarnation = writer->snapshot_head.incarnation;
+		}
+	}
+	struct buf current;
+	buf_init(&current);
+	json_t *row = NULL, *patch = NULL;
+	char *merged = NULL;
+	rc = table_lookup(store->pager, &writer->patch_base, id_given->data, id_given->size, &current);
+	if (rc == -ENOENT) {
+		rc = store_writer_fail(writer, error, -EINVAL, number,
+				 "\"@patch\" of \"%.200s\": no such row in %s (a patch changes a row that exists; write the whole row to add one)",
+				 id, writer->table);
+		goto out;
+	}
+	if (rc < 0) {
+		rc = store_writer_fail(writer, error, rc, number, "cannot read row \"%.200s\": %s", id, io_strerror(rc));
+		goto out;
+	}
+	row = json_loadb((const char *)current.data, current.size, 0, NULL);
+	patch = json_loadb(line, size, 0, NULL);
+	if (!json_is_object(row) || !json_is_object(patch)) {
+		rc = store_writer_fail(writer, error, -EIO, number, "cannot merge the patch of \"%.200s\"", id);
+		goto out;
+	}
+	const char *key;
+	json_t *value;
+	json_object_foreach(patch, key, value) {
+		if (strcmp(key, "@patch") != 0 && strcmp(key, "id") != 0)
+			json_object_set(row, key, value);
+	}
+	merged = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!merged) {
+		rc = store_writer_fail(writer, error, -ENOMEM, number, "out of memory");
+		goto out;
+	}
+	struct error_info parse_error;
+	error_info_clear(&parse_error);
+	rc = schema_row_parse(&writer->schema, merged, strlen(merged), true, &writer->row, &parse_error);
+	if (rc < 0) {
+		rc = writer_parse_failed(writer, number, rc, &parse_error, error);
+		goto out;
+	}
+	rc = writer_stage_row(writer, number, &writer->row, size, error);
+out:
+	free(merged);
+	json_decref(row);
+	json_decref(patch);
+	buf_free(&current);
+	return rc;
+}
+
 static int writer_line(struct store_writer *writer, const char *line, size_t size,
 		       struct error_info *error)
 {
@@ -123,6 +205,15 @@ static int writer_line(struct store_writer *writer, const char *line, size_t siz
 					    &parse_error);
 	if (rc < 0)
 		return writer_parse_failed(writer, number, rc, &parse_error, error);
+	if (writer->row.is_patch) {
+		struct buf id;
+		buf_init(&id);
+		rc = buf_append(&id, writer->row.id.data, writer->row.id.size);
+		rc = rc < 0 ? store_writer_fail(writer, error, rc, number, "out of memory")
+			    : writer_patch(writer, number, line, size, &id, error);
+		buf_free(&id);
+		return rc;
+	}
 	return writer_stage_row(writer, number, &writer->row, size, error);
 }
 
@@ -175,6 +266,12 @@ static int writer_lines_in_parallel(struct store_writer *writer, const char *pos
 		if (result->rc < 0)
 			return writer_parse_failed(writer, number, result->rc, &result->error, error);
 		struct schema_row *row = &result->row;
+		if (row->is_patch) {
+			if ((rc = writer_patch(writer, number, result->line, result->size, &row->id, error)) < 0)
+				return rc;
+			next = result->line + result->size + 1;
+			continue;
+		}
 		if (row->is_delete && !writer->is_edge) {
 			/* a node's delete is checked against writer->row (references, detach) */
 			struct schema_row swapped = writer->row;

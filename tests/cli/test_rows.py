@@ -156,3 +156,49 @@ def test_export_renders_floats_in_shortest_javascript_form(cli, store):
     assert cli.export(store, "Measure") == ('{"id":"a","x":1}\n{"id":"b","x":1e+21}\n'
                                             '{"id":"c","x":1e-7}\n{"id":"d","x":0.1}\n'
                                             '{"id":"e","x":-2.5}\n')
+
+
+# ---- @patch: a merge line that changes only the properties it names ----------------------
+
+PATCHED = [{"id": "a", "name": "Ann", "age": 31, "city": "Oslo"}, {"id": "b", "name": "Bo", "age": 40, "city": None}]
+
+
+def test_a_patch_line_changes_only_the_properties_it_names(cli, store):
+    cli.import_rows(store, "Person", PATCHED)
+    cli.import_rows(store, "Person", '{"id":"a","@patch":true,"age":32}\n{"@patch":true,"id":"b","city":"Rome"}\n',
+                    mode="merge")
+    assert cli.export(store, "Person") == jsonl([
+        {"id": "a", "name": "Ann", "age": 32, "city": "Oslo"}, {"id": "b", "name": "Bo", "age": 40, "city": "Rome"}])
+    assert cli.log(store)[0]["changes"] == [{"table": "Person", "op": "merge", "rows": 2}]
+
+
+def test_a_patch_sets_a_nullable_property_to_null_and_mixes_with_whole_rows_and_deletes(cli, store):
+    cli.import_rows(store, "Person", PATCHED)
+    cli.import_rows(store, "Person", '{"id":"a","@patch":true,"city":null}\n{"id":"c","name":"Cy","age":5}\n'
+                                     '{"id":"b","@delete":true}\n', mode="merge")
+    assert cli.export(store, "Person") == jsonl([{"id": "a", "name": "Ann", "age": 31},
+                                                 {"id": "c", "name": "Cy", "age": 5}])
+
+
+def test_a_patch_is_validated_like_any_row_and_needs_a_row_that_exists(cli, store):
+    cli.import_rows(store, "Person", PATCHED)
+    before = cli.export(store, "Person")
+    refusals = {
+        '{"id":"zz","@patch":true,"age":1}': 'no such row in Person',
+        '{"id":"a","@patch":true,"age":"old"}': 'property "age": expected i64',
+        '{"id":"a","@patch":true,"name":null}': 'property "name" is missing and not nullable',
+        '{"id":"a","@patch":true,"shoe":44}': "unknown property 'shoe'",
+        '{"id":"a","@patch":"yes","age":1}': '"@patch" must be true',
+        '{"@patch":true,"age":1}': 'needs the "id"',
+    }
+    for line, reason in refusals.items():
+        error = cli.fail("import", store, "Person", cli.write_file(line + "\n"), "--mode", "merge")
+        assert reason in error, (line, error)
+    assert cli.export(store, "Person") == before
+
+
+def test_a_patch_belongs_to_merges_of_a_table_with_rows(cli, store):
+    cli.import_rows(store, "Person", PATCHED)
+    line = cli.write_file('{"id":"a","@patch":true,"age":1}\n')
+    assert '"@patch" is only allowed when appending' in cli.fail("import", store, "Person", line)
+    assert "this table has no rows yet" in cli.fail("import", store, "Fresh", line, "--mode", "merge")

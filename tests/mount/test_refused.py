@@ -3,6 +3,7 @@ publishes nothing, fails close(2) where a close can still fail, and keeps what w
 tables/<Name>.jsonl.rej, named on its .graphfs/errors line. Shells ignore close(2)'s error,
 so the .rej file is how `echo … > tables/X.jsonl` never loses a user's bytes silently.
 """
+import errno
 import json
 import os
 
@@ -102,3 +103,17 @@ def test_a_write_that_publishes_leaves_no_rej_file(m):
     m.sh("""echo '{"id":"dan","name":"Dan"}' >> tables/Person.jsonl""")
     m.sh("""printf '{"id":"eve","name":"Eve"}' >> tables/Person.jsonl""")
     assert sorted(os.listdir(m.path("tables"))) == ["KNOWS.jsonl", "Person.jsonl"]
+
+
+def test_a_patch_whose_table_moved_before_close_is_refused_and_kept(m):
+    """A patch merges into the row as the write began; had the table moved by the publish,
+    publishing would undo the other change: refused instead (EBUSY), the line kept."""
+    handle = os.open(m.path("tables", "Person.jsonl"), os.O_WRONLY | os.O_APPEND)
+    line = b'{"id":"ada","@patch":true,"name":"Ada L."}\n'
+    os.write(handle, line)
+    m.write("tables/Person.jsonl", jsonl([{"id": "cid", "name": "Cid"}]), mode="a")
+    with pytest.raises(OSError) as raised:
+        os.close(handle)
+    assert raised.value.errno == errno.EBUSY
+    assert kept(m) == line
+    assert "Ada L." not in m.read("tables", "Person.jsonl")

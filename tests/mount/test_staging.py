@@ -59,6 +59,12 @@ def test_append_in_staging_stages_a_merge(m):
     assert exported(m, "Person") == jsonl(PEOPLE + [{"id": "c", "name": "Cy"}])
 
 
+def test_a_staged_merge_may_patch_rows(m):
+    m.write("staging/Person.jsonl", '{"id":"b","@patch":true,"name":"Bob B."}\n', mode="a")
+    m.sh("echo 'patch bob' > staging/.commit")
+    assert exported(m, "Person") == jsonl([{"id": "a", "name": "Ada"}, {"id": "b", "name": "Bob B."}])
+
+
 def test_rm_staging_abandons_everything(m):
     before = m.log_count()
     m.write("staging/Person.jsonl", jsonl([{"id": "z", "name": "Zed"}]))

@@ -165,6 +165,14 @@ def test_merge_is_visible_to_the_cli_when_close_returns(m):
     assert exported(m) == jsonl(PEOPLE + [{"id": "c", "name": "Cy"}])
 
 
+def test_append_of_a_patch_line_changes_only_its_properties(m):
+    m.sh("""echo '{"id":"a","@patch":true,"name":"Ada L."}' >> tables/Person.jsonl""")
+    assert table(m) == jsonl([{"id": "b", "name": "Bob"}, {"id": "a", "name": "Ada L."}])   # a merged row moves last
+    result = m.sh("""echo '{"id":"nobody","@patch":true,"name":"N"}' >> tables/Person.jsonl""", check=False)
+    assert b"Invalid argument" in result.stderr
+    assert "no such row" in m.errors()[-1]["reason"]
+
+
 # ---- private-copy edits ---------------------------------------------------------------------------
 
 def test_dd_notrunc_edits_a_private_copy_with_one_commit(m):

@@ -530,7 +530,25 @@ TEST(keys_starting_with_at_other_than_delete_are_refused)
 {
 	struct schema schema = schema_of(people_schema_text);
 	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"name\":\"a\",\"@type\":\"x\"}", true),
-		   "unknown directive '@type' (the only one is \"@delete\")"));
+		   "unknown directive '@type' (the directives are \"@delete\" and \"@patch\")"));
+	schema_free(&schema);
+}
+
+TEST(a_patch_line_in_a_merge_gives_its_id_and_leaves_the_properties_to_the_writer)
+{
+	struct schema schema = schema_of(people_schema_text);
+	struct schema_row row;
+	schema_row_init(&row);
+	struct error_info error;
+	error_info_clear(&error);
+	const char *line = "{\"id\":\"p\",\"@patch\":true,\"age\":3}";
+	CHECK_EQ(schema_row_parse(&schema, line, strlen(line), true, &row, &error), 0);
+	CHECK(row.is_patch && !row.is_delete);
+	CHECK(row.id.size == 1 && row.id.data[0] == 'p');
+	CHECK_EQ(row.canonical.size, 0);
+	CHECK(same(error_of(&schema, line, false), "\"@patch\" is only allowed when appending to a table (a merge)"));
+	CHECK(same(error_of(&schema, "{\"id\":\"p\",\"@patch\":1}", true), "\"@patch\" must be true, got integer 1"));
+	schema_row_free(&row);
 	schema_free(&schema);
 }
 
