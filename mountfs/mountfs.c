@@ -454,7 +454,8 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 			return -EINVAL;
 		}
 		if (parent->kind == NODE_STAGING_DIR || parent->kind == NODE_STAGED_SCHEMA_DIR || !is_table) {
-			rc = scratch_create(mount, parent, name, mode);
+			rc = scratch_create(mount, parent, name, mode, caller ? caller->uid : getuid(),
+					    caller ? caller->gid : getgid());
 			if (rc < 0 && rc != -EEXIST)
 				return rc;
 			child.kind = parent->kind == NODE_STAGING_DIR && is_table ? NODE_STAGED_FILE

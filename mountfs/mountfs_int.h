@@ -145,6 +145,8 @@ struct scratch {
 	int descriptor;              /* its backing file, open while held (holders > 0), else -1 */
 	unsigned holders;            /* open files and operations using descriptor */
 	mode_t mode;
+	uid_t uid;                   /* its owner and group: who created it (chown changes them) */
+	gid_t gid;
 	struct timespec mtime;
 	struct timespec ctime;
 	struct timespec atime;       /* as set (touch -a, utimensat); reads do not move it */
@@ -174,6 +176,7 @@ struct pending {
 /* The mount's private state for one live branch. */
 struct workspace {
 	struct workspace *next;
+	struct mountfs *mount;
 	char branch[JOURNAL_NAME_MAX + 1];
 	char directory[4096 + JOURNAL_NAME_MAX + 2]; /* "<scratch directory>/<branch>": backing files */
 	pthread_mutex_t commit_lock;       /* held across a staging commit */
@@ -635,7 +638,8 @@ void scratch_attr(const struct scratch *scratch, struct stat *st);
  * replacing one of that name (a refused write's .rej). 0 or -errno. */
 int scratch_keep(struct mountfs *mount, const char *branch, const char *name, int source, uint64_t size);
 /* Creates a scratch file (O_CREAT on a scratch name). 0, -EEXIST, -errno. */
-int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode);
+int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode,
+		   uid_t uid, gid_t gid);
 /* setattr on a scratch (mode, times). */
 void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set);
 /* The newest time a scratch name of the workspace came or went or its branch was

@@ -288,6 +288,26 @@ void scratch_set_write_mode(struct scratch *scratch, enum store_write_mode mode)
 	}
 }
 
+/* Gives the backing file the scratch's mode (a daemon running as root: any mode; otherwise
+ * the owner keeps read and write) and, with times, its atime and mtime, so that they
+ * outlive the mount. Best effort (workspace lock held). */
+static void backing_keep_attributes(const struct scratch *scratch, bool times)
+{
+	char path[BACKING_PATH_MAX];
+	if (!scratch->named || scratch_backing_path(scratch, path, sizeof path) < 0)
+		return;
+	mode_t mode = scratch->mode & 07777;
+	if (geteuid() != 0)
+		mode |= S_IRUSR | S_IWUSR;
+	else
+		(void)lchown(path, scratch->uid, scratch->gid);   /* before chmod: chown clears set-user-ID */
+	(void)chmod(path, mode);
+	if (times) {
+		struct timespec both[2] = { scratch->atime, scratch->mtime };
+		(void)utimensat(AT_FDCWD, path, both, 0);
+	}
+}
+
 /* The size, times and mode a backing file has (descriptor, else its path). 0 or -errno. */
 static int backing_stat(const struct scratch *scratch, struct stat *st)
 {
@@ -404,6 +424,10 @@ static void workspace_load(struct mountfs *mount, struct workspace *workspace)
 			if (!scratch)
 				break;
 			scratch->write_mode = kinds[k].mode;
+			if (geteuid() == 0) {   /* a daemon that is not root cannot give its files away */
+				scratch->uid = st.st_uid;
+				scratch->gid = st.st_gid;
+			}
 			scratch->mtime = st.st_mtim;
 			scratch->ctime = st.st_ctim;
 			scratch->atime = st.st_atim;
@@ -421,6 +445,7 @@ struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branc
 	if (!workspace) {
 		workspace = calloc(1, sizeof *workspace);
 		if (workspace) {
+			workspace->mount = mount;
 			snprintf(workspace->branch, sizeof workspace->branch, "%s", branch);
 			snprintf(workspace->directory, sizeof workspace->directory, "%s/%s",
 				 mount->scratch_directory, branch);
@@ -552,6 +577,8 @@ static struct scratch *scratch_entry_new(struct workspace *workspace, enum scrat
 	scratch->directory = directory;
 	snprintf(scratch->name, sizeof scratch->name, "%s", name);
 	scratch->mode = mode & 07777;
+	scratch->uid = workspace->mount->uid;
+	scratch->gid = workspace->mount->gid;
 	clock_gettime(CLOCK_REALTIME, &scratch->mtime);
 	scratch->ctime = scratch->mtime;
 	scratch->atime = scratch->mtime;
@@ -643,7 +670,8 @@ int scratch_keep(struct mountfs *mount, const char *branch, const char *name, in
 	return rc;
 }
 
-int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode)
+int scratch_create(struct mountfs *mount, const struct node *directory, const char *name, mode_t mode,
+		   uid_t uid, gid_t gid)
 {
 	struct workspace *workspace = scratch_workspace_get(mount, directory->view.branch);
 	if (!workspace)
@@ -653,7 +681,14 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 	if (scratch_lookup(workspace, scratch_dir_of(directory), name))
 		rc = -EEXIST;
 	else
-		scratch_new(mount, workspace, scratch_dir_of(directory), name, mode, &rc);
+	{
+		struct scratch *scratch = scratch_new(mount, workspace, scratch_dir_of(directory), name, mode, &rc);
+		if (scratch) {
+			scratch->uid = uid;
+			scratch->gid = gid;
+			backing_keep_attributes(scratch, false);
+		}
+	}
 	pthread_mutex_unlock(&workspace->lock);
 	return rc;
 }
@@ -662,30 +697,14 @@ void scratch_attr(const struct scratch *scratch, struct stat *st)
 {
 	struct stat backing;
 	st->st_mode = S_IFREG | (scratch->mode & 07777);
+	st->st_uid = scratch->uid;
+	st->st_gid = scratch->gid;
 	st->st_nlink = scratch->named ? 1 : 0;
 	st->st_size = backing_stat(scratch, &backing) == 0 ? backing.st_size : 0;
 	st->st_blocks = (st->st_size + 511) / 512;
 	st->st_mtim = scratch->mtime;
 	st->st_ctim = scratch->ctime;
 	st->st_atim = scratch->atime;
-}
-
-/* Gives the backing file the scratch's mode (a daemon running as root: any mode; otherwise
- * the owner keeps read and write) and, with times, its atime and mtime, so that they
- * outlive the mount. Best effort (workspace lock held). */
-static void backing_keep_attributes(const struct scratch *scratch, bool times)
-{
-	char path[BACKING_PATH_MAX];
-	if (!scratch->named || scratch_backing_path(scratch, path, sizeof path) < 0)
-		return;
-	mode_t mode = scratch->mode & 07777;
-	if (geteuid() != 0)
-		mode |= S_IRUSR | S_IWUSR;
-	(void)chmod(path, mode);
-	if (times) {
-		struct timespec both[2] = { scratch->atime, scratch->mtime };
-		(void)utimensat(AT_FDCWD, path, both, 0);
-	}
 }
 
 void scratch_touch(struct scratch *scratch)
@@ -720,6 +739,10 @@ void scratch_set_attr(struct scratch *scratch, const struct stat *st, int to_set
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (to_set & MOUNTFS_SET_MODE)
 		scratch->mode = st->st_mode & 07777;
+	if (to_set & MOUNTFS_SET_UID)   /* the kernel checked the right to (default_permissions) */
+		scratch->uid = st->st_uid;
+	if (to_set & MOUNTFS_SET_GID)
+		scratch->gid = st->st_gid;
 	if (to_set & MOUNTFS_SET_ATIME_NOW)
 		scratch->atime = now;
 	else if (to_set & MOUNTFS_SET_ATIME)

@@ -126,3 +126,18 @@ def test_closed_scratch_files_hold_no_descriptor_in_the_daemon(m):
     assert len(names) == count + 1
     assert (directory / f"s{count - 1}.txt").read_text() == f"{count - 1}\n"
     assert len(os.listdir(f"/proc/{m.pid}/fd")) < limit // 2
+
+
+def test_a_scratch_file_belongs_to_its_creator_and_chown_keeps_across_a_remount(store, mounter):
+    m = mounter(store, options=("allow_other", "umask=000"))
+    created = subprocess.run(["setpriv", "--reuid=4321", "--regid=4322", "--clear-groups", "sh", "-c",
+                              "echo draft > tables/draft.txt"], cwd=m.root, capture_output=True, text=True)
+    assert created.returncode == 0, created.stderr
+    status = m.path("tables", "draft.txt").stat()
+    assert (status.st_uid, status.st_gid) == (4321, 4322)
+    os.chown(m.path("tables", "draft.txt"), 4400, 4401)
+    mounter.unmount(m)
+    m = mounter(store, options=("allow_other", "umask=000"))
+    status = m.path("tables", "draft.txt").stat()
+    assert (status.st_uid, status.st_gid) == (4400, 4401)
+    assert m.path("tables", "draft.txt").read_text() == "draft\n"
