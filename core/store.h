@@ -335,6 +335,9 @@ int store_writer_finish(struct store_writer *writer, struct error_info *error);
 uint64_t store_writer_lines(const struct store_writer *writer);
 /* Drops this writer's staged rows from the transaction and frees the writer. */
 void store_writer_discard(struct store_writer *writer);
+/* From now on the writer's commit requires its table to be at table_version still
+ * (-EBUSY otherwise), as store_txn_writer's based_on_version. */
+void store_writer_require_version(struct store_writer *writer, uint64_t table_version);
 
 /*
  * Stages a schema operation: creates table (empty) or changes its schema

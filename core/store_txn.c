@@ -405,6 +405,13 @@ int store_txn_writer(struct store_txn *txn, const char *table, enum store_write_
 
 
 
+void store_writer_require_version(struct store_writer *writer, uint64_t table_version)
+{
+	pthread_mutex_lock(&writer->lock);
+	writer->based_on_version = table_version;
+	pthread_mutex_unlock(&writer->lock);
+}
+
 void store_writer_discard(struct store_writer *writer)
 {
 	if (!writer)

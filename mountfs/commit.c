@@ -60,6 +60,23 @@ int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *messa
 	return 0;
 }
 
+int mount_commit_retryable(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
+			   struct store_commit_result *result)
+{
+	struct store_commit_result ignored;
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_txn_commit(txn, message, result ? result : &ignored, &error);
+	if (rc == -EBUSY)
+		return -EAGAIN;   /* the table moved: the caller merges again */
+	if (rc < 0) {
+		mount_error_record(mount, error.path[0] ? error.path : path, &error, rc);
+		return rc;
+	}
+	atomic_fetch_add(&mount->commits, 1);
+	return 0;
+}
+
 size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t out_size)
 {
 	size_t length = size < out_size - 1 ? size : out_size - 1;

@@ -52,6 +52,7 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	pthread_mutex_init(&mount->workspaces_lock, NULL);
 	pthread_mutex_init(&mount->files_lock, NULL);
 	pthread_mutex_init(&mount->errors_lock, NULL);
+	pthread_mutex_init(&mount->reads_lock, NULL);
 	pthread_mutex_init(&mount->log_lock, NULL);
 	buf_init(&mount->log_bytes);
 	view_cache_init(mount);
@@ -112,6 +113,7 @@ void mountfs_free(struct mountfs *mount)
 	pthread_mutex_destroy(&mount->workspaces_lock);
 	pthread_mutex_destroy(&mount->files_lock);
 	pthread_mutex_destroy(&mount->errors_lock);
+	pthread_mutex_destroy(&mount->reads_lock);
 	pthread_mutex_destroy(&mount->log_lock);
 	free(mount);
 }
@@ -391,6 +393,23 @@ int mountfs_make_node(struct mountfs *mount, uint64_t parent_id, const char *nam
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
+/* Based writes (reads.c): a read of a live table notes its version for the process; an
+ * O_TRUNC write of it by a process that read it is based on what it read. */
+static void note_process(struct mountfs *mount, const struct node *node, struct open_file *file, int flags,
+			 const struct mountfs_caller *caller)
+{
+	if (!caller || caller->pid <= 0 || node->kind != NODE_TABLE_FILE || !namespace_is_live(node))
+		return;
+	uint64_t version;
+	if (open_file_read_version(file, &version)) {
+		reads_note(mount, caller->pid, node->view.branch, node->table, version);
+	} else if (flags & O_TRUNC) {
+		uint64_t base = reads_base(mount, caller->pid, node->view.branch, node->table);
+		if (base)
+			open_file_set_read_base(file, base);
+	}
+}
+
 int mountfs_open(struct mountfs *mount, uint64_t id, int flags, const struct mountfs_caller *caller,
 		 struct mountfs_open_result *out)
 {
@@ -402,6 +421,7 @@ int mountfs_open(struct mountfs *mount, uint64_t id, int flags, const struct mou
 	int rc = open_file_open(mount, node, flags, false, caller_uid(caller), &file);
 	if (rc < 0)
 		return rc;
+	note_process(mount, node, file, flags, caller);
 	fill_open_result(node, (uint64_t)(uintptr_t)file, out);
 	return 0;
 }
@@ -486,6 +506,8 @@ int mountfs_create(struct mountfs *mount, uint64_t parent_id, const char *name, 
 		memset(entry, 0, sizeof *entry);
 		return rc;
 	}
+	if (exists)
+		note_process(mount, node, file, flags, caller);
 	entry->id = inode_id(mount, node);
 	entry->attr_timeout = namespace_timeout(node);
 	entry->entry_timeout = namespace_timeout(node);

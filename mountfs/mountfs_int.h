@@ -145,6 +145,8 @@ struct scratch {
 	int descriptor;              /* its backing file, open while held (holders > 0), else -1 */
 	unsigned holders;            /* open files and operations using descriptor */
 	mode_t mode;
+	uint64_t base_version;       /* tables/: the branch version this mount showed when it was
+				      * created (the base of a rename onto a table); 0: none known */
 	uid_t uid;                   /* its owner and group: who created it (chown changes them) */
 	gid_t gid;
 	struct timespec mtime;
@@ -190,6 +192,18 @@ struct workspace {
 };
 
 /* ---- the mount ---------------------------------------------------------------- */
+
+#define READS_KEPT 512
+
+/* A process's last open of a live table file for reading (reads.c). */
+struct read_record {
+	pid_t pid;
+	unsigned long long started;  /* the process's start time: a reused pid is another process */
+	char branch[JOURNAL_NAME_MAX + 1];
+	char table[JOURNAL_NAME_MAX + 1];
+	uint64_t version;            /* the branch version it read (0: an empty record) */
+	uint64_t used;               /* reads_clock when last noted */
+};
 
 /* The live heads of one snapshot in name order, shared by reference count. */
 struct heads_list {
@@ -263,6 +277,9 @@ struct mountfs {
 	struct open_directory *directories;  /* every open directory listing (files_lock), freed at unmount:
 						the kernel does not wait for RELEASEDIR */
 
+	pthread_mutex_t reads_lock;          /* reads, reads_clock */
+	struct read_record reads[READS_KEPT];
+	uint64_t reads_clock;
 	pthread_mutex_t errors_lock;
 	struct error_line errors[GRAPHFS_ERRORS_KEPT];
 	size_t errors_next;
@@ -338,6 +355,35 @@ size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t ou
  */
 int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
 		 struct store_commit_result *result);
+/* The same for a write conditional on a table version (based.c): a lost condition is
+ * -EAGAIN, not recorded, for the caller to merge again. */
+int mount_commit_retryable(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
+			   struct store_commit_result *result);
+
+/* ---- reads.c ------------------------------------------------------------------ */
+
+/* Notes that pid read table of branch at version. */
+void reads_note(struct mountfs *mount, pid_t pid, const char *branch, const char *table, uint64_t version);
+/* The version pid last read table of branch at; 0: it did not (or it is another process now). */
+uint64_t reads_base(struct mountfs *mount, pid_t pid, const char *branch, const char *table);
+
+/* ---- based.c ------------------------------------------------------------------ */
+
+/* A whole-table write and the branch version its writer read the table at. */
+struct based_write {
+	const char *branch;
+	const char *table;
+	const char *path;            /* for messages and .graphfs/errors */
+	int descriptor;              /* the written bytes, from offset 0 */
+	uint64_t base_version;       /* a branch version */
+	uid_t uid;                   /* the actor */
+};
+/*
+ * Publishes write as an overwrite of its table; if the table moved since the base,
+ * merged three ways with the rows changed since (*merged set). 0; -EBUSY (a conflict,
+ * or a base no longer kept) or -EINVAL (a bad row) with a .graphfs/errors line; -errno.
+ */
+int based_publish(struct mountfs *mount, const struct based_write *write, bool *merged);
 
 /* ---- notify.c ---------------------------------------------------------------- */
 
@@ -705,6 +751,11 @@ int open_file_truncate(struct mountfs *mount, struct node *node, struct open_fil
 		  uid_t uid);
 /* The node an open file was opened on. */
 struct node *open_file_node(const struct open_file *file);
+/* A reader of a live table file: true with the branch version it pinned. */
+bool open_file_read_version(const struct open_file *file, uint64_t *version);
+/* An O_TRUNC write of a live table file by a process that read the table at version:
+ * its publish becomes a based write (based.c). */
+void open_file_set_read_base(struct open_file *file, uint64_t version);
 /* Attributes of what the handle reads: 0, or 1 if the handle has nothing of its
  * own to say (answer from the node), or -errno. */
 int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *st);

@@ -105,6 +105,8 @@ struct open_file {
 					    * for <Name>.jsonl.rej should the publish be refused (-1: none yet) */
 	uint64_t kept_bytes;
 	uint64_t based_on;                 /* edits: the table version copied */
+	uint64_t read_base;                /* O_TRUNC streams: the branch version the writing process
+					    * last read the table at (reads.c); 0: none, a plain overwrite */
 
 	bool check_each_write;             /* schema streams: validate when the JSON completes */
 	/* overwrite streams: the table as the stream began while every byte written so
@@ -924,6 +926,42 @@ static void after_publish(struct mountfs *mount, struct open_file *file)
 	mount_invalidate_branch(mount, file->branch, names, 1, false);
 }
 
+/*
+ * An O_TRUNC write-back of what the process read (file->read_base): if the table did
+ * not move since, the stream itself, on the condition that it still has not; else
+ * (or if it moved meanwhile) the kept bytes as a based write, merged three ways
+ * (based.c). File locked; the stream's transaction is left for the caller to free.
+ */
+static int publish_stream_based(struct mountfs *mount, struct open_file *file)
+{
+	struct store_snapshot *base = NULL, *now = NULL;
+	struct head_row base_head, now_head;
+	bool same = store_snapshot_open(mount->store, file->branch, file->read_base, &base, NULL) == 0 &&
+		    store_snapshot_head(base, file->table, &base_head) == 0 &&
+		    store_snapshot_open(mount->store, file->branch, STORE_LATEST, &now, NULL) == 0 &&
+		    store_snapshot_head(now, file->table, &now_head) == 0 &&
+		    base_head.table_version == now_head.table_version &&
+		    ulid_compare(&base_head.incarnation, &now_head.incarnation) == 0;
+	store_snapshot_release(base);
+	store_snapshot_release(now);
+	if (same) {
+		store_writer_require_version(file->writer, now_head.table_version);
+		int rc = mount_commit_retryable(mount, file->txn, NULL, file->path, NULL);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	int descriptor = file->kept_descriptor;
+	if (descriptor < 0 && (descriptor = scratch_temporary_file(mount)) < 0)   /* nothing was written */
+		return descriptor;
+	struct based_write write = { .branch = file->branch, .table = file->table, .path = file->path,
+				     .descriptor = descriptor, .base_version = file->read_base, .uid = file->uid };
+	bool merged;
+	int rc = based_publish(mount, &write, &merged);
+	if (descriptor != file->kept_descriptor)
+		close(descriptor);
+	return rc;
+}
+
 static int publish_stream(struct mountfs *mount, struct open_file *file)
 {
 	struct error_info error;
@@ -942,6 +980,10 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 	if (same_as_table(mount, file)) {
 		/* The same bytes as the table now: an overwrite that changes nothing. */
 		rc = -ENODATA;
+	} else if (file->read_base && file->write_kind == WRITE_OVERWRITE) {
+		rc = publish_stream_based(mount, file);
+		if (rc < 0)
+			return rc;
 	} else {
 		rc = mount_commit(mount, file->txn, NULL, file->path, NULL);
 		if (rc < 0)
@@ -950,6 +992,7 @@ static int publish_stream(struct mountfs *mount, struct open_file *file)
 	store_txn_free(file->txn);
 	file->txn = NULL;
 	file->writer = NULL;
+	file->read_base = 0;   /* what it writes next is merged into what it published */
 	keep_forget(file);
 	write_state_enter(mount, file, WRITE_CLEAN);
 	after_publish(mount, file);   /* also when nothing changed: the name is no longer pending or hidden */
@@ -1112,6 +1155,23 @@ void open_file_release(struct mountfs *mount, struct open_file *file)
 		const char *names[1] = { table };
 		mount_invalidate_branch(mount, branch, names, 1, true);
 	}
+}
+
+bool open_file_read_version(const struct open_file *file, uint64_t *version)
+{
+	if (file->role != FILE_TABLE_READ || file->node->view.version != 0 || file->node->view.tag[0] ||
+	    file->node->kind != NODE_TABLE_FILE || !file->snapshot)
+		return false;
+	*version = store_snapshot_version(file->snapshot);
+	return true;
+}
+
+void open_file_set_read_base(struct open_file *file, uint64_t version)
+{
+	pthread_mutex_lock(&file->lock);
+	if (file->role == FILE_TABLE_WRITE && file->write_kind == WRITE_OVERWRITE)
+		file->read_base = version;
+	pthread_mutex_unlock(&file->lock);
 }
 
 struct node *open_file_node(const struct open_file *file)

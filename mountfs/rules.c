@@ -139,6 +139,14 @@ static int publish_scratch_overwrite(struct mountfs *mount, const char *branch, 
 		rc = 0;   /* the same bytes as the table: nothing to publish */
 		goto out;
 	}
+	if (scratch->base_version) {
+		/* a based write (based.c): what others committed since it was read is kept */
+		struct based_write write = { .branch = branch, .table = table, .path = path, .descriptor = descriptor,
+					     .base_version = scratch->base_version, .uid = uid };
+		bool merged;
+		rc = based_publish(mount, &write, &merged);
+		goto out;
+	}
 	rc = mount_txn_begin(mount, branch, uid, &txn, &error);
 	if (rc < 0)
 		goto out;

@@ -676,6 +676,13 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 	struct workspace *workspace = scratch_workspace_get(mount, directory->view.branch);
 	if (!workspace)
 		return -ENOMEM;
+	/* what a tool that writes a scratch file and renames it over a table read (sed -i) */
+	uint64_t base_version = 0;
+	struct store_snapshot *snapshot = NULL;
+	if (scratch_dir_of(directory) == SCRATCH_TABLES && view_snapshot(mount, &directory->view, &snapshot) == 0) {
+		base_version = store_snapshot_version(snapshot);
+		store_snapshot_release(snapshot);
+	}
 	int rc = 0;
 	pthread_mutex_lock(&workspace->lock);
 	if (scratch_lookup(workspace, scratch_dir_of(directory), name))
@@ -684,6 +691,7 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 	{
 		struct scratch *scratch = scratch_new(mount, workspace, scratch_dir_of(directory), name, mode, &rc);
 		if (scratch) {
+			scratch->base_version = base_version;
 			scratch->uid = uid;
 			scratch->gid = gid;
 			backing_keep_attributes(scratch, false);
