@@ -137,7 +137,9 @@ struct workspace;
 
 /* A private file of this mount: a scratch name, or a staged table. */
 struct scratch {
-	struct scratch *next;
+	struct scratch *next;        /* the workspace's list of named scratches */
+	struct scratch *previous;
+	struct scratch *hash_next;   /* the workspace's index by (directory, name) */
 	struct workspace *workspace;
 	enum scratch_dir directory;
 	char name[GRAPHFS_NAME_MAX + 1];
@@ -184,6 +186,8 @@ struct workspace {
 	pthread_mutex_t commit_lock;       /* held across a staging commit */
 	pthread_mutex_t lock;              /* the lists below */
 	struct scratch *scratches;         /* scratch names and staged tables (SCRATCH_STAGING + writer) */
+	struct scratch **buckets;          /* the same, indexed by directory and name (scratch.c) */
+	size_t bucket_count, named_count;
 	struct pending *pendings;
 	struct store_txn *staging;         /* NULL while nothing is staged */
 	char hidden[WORKSPACE_HIDDEN_MAX][JOURNAL_NAME_MAX + 1]; /* tables renamed to a scratch name */

@@ -462,10 +462,70 @@ struct workspace *scratch_workspace_get(struct mountfs *mount, const char *branc
 
 /* ---- scratch files ------------------------------------------------------------------ */
 
+/* ---- the index: (directory, name) -> named scratch, O(1) at any number of scratch files */
+
+static size_t index_bucket(const struct workspace *workspace, enum scratch_dir directory, const char *name)
+{
+	return (size_t)((XXH3_64bits(name, strlen(name)) ^ (uint64_t)directory) % workspace->bucket_count);
+}
+
+/* Adds a named scratch to the list and the index (workspace lock held). 0 or -ENOMEM. */
+static int index_add(struct workspace *workspace, struct scratch *scratch)
+{
+	if (workspace->named_count + 1 > workspace->bucket_count) {
+		size_t count = workspace->bucket_count ? workspace->bucket_count * 2 : 64;
+		struct scratch **buckets = calloc(count, sizeof *buckets);
+		if (!buckets)
+			return -ENOMEM;
+		free(workspace->buckets);
+		workspace->buckets = buckets;
+		workspace->bucket_count = count;
+		for (struct scratch *each = workspace->scratches; each; each = each->next) {
+			size_t bucket = index_bucket(workspace, each->directory, each->name);
+			each->hash_next = buckets[bucket];
+			buckets[bucket] = each;
+		}
+	}
+	size_t bucket = index_bucket(workspace, scratch->directory, scratch->name);
+	scratch->hash_next = workspace->buckets[bucket];
+	workspace->buckets[bucket] = scratch;
+	scratch->previous = NULL;
+	scratch->next = workspace->scratches;
+	if (scratch->next)
+		scratch->next->previous = scratch;
+	workspace->scratches = scratch;
+	workspace->named_count++;
+	return 0;
+}
+
+/* Takes a scratch out of the list and the index (workspace lock held). */
+static void index_remove(struct workspace *workspace, struct scratch *scratch)
+{
+	if (!scratch->previous && workspace->scratches != scratch)
+		return;   /* not in the list */
+	struct scratch **link = &workspace->buckets[index_bucket(workspace, scratch->directory, scratch->name)];
+	while (*link && *link != scratch)
+		link = &(*link)->hash_next;
+	assert(*link);   /* in the list, so in the index */
+	if (*link)
+		*link = scratch->hash_next;
+	if (scratch->previous)
+		scratch->previous->next = scratch->next;
+	else
+		workspace->scratches = scratch->next;
+	if (scratch->next)
+		scratch->next->previous = scratch->previous;
+	scratch->next = scratch->previous = scratch->hash_next = NULL;
+	workspace->named_count--;
+}
+
 struct scratch *scratch_lookup(struct workspace *workspace, enum scratch_dir directory,
 				      const char *name)
 {
-	for (struct scratch *scratch = workspace->scratches; scratch; scratch = scratch->next)
+	if (!workspace->bucket_count)
+		return NULL;
+	for (struct scratch *scratch = workspace->buckets[index_bucket(workspace, directory, name)]; scratch;
+	     scratch = scratch->hash_next)
 		if (scratch->named && scratch->directory == directory && strcmp(scratch->name, name) == 0)
 			return scratch;
 	return NULL;
@@ -515,7 +575,9 @@ void scratch_rename(struct workspace *workspace, struct scratch *scratch, const 
 	if (scratch_backing_path(scratch, from, sizeof from) == 0 &&
 	    backing_path(workspace, scratch->directory, scratch->write_mode, new_name, to, sizeof to) == 0)
 		(void)rename(from, to);
+	index_remove(workspace, scratch);
 	snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
+	(void)index_add(workspace, scratch);   /* the table only grows when a name is added */
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
 }
 
@@ -529,12 +591,7 @@ void scratch_workspace_touch(struct workspace *workspace)
 void scratch_unname(struct workspace *workspace, struct scratch *scratch)
 {
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
-	struct scratch **link = &workspace->scratches;
-	while (*link && *link != scratch)
-		link = &(*link)->next;
-	if (*link)
-		*link = scratch->next;
-	scratch->next = NULL;
+	index_remove(workspace, scratch);
 	char path[BACKING_PATH_MAX];
 	if (scratch->named && scratch_backing_path(scratch, path, sizeof path) == 0)
 		(void)unlink(path);   /* an open file keeps its descriptor (invariant 2) */
@@ -589,8 +646,10 @@ static struct scratch *scratch_entry_new(struct workspace *workspace, enum scrat
 	scratch->schema_staged = directory == SCRATCH_STAGED_SCHEMA && names_table_from_file(name, ".json", table);
 	if (scratch->staged || scratch->schema_staged)
 		snprintf(scratch->table, sizeof scratch->table, "%s", table);
-	scratch->next = workspace->scratches;
-	workspace->scratches = scratch;
+	if (index_add(workspace, scratch) < 0) {
+		free(scratch);
+		return NULL;
+	}
 	workspace->changed = scratch->mtime;
 	return scratch;
 }
@@ -926,7 +985,7 @@ void scratch_workspaces_free(struct mountfs *mount)
 		struct workspace *next = workspace->next;
 		while (workspace->scratches) {
 			struct scratch *scratch = workspace->scratches;
-			workspace->scratches = scratch->next;
+			index_remove(workspace, scratch);
 			if (scratch->writer)
 				store_writer_discard(scratch->writer);
 			scratch->writer = NULL;
@@ -942,6 +1001,7 @@ void scratch_workspaces_free(struct mountfs *mount)
 			store_txn_free(workspace->staging);
 		pthread_mutex_destroy(&workspace->lock);
 		pthread_mutex_destroy(&workspace->commit_lock);
+		free(workspace->buckets);
 		free(workspace);
 		workspace = next;
 	}

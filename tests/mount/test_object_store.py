@@ -78,6 +78,22 @@ def test_a_commit_from_another_host_shows_in_the_mount_within_the_refresh_bound(
     assert wait_for(lambda: mnt.read("tables", "Person.jsonl") == expected, timeout=5.0)
 
 
+def test_a_read_modify_write_on_one_host_keeps_a_row_another_host_committed_meanwhile(remote, remote_mounter,
+                                                                                        tmp_path):
+    import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Bob"}], tmp_path)
+    here = remote_mounter(remote, env={"GRAPHFS_CACHE_DIR": str(tmp_path / "cache-here")})
+    there = remote_mounter(remote, env={"GRAPHFS_CACHE_DIR": str(tmp_path / "cache-there")})
+    path = here.path("tables", "Person.jsonl")
+    with open(path) as handle:
+        text = handle.read()
+    there.write("tables/Person.jsonl", jsonl([{"id": "cy", "name": "Cy"}]), mode="a")   # the other host
+    with open(path, "w") as handle:   # O_TRUNC: based on what this process read
+        handle.write(text.replace('"Bob"', '"Robert"'))
+    expected = sorted(jsonl([{"id": "ada", "name": "Ada"}, {"id": "bob", "name": "Robert"},
+                             {"id": "cy", "name": "Cy"}]).splitlines())
+    assert sorted(graphfs("export", remote, "Person").stdout.decode().splitlines()) == expected
+
+
 def test_a_branch_a_mount_serves_cannot_be_deleted_from_another_host_until_unmounted(remote, remote_mounter, tmp_path):
     import_rows(remote, "Person", [{"id": "ada", "name": "Ada"}], tmp_path)
     graphfs("branch", remote, "create", "dev")
