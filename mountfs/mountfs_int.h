@@ -19,6 +19,8 @@
  *   staging.c    the staging area of a branch (one transaction)
  *   open_file.c  open files: pinned readers, write handles, publishing
  *   rules.c      unlink, rename, mkdir and rmdir: what each name change means
+ *   based.c      based writes: three-way merges of a write-back with what changed since
+ *   reads.c      the version each process last read a table at (a write-back's base)
  *
  * Locks (outermost first; never take an earlier one holding a later one):
  *   1. open_file.lock        one open file's state (reads and writes on it)
