@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -64,6 +65,22 @@ static int allocate_segment(void *context, uint64_t *segment_id_out)
 	struct fixture *fixture = context;
 	*segment_id_out = ++fixture->next_segment;
 	return 0;
+}
+
+/*
+ * The stage's inline limit in this run: TABLE_INLINE_LIMIT, or a quarter of it in a
+ * sanitized build (GRAPHFS_STAGE_INLINE_BYTES, set before the first test), where the
+ * same spills, runs and segments then take a quarter of the rows (docs/TESTING.md "Tiers").
+ */
+#define INLINE_LIMIT (HARNESS_SANITIZED ? TABLE_INLINE_LIMIT / 4 : TABLE_INLINE_LIMIT)
+
+__attribute__((constructor)) static void sanitized_inline_limit(void)
+{
+	if (HARNESS_SANITIZED) {
+		char bytes[32];
+		snprintf(bytes, sizeof bytes, "%u", TABLE_INLINE_LIMIT / 4);
+		setenv("GRAPHFS_STAGE_INLINE_BYTES", bytes, 1);
+	}
 }
 
 static int stage_open(struct fixture *fixture, enum table_write_mode mode, struct table_stage **out)
@@ -949,14 +966,14 @@ TEST(a_stage_above_the_inline_limit_spills_to_a_segment_and_reads_back_identical
 	CHECK_EQ(fixture_open(&fixture), 0);
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
-	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long count = 3 * INLINE_LIMIT / 290;
 	struct buf expected;
 	buf_init(&expected);
 	for (long i = 0; i < count; i++) {
 		CHECK_EQ(stage_wide_row(stage, i, i), 0);
 		expect_wide_row(&expected, i, i);
 	}
-	CHECK(expected.size > TABLE_INLINE_LIMIT);
+	CHECK(expected.size > INLINE_LIMIT);
 	uint64_t segment_id = table_stage_segment(stage);
 	CHECK(segment_id != 0);
 	CHECK(segment_exists(&fixture, segment_id));
@@ -983,7 +1000,7 @@ TEST(a_spilled_merge_carries_superseded_rows_as_deleted_rows)
 	CHECK_EQ(write_rows(&fixture, NULL, 0, 10, &base), 0);
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count; i++)
 		CHECK_EQ(stage_wide_row(stage, i, i), 0);
 	CHECK(table_stage_segment(stage) != 0);
@@ -1052,7 +1069,7 @@ TEST(ids_of_any_length_and_common_prefixes_are_sorted_into_a_valid_key_tree)
 		if (spilled) {
 			/* Wide rows first so the stage spills, then the tricky ids go to runs of 500. */
 			table_stage_set_run_entries(stage, 500);
-			for (long i = 0; i < 2 * (long)TABLE_INLINE_LIMIT / 290; i++)
+			for (long i = 0; i < 2 * (long)INLINE_LIMIT / 290; i++)
 				CHECK_EQ(stage_wide_row(stage, i, i), 0);
 		}
 		CHECK_EQ(stage_tricky_ids(stage, count, ids), 0);
@@ -1182,7 +1199,7 @@ static void check_overwrite_in_runs(const long *ids, long count, bool streamed)
 
 TEST(a_spilled_stage_in_many_runs_reads_back_every_row_in_staging_order)
 {
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	long *order = shuffled(count);
 	check_overwrite_in_runs(order, count, false);
 	free(order);
@@ -1190,7 +1207,7 @@ TEST(a_spilled_stage_in_many_runs_reads_back_every_row_in_staging_order)
 
 TEST(an_overwrite_in_increasing_id_order_gets_the_key_tree_its_writer_built_as_the_rows_came)
 {
-	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long count = 3 * INLINE_LIMIT / 290;
 	long *ids = malloc((size_t)count * sizeof *ids);
 	for (long i = 0; i < count; i++)
 		ids[i] = 3 * i + 1;
@@ -1201,7 +1218,7 @@ TEST(an_overwrite_in_increasing_id_order_gets_the_key_tree_its_writer_built_as_t
 /* Increasing ids (3i + 1) except ids[2500], after more than two runs, which is `odd`. */
 static void check_overwrite_out_of_order_at(long odd)
 {
-	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long count = 3 * INLINE_LIMIT / 290;
 	long *ids = malloc((size_t)count * sizeof *ids);
 	for (long i = 0; i < count; i++)
 		ids[i] = 3 * i + 1;
@@ -1227,7 +1244,7 @@ TEST(an_id_repeated_from_an_earlier_run_is_eexist_at_its_add_in_an_overwrite)
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
 	table_stage_set_run_entries(stage, 500);
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count; i++)
 		CHECK_EQ(stage_wide_row(stage, i, i), 0);
 	CHECK_EQ(stage_wide_row(stage, 3, 0), -EEXIST);
@@ -1249,12 +1266,12 @@ TEST(a_run_that_cannot_be_written_fails_that_add_and_the_stage_goes_on_unchanged
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
 	table_stage_set_run_entries(stage, 1000);
-	long count = 2 * TABLE_INLINE_LIMIT / 290, failed = 0;
+	long count = 2 * INLINE_LIMIT / 290, failed = 0;
 	struct buf expected;
 	buf_init(&expected);
 	for (long i = 0; i < count; i++) {
-		/* Every fifth run's write fails once: that add fails, the same row is added again. */
-		if (i % 5000 == 1000)
+		/* Every second run's write fails once: that add fails, the same row is added again. */
+		if (i % 2000 == 1000)
 			CHECK_EQ(io_failpoint_arm("stage.before_run_write", IO_FAILPOINT_ERROR), 0);
 		int rc = stage_wide_row(stage, i, i);
 		if (rc == -EIO) {
@@ -1265,7 +1282,7 @@ TEST(a_run_that_cannot_be_written_fails_that_add_and_the_stage_goes_on_unchanged
 		expect_wide_row(&expected, i, i);
 	}
 	io_failpoint_arm("stage.before_run_write", IO_FAILPOINT_OFF);
-	CHECK(failed >= 3);
+	CHECK(failed >= 2);
 	/* The ids of the failed runs are still found: a duplicate of each is refused. */
 	CHECK_EQ(stage_wide_row(stage, 999, 0), -EEXIST);
 	CHECK_EQ(stage_wide_row(stage, 5999, 0), -EEXIST);
@@ -1288,7 +1305,7 @@ TEST(has_and_deletes_see_ids_held_in_runs_before_and_after_the_seal)
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_MERGE, &stage), 0);
 	table_stage_set_run_entries(stage, 700);
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count; i++) {
 		char id[32];
 		row_id(id, i);
@@ -1312,7 +1329,7 @@ TEST(a_merge_supersedes_and_deletes_rows_held_in_earlier_runs)
 {
 	struct fixture fixture;
 	CHECK_EQ(fixture_open(&fixture), 0);
-	long count = 2 * TABLE_INLINE_LIMIT / 290, rows = count + 10;
+	long count = 2 * INLINE_LIMIT / 290, rows = count + 10;
 	struct table_info base, info;
 	memset(&base, 0, sizeof base);
 	CHECK_EQ(write_rows(&fixture, NULL, count, 10, &base), 0);
@@ -1372,7 +1389,7 @@ static void check_large_merge(long base_rows, uint32_t run_entries)
 	for (long i = 0; i < base_rows; i++)
 		expected[i] = i;
 	long staged = 0;
-	for (long i = 0; i < base_rows && staged < 2 * (long)TABLE_INLINE_LIMIT / 290; i += 3, staged++) {
+	for (long i = 0; i < base_rows && staged < 2 * (long)INLINE_LIMIT / 290; i += 3, staged++) {
 		CHECK_EQ(stage_wide_row(stage, i, i + 1000000), 0);
 		expected[i] = i + 1000000;
 	}
@@ -1409,7 +1426,7 @@ static void check_random_merge(uint64_t seed, long base_rows, uint32_t run_entri
 {
 	struct fixture fixture;
 	CHECK_EQ(fixture_open(&fixture), 0);
-	const long pool = 3000, adds = 2 * TABLE_INLINE_LIMIT / 290;
+	const long pool = 3000, adds = 2 * INLINE_LIMIT / 290;
 	long rows = pool > base_rows ? pool : base_rows;
 	struct table_info base, info;
 	memset(&base, 0, sizeof base);
@@ -1480,7 +1497,7 @@ TEST(a_spilled_overwrite_has_its_key_tree_in_its_segment_and_fragments_from_sequ
 	CHECK(base.next_fragment > 0);
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count; i++)
 		CHECK_EQ(stage_wide_row(stage, i, i), 0);
 	uint64_t segment_id = table_stage_segment(stage);
@@ -1611,7 +1628,7 @@ TEST(freeing_an_unpublished_stage_removes_its_segment)
 	CHECK_EQ(fixture_open(&fixture), 0);
 	struct table_stage *stage;
 	CHECK_EQ(stage_open(&fixture, TABLE_OVERWRITE, &stage), 0);
-	long count = 2 * TABLE_INLINE_LIMIT / 290;
+	long count = 2 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count; i++)
 		CHECK_EQ(stage_wide_row(stage, i, i), 0);
 	uint64_t segment_id = table_stage_segment(stage);
@@ -1645,7 +1662,7 @@ TEST(a_spilled_stage_writes_the_same_fragment_bytes_in_the_same_order_every_time
 {
 	struct fixture fixture;
 	CHECK_EQ(fixture_open(&fixture), 0);
-	long count = 3 * TABLE_INLINE_LIMIT / 290;
+	long count = 3 * INLINE_LIMIT / 290;
 	uint64_t segments[2];
 	struct table_info infos[2];
 	for (int round = 0; round < 2; round++) {
@@ -1718,7 +1735,7 @@ static void stage_into_a_full_file_system(void)
 	if (stage_open(&fixture, TABLE_OVERWRITE, &stage) < 0)
 		_exit(2);
 	int rc = 0;
-	long count = 4 * TABLE_INLINE_LIMIT / 290;
+	long count = 4 * INLINE_LIMIT / 290;
 	for (long i = 0; i < count && rc == 0; i++)
 		rc = stage_noisy_row(stage, i);
 	if (rc == 0)
