@@ -657,8 +657,11 @@ static int detach_apply_one(struct store_txn *txn, struct store_writer *node_wri
 			pthread_mutex_lock(&writer->lock);
 			(*locked_writers)++;
 		}
-		if (writer->mode == STORE_OVERWRITE || table_stage_has(writer->stage, edge, edge_size) != 0)
-			continue;  /* the writer's own rows decide; the commit checks what they leave */
+		/* the writer's own rows decide (the commit checks what they leave); an edge already
+		 * deleted (a self-loop is found from both ends) is deleted once */
+		if (writer->mode == STORE_OVERWRITE || table_stage_has(writer->stage, edge, edge_size) != 0 ||
+		    table_stage_deletes(writer->stage, edge, edge_size) != 0)
+			continue;
 		schema_row_free(&row);
 		schema_row_init(&row);
 		row.is_delete = true;

@@ -44,6 +44,22 @@ def test_detach_deletes_the_node_and_its_edges_in_one_commit(cli, graph):
     cli.ok("verify", graph)
 
 
+def test_detach_counts_each_edge_once_a_self_loop_found_from_both_ends_included(cli, graph):
+    cli.import_rows(graph, "Knows", [{"id": "loop", "from": "bob", "to": "bob"}], mode="merge")
+    cli.import_rows(graph, "Person", '{"id":"bob","@delete":"detach"}\n', mode="merge")
+    changes = {change["table"]: change["rows"] for change in cli.log(graph)[0]["changes"]}
+    assert changes == {"Person": 1, "Knows": 3}   # k1, k2 and the loop
+    cli.ok("verify", graph)
+
+
+def test_detaching_both_ends_of_an_edge_in_one_commit_deletes_it_once(cli, graph):
+    cli.import_rows(graph, "Person", '{"id":"ada","@delete":"detach"}\n{"id":"bob","@delete":"detach"}\n',
+                    mode="merge")
+    changes = {change["table"]: change["rows"] for change in cli.log(graph)[0]["changes"]}
+    assert changes == {"Person": 2, "Knows": 2}   # k1 (ada to bob) once, and k2
+    assert cli.export(graph, "Knows") == ""
+
+
 def test_verify_finds_a_dangling_edge_planted_by_a_test_only_failpoint(cli, graph):
     path = cli.write_file('{"id":"cy","@delete":true}\n')
     cli.ok("import", graph, "Person", path, "--mode", "merge",
