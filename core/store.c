@@ -274,6 +274,43 @@ static int resolve_version(struct store *store, void *context, struct manifest_s
 	return snapshot_resolve(store, wanted->branch, wanted->version, view, error);
 }
 
+static int resolve_tag(struct store *store, void *context, struct manifest_snapshot *view, struct error_info *error)
+{
+	const char *tag = context;
+	int rc = manifest_snapshot_tag(store->manifest, tag, view);
+	if (rc == -ENOENT)
+		return error_info_set(error, rc, "no tag named \"%s\" (see 'graphfs tag STORE list')", tag);
+	if (rc < 0)
+		return error && error->code ? rc : error_info_set(error, rc, "cannot read tag \"%s\": %s", tag, io_strerror(rc));
+	return 0;
+}
+
+int store_snapshot_open_tag(struct store *store, const char *tag, struct store_snapshot **out,
+			    struct error_info *error)
+{
+	*out = NULL;
+	int rc = manifest_tag_name_check(tag, error);
+	if (rc < 0)
+		return rc;
+	return store_snapshot_pinned(store, resolve_tag, (void *)tag, NULL, out, error);
+}
+
+/* A tag naming version of branch (manifest_tags_each's visitor): stops at the first. */
+struct tag_at {
+	const char *branch;
+	uint64_t version;
+	char name[JOURNAL_NAME_MAX + 1];
+};
+
+static int find_tag_at(const struct manifest_tag *tag, void *context)
+{
+	struct tag_at *wanted = context;
+	if (tag->version != wanted->version || strcmp(tag->branch.name, wanted->branch) != 0)
+		return 0;
+	snprintf(wanted->name, sizeof wanted->name, "%s", tag->name);
+	return 1;
+}
+
 int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
 			struct store_snapshot **out, struct error_info *error)
 {
@@ -282,7 +319,19 @@ int store_snapshot_open(struct store *store, const char *branch, uint64_t versio
 	if (!schema_name_is_valid(branch, strlen(branch)))
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", branch);
 	struct version_resolve wanted = { branch, version };
-	return store_snapshot_pinned(store, resolve_version, &wanted, branch, out, error);
+	int rc = store_snapshot_pinned(store, resolve_version, &wanted, branch, out, error);
+	if (rc == -ENOENT && version != STORE_LATEST && version <= store_horizon(store)) {
+		/* reclaimed by gc, unless a tag keeps that state (docs/MOUNT.md "History"): open it there */
+		struct tag_at found = { .branch = branch, .version = version };
+		struct root_record root;
+		if (manifest_latest(store->manifest, &root) == 0 &&
+		    manifest_tags_each(store->manifest, &root, find_tag_at, &found) > 0 &&
+		    store_snapshot_open_tag(store, found.name, out, NULL) == 0) {
+			error_info_clear(error);
+			rc = 0;
+		}
+	}
+	return rc;
 }
 
 void store_snapshot_retain(struct store_snapshot *snapshot)

@@ -104,27 +104,6 @@ int store_at_parse(const char *text, struct store_at *out, struct error_info *er
 	return 0;
 }
 
-static int resolve_tag(struct store *store, void *context, struct manifest_snapshot *view, struct error_info *error)
-{
-	const char *tag = context;
-	int rc = manifest_snapshot_tag(store->manifest, tag, view);
-	if (rc == -ENOENT)
-		return error_info_set(error, rc, "no tag named \"%s\" (see 'graphfs tag STORE list')", tag);
-	if (rc < 0)
-		return error && error->code ? rc : error_info_set(error, rc, "cannot read tag \"%s\": %s", tag, io_strerror(rc));
-	return 0;
-}
-
-int store_snapshot_open_tag(struct store *store, const char *tag, struct store_snapshot **out,
-			    struct error_info *error)
-{
-	*out = NULL;
-	int rc = manifest_tag_name_check(tag, error);
-	if (rc < 0)
-		return rc;
-	return store_snapshot_pinned(store, resolve_tag, (void *)tag, NULL, out, error);
-}
-
 int store_snapshot_open_at(struct store *store, const char *branch, const char *at,
 			   struct store_snapshot **out, struct error_info *error)
 {

@@ -32,6 +32,17 @@ def test_a_reclaimed_version_is_refused_with_the_horizon_by_every_reading_comman
     assert cli.export(store, "Counter", at="6") == jsonl([{"id": "c", "value": 5}])
 
 
+def test_a_tagged_state_reads_by_its_tag_and_its_version_after_gc_reclaimed_the_version(cli, store):
+    history(cli, store, 8)
+    cli.ok("tag", store, "create", "early", "--at", "2")
+    cli.ok("gc", store, "--keep-versions", "3")
+    tagged = jsonl([{"id": "c", "value": 1}])
+    assert cli.export(store, "Counter", at="early") == tagged
+    assert cli.export(store, "Counter", at="2") == tagged   # the tag keeps it
+    assert "was reclaimed by gc (horizon 5)" in cli.fail("export", store, "Counter", "--at", "3")
+    assert json.loads(cli.ok("heads", store, "--at", "early").stdout.decode().splitlines()[0])["table_key"] == "Counter"
+
+
 def test_log_keeps_the_kept_commits_and_marks_the_newest_reclaimed_one(cli, store):
     history(cli, store, 8)
     cli.ok("gc", store, "--keep-versions", "3")
