@@ -40,6 +40,9 @@ void io_cache_counters_get(struct io_cache_counters *out);
  * root: GRAPHFS_CACHE_DIR, else $XDG_CACHE_HOME/graphfs, else ~/.cache/graphfs), whether or not
  * the cache is on; not created. 0, -ENOENT (no root can be named), -ENAMETOOLONG. */
 int io_cache_store_directory(const uint8_t store_id[16], char *out, size_t size);
+/* Makes every missing directory of path (as mkdir -p, mode 0700); path is changed and
+ * restored meanwhile. 0 or -errno. */
+int io_make_directories(char *path);
 /* ---- files ------------------------------------------------------------- */
 
 struct io_remote_file;

@@ -95,8 +95,7 @@ static int cache_root(char out[CACHE_PATH_MAX])
 	return length > 0 && length < CACHE_PATH_MAX - 64 ? 0 : -ENAMETOOLONG;
 }
 
-/* Makes every directory of path (as mkdir -p). 0 or -errno. */
-static int make_directories(char *path)
+int io_make_directories(char *path)
 {
 	for (char *at = path + 1;; at++) {
 		if (*at != '/' && *at != '\0')
@@ -139,7 +138,7 @@ struct io_cache *io_cache_open(const uint8_t store_id[16])
 	if (cache_root(cache->root) < 0 ||
 	    (size_t)snprintf(cache->directory, sizeof cache->directory, "%s/%s", cache->root, id) >=
 		    sizeof cache->directory ||
-	    make_directories(cache->directory) < 0) {
+	    io_make_directories(cache->directory) < 0) {
 		free(cache);
 		return NULL;   /* invariant 1: no cache, every read a miss */
 	}

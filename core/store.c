@@ -25,7 +25,6 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io.h"
@@ -161,21 +160,6 @@ const char *store_path(const struct store *store)
 	return store->path;
 }
 
-/* Makes every directory of path that is missing (as mkdir -p, mode 0700). 0 or -errno. */
-static int make_directories(char *path)
-{
-	for (char *at = path + 1;; at++) {
-		if (*at != '/' && *at != '\0')
-			continue;
-		char saved = *at;
-		*at = '\0';
-		int rc = mkdir(path, 0700) < 0 && errno != EEXIST ? -errno : 0;
-		*at = saved;
-		if (rc < 0 || saved == '\0')
-			return rc;
-	}
-}
-
 int store_host_directory(struct store *store, const char *purpose, char *out, size_t size)
 {
 	int rc;
@@ -188,7 +172,7 @@ int store_host_directory(struct store *store, const char *purpose, char *out, si
 	} else {
 		rc = (size_t)snprintf(out, size, "%s/%s", store->path, purpose) >= size ? -ENAMETOOLONG : 0;
 	}
-	return rc < 0 ? rc : make_directories(out);
+	return rc < 0 ? rc : io_make_directories(out);
 }
 
 /* ---- snapshots ------------------------------------------------------------ */

@@ -43,13 +43,16 @@ int mount_txn_begin(struct mountfs *mount, const char *branch, uid_t uid, struct
 	return rc;
 }
 
-int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
-		 struct store_commit_result *result)
+/* Both doors: a lost condition (-EBUSY) is -EAGAIN, unrecorded, when retryable. */
+static int commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
+		  struct store_commit_result *result, bool retryable)
 {
 	struct store_commit_result ignored;
 	struct error_info error;
 	error_info_clear(&error);
 	int rc = store_txn_commit(txn, message, result ? result : &ignored, &error);
+	if (rc == -EBUSY && retryable)
+		return -EAGAIN;   /* the table moved: the caller merges again */
 	if (rc < 0) {
 		if (rc == -EBUSY && !error.message[0])
 			error_info_set(&error, -EBUSY, "the table moved since this file was opened; nothing was published");
@@ -60,21 +63,16 @@ int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *messa
 	return 0;
 }
 
+int mount_commit(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
+		 struct store_commit_result *result)
+{
+	return commit(mount, txn, message, path, result, false);
+}
+
 int mount_commit_retryable(struct mountfs *mount, struct store_txn *txn, const char *message, const char *path,
 			   struct store_commit_result *result)
 {
-	struct store_commit_result ignored;
-	struct error_info error;
-	error_info_clear(&error);
-	int rc = store_txn_commit(txn, message, result ? result : &ignored, &error);
-	if (rc == -EBUSY)
-		return -EAGAIN;   /* the table moved: the caller merges again */
-	if (rc < 0) {
-		mount_error_record(mount, error.path[0] ? error.path : path, &error, rc);
-		return rc;
-	}
-	atomic_fetch_add(&mount->commits, 1);
-	return 0;
+	return commit(mount, txn, message, path, result, true);
 }
 
 size_t mount_commit_message(const char *bytes, size_t size, char *out, size_t out_size)
