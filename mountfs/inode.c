@@ -13,6 +13,11 @@
  *      the same path shows the same inode number across lookups and mounts.
  *   4. Every node holds one reference on its parent, so parents outlive
  *      children and inode_path() can always walk to the root.
+ *   5. A live table file held by read handles when its table changes is
+ *      unhashed (notify.c): the name resolves to a new node, and the old one,
+ *      reachable only through those handles, answers getattr for the version
+ *      they read. The kernel sends no handle with fstat(2), so the node is
+ *      what tells fstat from stat.
  * States of a node: hashed (resolvable) -> unhashed (renamed over, unlinked,
  * or replaced) -> freed (no lookups, no references).
  */
@@ -303,11 +308,44 @@ void inode_visit(struct mountfs *mount, void (*visit)(struct node *node, void *c
 	struct inode_table *table = &mount->inodes;
 	pthread_mutex_lock(&table->lock);
 	visit(table->root, context);
-	for (size_t i = 0; i < table->bucket_count; i++)
-		for (struct node *node = table->buckets[i]; node; node = node->hash_next)
+	for (size_t i = 0; i < table->bucket_count; i++) {
+		struct node *next;
+		for (struct node *node = table->buckets[i]; node; node = next) {
+			next = node->hash_next;   /* visit may unhash node (inode_unhash_visited) */
 			if (node != table->root)
 				visit(node, context);
+		}
+	}
 	pthread_mutex_unlock(&table->lock);
+}
+
+void inode_unhash_visited(struct mountfs *mount, struct node *node)
+{
+	assert(node->references > 0);   /* held: not freed here, so the visit goes on */
+	hash_remove(&mount->inodes, node);
+}
+
+void inode_reader_opened(struct mountfs *mount, struct node *node)
+{
+	pthread_mutex_lock(&mount->inodes.lock);
+	node->open_readers++;
+	pthread_mutex_unlock(&mount->inodes.lock);
+}
+
+void inode_reader_closed(struct mountfs *mount, struct node *node)
+{
+	pthread_mutex_lock(&mount->inodes.lock);
+	assert(node->open_readers > 0);
+	node->open_readers--;
+	pthread_mutex_unlock(&mount->inodes.lock);
+}
+
+bool inode_pinned(struct mountfs *mount, const struct node *node)
+{
+	pthread_mutex_lock(&mount->inodes.lock);
+	bool pinned = node->open_readers > 0 && !private_of((struct node *)node)->hashed;
+	pthread_mutex_unlock(&mount->inodes.lock);
+	return pinned;
 }
 
 void inode_path(struct mountfs *mount, const struct node *node, char *out, size_t size)

@@ -234,6 +234,13 @@ int mountfs_getattr(struct mountfs *mount, uint64_t id, uint64_t handle, struct 
 			*timeout = 0;
 			return rc;
 		}
+	} else if (node->kind == NODE_TABLE_FILE && inode_pinned(mount, node)) {
+		/* fstat(2) of a read handle whose table changed since (inode.c invariant 5) */
+		int rc = open_file_attr_pinned(mount, node, out);
+		if (rc <= 0) {
+			*timeout = 0;
+			return rc;
+		}
 	}
 	return namespace_attr(mount, node, out);
 }

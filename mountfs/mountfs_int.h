@@ -125,6 +125,7 @@ struct node {
 	uint64_t st_ino;             /* stable: a hash of what the path means */
 	uint64_t lookups;            /* the kernel's lookup count */
 	uint64_t references;         /* open files, children, scratch bindings */
+	uint64_t open_readers;       /* live table files: open read handles (each pins a version) */
 	uint64_t version_target;     /* NODE_COMMIT_LINK: the version it points at */
 	uint64_t time_us;            /* NODE_VERSION_ROOT: its commit's time, once known (0: not yet) */
 	struct scratch *scratch;     /* scratch and staged files: the file this node names (a
@@ -436,8 +437,18 @@ void inode_move(struct mountfs *mount, struct node *node, struct node *parent, c
 struct node *inode_find(struct mountfs *mount, struct node *parent, const char *name);
 /* Detaches (parent, name) from the hash so the name resolves afresh (unlink). */
 void inode_detach(struct mountfs *mount, struct node *parent, const char *name);
-/* Calls visit for every node (under the table lock: visit must not call back). */
+/* Calls visit for every hashed node (under the table lock: visit must not call back,
+ * except inode_unhash_visited on the node it was given). */
 void inode_visit(struct mountfs *mount, void (*visit)(struct node *node, void *context), void *context);
+/* From a visit callback: unhashes the node it was given, which open files hold, so
+ * that its name resolves to a new node while they keep this one (inode.c invariant 5). */
+void inode_unhash_visited(struct mountfs *mount, struct node *node);
+/* Counts a read handle of a live table file opened / closed on node. */
+void inode_reader_opened(struct mountfs *mount, struct node *node);
+void inode_reader_closed(struct mountfs *mount, struct node *node);
+/* Whether node is a live table file unhashed while read handles hold it: its
+ * attributes are those of the version they read (inode.c invariant 5). */
+bool inode_pinned(struct mountfs *mount, const struct node *node);
 /* Path of the node inside the mount ("tables/X.jsonl"), into out. */
 void inode_path(struct mountfs *mount, const struct node *node, char *out, size_t size);
 
@@ -765,6 +776,9 @@ void open_file_set_read_base(struct open_file *file, uint64_t version);
 /* Attributes of what the handle reads: 0, or 1 if the handle has nothing of its
  * own to say (answer from the node), or -errno. */
 int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *st);
+/* Attributes of a pinned node (inode_pinned) as one of its read handles sees them:
+ * 0, or 1 if no read handle holds it any more, or -errno. */
+int open_file_attr_pinned(struct mountfs *mount, struct node *node, struct stat *st);
 
 /* ---- rules.c ---------------------------------------------------------------- */
 

@@ -50,6 +50,8 @@ struct invalidation {
 	size_t name_count;
 	bool removed;                 /* the names went away: invalidate their entries too */
 	bool entries_only;            /* only the entries in directories other than held[] */
+	bool refresh;                 /* a refresh found others' commits: attributes only (the
+				       * request that refreshes may hold a directory) */
 	uint64_t held[2];             /* directories the request holds (entries_only) */
 	struct mountfs *mount;
 };
@@ -113,8 +115,16 @@ static void collect_live(struct node *node, void *context)
 		return;
 	}
 	if (!namespace_is_directory(node->kind)) {
-		if (names_match(work, node))
-			add_inode(work, id);
+		if (!names_match(work, node))
+			return;
+		add_inode(work, id);
+		/* Read handles keep the version they opened (inode.c invariant 5): the name
+		 * goes to a new node, the kernel's entry too (a refresh's expires instead). */
+		if (node->kind == NODE_TABLE_FILE && node->open_readers > 0) {
+			inode_unhash_visited(work->mount, node);
+			if (!work->refresh && node->parent)
+				add_entry(work, inode_id(work->mount, node->parent), node->name);
+		}
 		return;
 	}
 	if (!work->removed)
@@ -150,14 +160,6 @@ static void invalidate_collected(struct mountfs *mount, struct invalidation *wor
 	free(work->entries);
 }
 
-static void invalidate(struct mountfs *mount, const char *branch, const char *const *names,
-		       size_t name_count, bool removed)
-{
-	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
-				     .removed = removed, .mount = mount };
-	invalidate_collected(mount, &work);
-}
-
 void mount_invalidate_branch(struct mountfs *mount, const char *branch, const char *const *names,
 			     size_t name_count, bool removed)
 {
@@ -165,7 +167,9 @@ void mount_invalidate_branch(struct mountfs *mount, const char *branch, const ch
 	struct workspace *workspace = scratch_workspace_get(mount, branch);
 	if (workspace)
 		scratch_workspace_touch(workspace);
-	invalidate(mount, branch, names, name_count, removed);
+	struct invalidation work = { .branch = branch, .names = names, .name_count = name_count,
+				     .removed = removed, .mount = mount };
+	invalidate_collected(mount, &work);
 }
 
 void mount_invalidate_entries_beside(struct mountfs *mount, const char *branch, const char *const *names,
@@ -202,7 +206,8 @@ void mount_refresh(struct mountfs *mount)
 		pthread_mutex_unlock(&mount->workspaces_lock);
 		/* Attributes only: entries of a directory whose lookup is in flight
 		 * cannot be invalidated from here; they expire after the live timeout. */
-		invalidate(mount, NULL, NULL, 0, false);
+		struct invalidation work = { .refresh = true, .mount = mount };
+		invalidate_collected(mount, &work);
 	}
 }
 

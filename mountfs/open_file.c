@@ -91,6 +91,7 @@ struct open_file {
 	struct store_snapshot *snapshot;
 	struct store_table *reader;
 	struct buf bytes;                  /* rendered bytes; schema writer input */
+	bool counted_reader;               /* counted in the node's open_readers (live table reads) */
 
 	/* table and schema writers */
 	enum write_kind write_kind;
@@ -238,6 +239,8 @@ static void file_free(struct mountfs *mount, struct open_file *file)
 		scratch_release(file->scratch);
 	}
 	buf_free(&file->bytes);
+	if (file->counted_reader)
+		inode_reader_closed(mount, file->node);
 	inode_release(mount, file->node);
 	pthread_mutex_destroy(&file->lock);
 	free(file);
@@ -592,6 +595,10 @@ int open_file_open(struct mountfs *mount, struct node *node, int flags, bool cre
 	if (rc < 0) {
 		file_free(mount, file);
 		return rc;
+	}
+	if (role == FILE_TABLE_READ && live && node->kind == NODE_TABLE_FILE) {
+		inode_reader_opened(mount, node);
+		file->counted_reader = true;
 	}
 	file_register(mount, file);
 	*out = file;
@@ -1177,6 +1184,24 @@ void open_file_set_read_base(struct open_file *file, uint64_t version)
 struct node *open_file_node(const struct open_file *file)
 {
 	return file->node;
+}
+
+int open_file_attr_pinned(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	struct open_file *reader = NULL;
+	pthread_mutex_lock(&mount->files_lock);
+	for (struct open_file *file = mount->files; file; file = file->all_next)
+		if (file->node == node && file->counted_reader) {
+			reader = file;
+			atomic_fetch_add(&reader->references, 1);
+			break;
+		}
+	pthread_mutex_unlock(&mount->files_lock);
+	if (!reader)
+		return 1;
+	int rc = open_file_attr(mount, reader, st);
+	file_put(mount, reader);
+	return rc;
 }
 
 int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *st)

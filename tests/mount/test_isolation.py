@@ -31,6 +31,33 @@ def test_an_open_reader_keeps_its_version_across_commits(store, mounter):
     assert m.read("tables", "Person.jsonl") == jsonl([{"id": "z", "name": "Zed"}, {"id": "q", "name": "Q"}])
 
 
+def test_fstat_of_an_open_reader_answers_for_its_version_after_a_cp_through_the_mount(store, mounter, tmp_path):
+    import_rows(store, "Person", PEOPLE)
+    m = mounter(store)
+    longer = jsonl(PEOPLE + [{"id": "c", "name": "C" * 200}])
+    (tmp_path / "longer.jsonl").write_text(longer)
+    with open(m.path("tables", "Person.jsonl"), "rb") as reader:
+        m.sh(f"cp {tmp_path / 'longer.jsonl'} tables/Person.jsonl")
+        assert os.fstat(reader.fileno()).st_size == len(jsonl(PEOPLE))
+        assert reader.read() == jsonl(PEOPLE).encode()
+        assert os.stat(m.path("tables", "Person.jsonl")).st_size == len(longer)
+    assert os.stat(m.path("tables", "Person.jsonl")).st_size == len(longer)
+
+
+def test_fstat_of_an_open_reader_answers_for_its_version_after_another_process_commits(store, mounter):
+    import_rows(store, "Person", PEOPLE)
+    m = mounter(store)
+    with open(m.path("tables", "Person.jsonl"), "rb") as reader:
+        import_rows(store, "Person", [{"id": "c", "name": "Cy"}], mode="merge")
+        merged = len(jsonl(PEOPLE + [{"id": "c", "name": "Cy"}]))
+        deadline = time.monotonic() + 5
+        while os.stat(m.path("tables", "Person.jsonl")).st_size != merged and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert os.stat(m.path("tables", "Person.jsonl")).st_size == merged
+        assert os.fstat(reader.fileno()).st_size == len(jsonl(PEOPLE))
+        assert reader.read() == jsonl(PEOPLE).encode()
+
+
 def test_an_open_history_file_and_a_live_file_differ_after_a_commit(store, mounter):
     import_rows(store, "Person", PEOPLE)
     m = mounter(store)
