@@ -200,6 +200,10 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 		      void *context);
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record);
+/* The record of the commit that made version (on any branch), into out (journal_commit_record_free):
+ * 0; -ENOENT when version is 0, above the latest or reclaimed by gc; -EIO. One version-index
+ * lookup, one root and one commit record read. */
+int manifest_commit_at(struct manifest *manifest, uint64_t version, struct commit_record *out);
 /* One version of a branch's log, as the version index records it. */
 struct manifest_log_version {
 	uint64_t version;

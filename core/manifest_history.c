@@ -279,6 +279,26 @@ int manifest_version_commit(struct manifest *manifest, const struct root_record 
 	return rc;
 }
 
+int manifest_commit_at(struct manifest *manifest, uint64_t version, struct commit_record *out)
+{
+	struct root_record latest;
+	struct block_address address;
+	journal_commit_record_init(out);
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_version_commit(manifest, &latest, version, &address);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, address, out);
+	if (rc == 0 && out->version != version) {
+		io_log(LOG_ERR, "%s/manifest: the root of version %llu names a commit of version %llu",
+		       manifest->path, (unsigned long long)version, (unsigned long long)out->version);
+		journal_commit_record_free(out);
+		journal_commit_record_init(out);
+		rc = -EIO;
+	}
+	return rc;
+}
+
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record)
 {

@@ -487,6 +487,25 @@ int store_snapshot_log(struct store_snapshot *snapshot,
 	return visit_result(rc);
 }
 
+int store_commit_at(struct store *store, uint64_t version, struct commit_record *out)
+{
+	return manifest_commit_at(store->manifest, version, out);
+}
+
+int store_commit_line(struct store *store, uint64_t version, struct buf *out)
+{
+	if (version == 0 || version > store_version(store))
+		return -ENOENT;
+	struct commit_record record;
+	int rc = manifest_commit_at(store->manifest, version, &record);
+	if (rc == -ENOENT)
+		rc = buf_printf(out, "{\"version\":%llu,\"reclaimed\":true}\n", (unsigned long long)version);
+	else if (rc == 0)
+		rc = journal_commit_record_render_json(&record, out);
+	journal_commit_record_free(&record);
+	return rc < 0 ? rc : 0;
+}
+
 struct log_versions_visit {
 	int (*visit)(const struct store_log_version *version, void *context);
 	void *context;

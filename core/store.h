@@ -130,6 +130,15 @@ int store_snapshot_schema(struct store_snapshot *snapshot, const char *table, st
  * visit as for store_snapshot_heads; the record is valid during the call only. */
 int store_snapshot_log(struct store_snapshot *snapshot,
 		       int (*visit)(const struct commit_record *record, void *context), void *context);
+/* The record of the commit that made version, on whichever branch, into out
+ * (journal_commit_record_free): 0; -ENOENT when version is 0, above the store's version or
+ * reclaimed by gc; -EIO. */
+int store_commit_at(struct store *store, uint64_t version, struct commit_record *out);
+/* The store's log line of version (docs/MOUNT.md ".graphfs/feed"), appended to out: the
+ * commit that made it, on whichever branch, as `log` renders it, or
+ * {"version":V,"reclaimed":true} when gc reclaimed it. 0; -ENOENT when version is 0 or
+ * above the store's version (store_version); -EIO, -ENOMEM (out may hold part of a line). */
+int store_commit_line(struct store *store, uint64_t version, struct buf *out);
 /* One version of a branch's log without its record: what history/ lists. */
 struct store_log_version {
 	uint64_t version;

@@ -55,6 +55,7 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	pthread_mutex_init(&mount->reads_lock, NULL);
 	pthread_mutex_init(&mount->log_lock, NULL);
 	buf_init(&mount->log_bytes);
+	feed_init(&mount->feed);
 	view_cache_init(mount);
 
 	struct store_snapshot *check = NULL;
@@ -105,6 +106,7 @@ void mountfs_free(struct mountfs *mount)
 	scratch_workspaces_free(mount);
 	view_cache_free(mount);
 	buf_free(&mount->log_bytes);
+	feed_free(&mount->feed);
 	if (mount->inodes.buckets)
 		inode_table_free(&mount->inodes);
 	if (mount->store)

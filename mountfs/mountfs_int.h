@@ -76,6 +76,7 @@ enum node_kind {
 	NODE_STATS_FILE,
 	NODE_ERRORS_FILE,
 	NODE_VERSION_FILE,
+	NODE_FEED_FILE,     /* .graphfs/feed */
 	NODE_COMMIT_LINK,   /* history/<ULID> and history/@<time> -> @V */
 	NODE_TAGS_DIR,      /* tags/ */
 	NODE_TAG_ROOT,      /* tags/<tag>: the tagged branch as of the tag's version */
@@ -248,6 +249,16 @@ struct error_line {
 
 struct open_file;
 
+/* .graphfs/feed (feed.c): the store's commits as log lines, appended as they come. */
+enum feed_state { FEED_EMPTY, FEED_OPEN, FEED_FAILED };
+struct feed {
+	pthread_mutex_t lock;
+	enum feed_state state;
+	int descriptor;              /* the private file of lines (OPEN), else -1 */
+	uint64_t size;               /* bytes of whole lines in it */
+	uint64_t through_version;    /* the newest version whose line is in it */
+};
+
 struct mountfs {
 	struct store *store;
 	char branch[JOURNAL_NAME_MAX + 1];   /* the mounted branch */
@@ -291,6 +302,8 @@ struct mountfs {
 	struct error_line errors[GRAPHFS_ERRORS_KEPT];
 	size_t errors_next;
 	size_t errors_count;
+
+	struct feed feed;
 
 	pthread_mutex_t log_lock;            /* the cached log of one view (view.c "the log") */
 	struct view log_view;
@@ -474,6 +487,7 @@ enum node_content {
 	CONTENT_SCRATCH,    /* a private file of the mount */
 	CONTENT_COMMIT,     /* staging/.commit: each write publishes the staging area */
 	CONTENT_RENDERED,   /* read-only bytes rendered at open */
+	CONTENT_FEED,       /* .graphfs/feed: grows while open (feed.c) */
 };
 enum node_content namespace_content_of(enum node_kind kind);
 /* Whether files of this kind show a table's head row (table, head, dropped head). */
@@ -779,6 +793,17 @@ int open_file_attr(struct mountfs *mount, struct open_file *file, struct stat *s
 /* Attributes of a pinned node (inode_pinned) as one of its read handles sees them:
  * 0, or 1 if no read handle holds it any more, or -errno. */
 int open_file_attr_pinned(struct mountfs *mount, struct node *node, struct stat *st);
+
+/* ---- feed.c ---------------------------------------------------------------- */
+
+void feed_init(struct feed *feed);
+void feed_free(struct feed *feed);
+/* The feed's size after catching up with the store's version (feed.c invariant 2).
+ * 0, or -errno when no file can hold it (size: what there is). */
+int feed_size(struct mountfs *mount, uint64_t *size);
+/* Reads the feed at offset; a read at or past its end catches up first. The bytes
+ * copied (0 at the end), or -EIO, -errno. */
+ssize_t feed_read(struct mountfs *mount, char *out, size_t size, off_t offset);
 
 /* ---- rules.c ---------------------------------------------------------------- */
 

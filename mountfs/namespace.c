@@ -81,6 +81,7 @@ static int attr_schema(struct mountfs *, struct node *, struct stat *);
 static int attr_log(struct mountfs *, struct node *, struct stat *);
 static int attr_scratch(struct mountfs *, struct node *, struct stat *);
 static int attr_rendered(struct mountfs *, struct node *, struct stat *);
+static int attr_feed(struct mountfs *, struct node *, struct stat *);
 static int attr_commit_file(struct mountfs *, struct node *, struct stat *);
 static int attr_link(struct mountfs *, struct node *, struct stat *);
 static int attr_graph_link(struct mountfs *, struct node *, struct stat *);
@@ -127,6 +128,8 @@ static const struct node_class node_classes[] = {
 			       attr_rendered, CONTENT_RENDERED, view_render_errors },
 	[NODE_VERSION_FILE] = { "version", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
 				attr_rendered, CONTENT_RENDERED, view_render_version },
+	[NODE_FEED_FILE] = { "feed", NULL, PARENT(NODE_META_DIR), CLASS_MOUNT_WIDE, NULL, NULL,
+			     attr_feed, CONTENT_FEED },
 	[NODE_COMMIT_LINK] = { NULL, "history/<commit>", 0, 0, NULL, NULL, attr_link },
 	[NODE_TAGS_DIR] = { "tags", NULL, PARENT(NODE_ROOT), CLASS_DIRECTORY | CLASS_WRITABLE, resolve_tags, list_tags },
 	[NODE_TAG_ROOT] = { NULL, "tags/<tag>", 0, CLASS_DIRECTORY },
@@ -680,6 +683,14 @@ static int attr_rendered(struct mountfs *mount, struct node *node, struct stat *
 	int rc = namespace_render(mount, node, &rendered);
 	st->st_size = (off_t)rendered.size;
 	buf_free(&rendered);
+	return rc;
+}
+
+static int attr_feed(struct mountfs *mount, struct node *node, struct stat *st)
+{
+	uint64_t size = 0;
+	int rc = feed_size(mount, &size);
+	st->st_size = (off_t)size;
 	return rc;
 }
 

@@ -58,7 +58,7 @@ struct invalidation {
 
 static bool names_match(const struct invalidation *work, const struct node *node)
 {
-	if (!work->names || node->kind == NODE_LOG_FILE)
+	if (!work->names || node->kind == NODE_LOG_FILE || node->kind == NODE_FEED_FILE)
 		return true;
 	for (size_t i = 0; i < work->name_count; i++)
 		if (strcmp(node->table, work->names[i]) == 0)

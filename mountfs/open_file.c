@@ -54,6 +54,7 @@ enum file_role {
 	FILE_SCHEMA_WRITE,
 	FILE_SCRATCH,
 	FILE_COMMIT,
+	FILE_FEED,
 };
 
 enum write_kind { WRITE_OVERWRITE, WRITE_MERGE, WRITE_EDIT };
@@ -557,6 +558,11 @@ int open_file_open(struct mountfs *mount, struct node *node, int flags, bool cre
 			return -EACCES;
 		role = FILE_RENDERED;
 		break;
+	case CONTENT_FEED:
+		if (writable || (flags & O_TRUNC))
+			return -EACCES;
+		role = FILE_FEED;
+		break;
 	default:
 		return -EISDIR;
 	}
@@ -590,6 +596,7 @@ int open_file_open(struct mountfs *mount, struct node *node, int flags, bool cre
 		rc = open_scratch(mount, file, flags, created);
 		break;
 	case FILE_COMMIT:
+	case FILE_FEED:
 		break;
 	}
 	if (rc < 0) {
@@ -639,6 +646,9 @@ ssize_t open_file_read(struct mountfs *mount, struct open_file *file, char *out,
 			result = -errno;
 		break;
 	case FILE_COMMIT:
+		break;
+	case FILE_FEED:
+		result = feed_read(mount, out, size, offset);
 		break;
 	}
 	pthread_mutex_unlock(&file->lock);

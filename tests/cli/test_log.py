@@ -1,5 +1,11 @@
 """log: the same JSON lines as the mounted log, newest first; --graph."""
+import json
+import os
 import re
+import select
+import signal
+import subprocess
+import time
 
 FIELDS = ["version", "commit", "parents", "branch", "time", "actor", "message", "changes"]
 ULID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
@@ -110,3 +116,71 @@ def test_log_graph_draws_a_merge_with_its_second_parent_and_joins_a_fork_above_i
     assert lines[2].startswith("* | 6 ") and lines[3].startswith("| * 5 ")
     assert lines[4] == "|/" and lines[5].startswith("* 4 ")
     assert all(line.startswith("* ") for line in lines[5:])   # no lane left open below the fork
+
+
+class Follower:
+    """A running `graphfs log --follow`, read line by line with a deadline; stopped by PID."""
+
+    def __init__(self, cli, *args):
+        self.process = subprocess.Popen([cli.binary, "log", *map(str, args), "--follow"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        self.pending = b""
+
+    def lines(self, count, timeout=10.0):
+        """The next `count` lines as parsed JSON (fewer if the deadline passes first)."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            while b"\n" in self.pending and len(got) < count:
+                line, self.pending = self.pending.split(b"\n", 1)
+                got.append(json.loads(line))
+            if len(got) == count:
+                break
+            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if ready:
+                chunk = os.read(self.process.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                self.pending += chunk
+        return got
+
+    def stop(self):
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=10)
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+
+def test_log_follow_prints_the_branch_oldest_first_then_each_new_commit(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    follower = Follower(cli, store)
+    try:
+        assert [entry["version"] for entry in follower.lines(4)] == [1, 2, 3, 4]
+        cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="elsewhere")
+        cli.import_rows(store, "City", [{"id": "rom"}], message="new on main")
+        (line,) = follower.lines(1)
+        assert line["message"] == "new on main" and line["version"] == 6
+        assert line == cli.log(store)[0]
+    finally:
+        follower.stop()
+
+
+def test_log_follow_all_prints_every_commit_of_every_branch_by_version(cli, store):
+    make_history(cli, store)
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "City", [{"id": "par"}], branch="experiment", message="on experiment")
+    follower = Follower(cli, store, "--all")
+    try:
+        assert [entry["version"] for entry in follower.lines(5)] == [1, 2, 3, 4, 5]
+        cli.import_rows(store, "City", [{"id": "rom"}], message="on main")
+        cli.import_rows(store, "City", [{"id": "osl"}], branch="experiment", message="again")
+        assert [(entry["branch"], entry["message"]) for entry in follower.lines(2)] == [
+            ("main", "on main"), ("experiment", "again")]
+    finally:
+        follower.stop()
+
+
+def test_log_all_without_follow_is_a_usage_error(cli, store):
+    make_history(cli, store)
+    assert "--follow" in cli.fail("log", store, "--all", status=2)

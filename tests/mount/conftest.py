@@ -237,7 +237,7 @@ def call_failed(request):
 # and on an s3:// store (a mount of it), so that what works on a disk is shown to work there too.
 # Under ASan the s3 variants run for one representative file (and test_object_store.py, which
 # is about the object store): the normal build runs them all (docs/TESTING.md "Stores").
-BOTH_STORES = {"test_based", "test_branches", "test_refused", "test_scratch", "test_changes", "test_concurrency", "test_gc", "test_graph", "test_isolation", "test_kill9",
+BOTH_STORES = {"test_based", "test_branches", "test_feed", "test_refused", "test_scratch", "test_changes", "test_concurrency", "test_gc", "test_graph", "test_isolation", "test_kill9",
                "test_model", "test_names", "test_posix",
                "test_staging", "test_tree", "test_write"}
 BOTH_STORES_SANITIZED = {"test_write"}

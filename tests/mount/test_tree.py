@@ -27,7 +27,7 @@ def test_root_lists_the_documented_entries(mnt):
     assert sorted(os.listdir(mnt.root)) == sorted(
         ["tables", "heads", "schema", "staging", "log", "branches", "history", "graph", "tags", "diff", "merge",
          ".graphfs"])
-    assert sorted(os.listdir(mnt.path(".graphfs"))) == ["errors", "stats", "version"]
+    assert sorted(os.listdir(mnt.path(".graphfs"))) == ["errors", "feed", "stats", "version"]
 
 
 def test_tables_show_the_rows_export_shows(populated, mounter):

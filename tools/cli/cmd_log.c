@@ -1,8 +1,12 @@
 /*
- * cmd_log — `graphfs log STORE [--branch B] [--graph]`.
+ * cmd_log — `graphfs log STORE [--branch B] [--graph | --follow [--all]]`.
  *
  * Without --graph: the commit log of branch B (default main) as JSON lines,
  * newest first — the same lines as the mounted `log` file.
+ *
+ * With --follow: the same lines oldest first, then each new commit of the
+ * branch as it is made, until interrupted; with --all every commit of the
+ * store by version, as `.graphfs/feed` shows them (docs/MOUNT.md).
  *
  * With --graph: one line per commit, newest first, with the branches drawn as
  * ASCII lanes (like `git log --graph --all`). Without --branch every branch
@@ -14,11 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static const char usage[] =
 	"usage: graphfs log STORE [--branch B] [--graph]\n"
+	"       graphfs log STORE [--branch B | --all] --follow\n"
 	"       graphfs log STORE --table T --id X [--branch B]\n"
 	"\n"
 	"Prints the commit log of branch B (default main), newest first, one JSON\n"
@@ -31,6 +37,10 @@ static const char usage[] =
 	"  --branch B   the branch (default main)\n"
 	"  --graph      draw the history as lanes instead: every branch, or only B's\n"
 	"               history when --branch is given\n"
+	"  --follow     oldest first, then every new commit as it is made, until\n"
+	"               interrupted (Ctrl-C)\n"
+	"  --all        with --follow: every commit of every branch, by version (the\n"
+	"               lines of .graphfs/feed on a mount)\n"
 	"  --table T, --id X   the history of one row\n";
 
 /* ---- JSON lines -------------------------------------------------------------------- */
@@ -45,6 +55,113 @@ static int print_row_line(const char *line, size_t size, void *context)
 {
 	struct cli_lines *lines = context;
 	return cli_lines_write(lines, buf_append(&lines->line, line, size));
+}
+
+/* ---- --follow ---------------------------------------------------------------------- */
+
+/* How often --follow looks for new commits. */
+#define FOLLOW_INTERVAL_US 250000
+
+/* The branch's log, oldest first: its records' lines collected newest first. */
+struct collected_lines {
+	char **lines;
+	size_t count, capacity;
+	int rc;
+};
+
+static int collect_line(const struct commit_record *record, void *context)
+{
+	struct collected_lines *collected = context;
+	struct buf line;
+	buf_init(&line);
+	int rc = journal_commit_record_render_json(record, &line);
+	if (rc == 0 && collected->count == collected->capacity) {
+		size_t capacity = collected->capacity ? 2 * collected->capacity : 64;
+		char **grown = realloc(collected->lines, capacity * sizeof *grown);
+		if (!grown)
+			rc = -ENOMEM;
+		else {
+			collected->lines = grown;
+			collected->capacity = capacity;
+		}
+	}
+	if (rc == 0 && buf_put_u8(&line, '\0') == 0)
+		collected->lines[collected->count++] = (char *)line.data;
+	else
+		buf_free(&line);
+	return rc < 0 ? (collected->rc = rc) : 0;
+}
+
+/* Writes text and flushes it, so a pipe sees each commit as it comes. 0 or -EIO. */
+static int put_now(const char *text, size_t size)
+{
+	if (fwrite(text, 1, size, stdout) != size || fflush(stdout) != 0)
+		return -EIO;
+	return 0;
+}
+
+/* Prints the lines of versions (*through, latest] that belong to branch (NULL: all). */
+static int follow_print(struct store *store, const char *branch, uint64_t *through)
+{
+	uint64_t latest = store_version(store);
+	struct buf line;
+	buf_init(&line);
+	int rc = 0;
+	for (uint64_t version = *through + 1; version <= latest && rc == 0; version++) {
+		line.size = 0;
+		if (branch) {
+			struct commit_record record;
+			rc = store_commit_at(store, version, &record);
+			if (rc == 0 && strcmp(record.branch, branch) == 0)
+				rc = journal_commit_record_render_json(&record, &line);
+			journal_commit_record_free(&record);
+			if (rc == -ENOENT)
+				rc = 0;   /* reclaimed while we looked: gc keeps a branch's head */
+		} else {
+			rc = store_commit_line(store, version, &line);
+		}
+		if (rc == 0 && line.size)
+			rc = put_now((const char *)line.data, line.size);
+		if (rc == 0)
+			*through = version;
+	}
+	buf_free(&line);
+	return rc;
+}
+
+static int follow(struct store *store, const char *branch)
+{
+	uint64_t through = 0;
+	int rc;
+	if (branch) {
+		/* the branch's log as it stands (its ancestry included), oldest first */
+		struct store_snapshot *snapshot;
+		struct error_info error;
+		error_info_clear(&error);
+		through = store_version(store);
+		if ((rc = store_snapshot_open(store, branch, STORE_LATEST, &snapshot, &error)) < 0)
+			return rc;
+		struct collected_lines collected = { 0 };
+		rc = store_snapshot_log(snapshot, collect_line, &collected);
+		store_snapshot_release(snapshot);
+		if (rc == 0 && collected.rc < 0)
+			rc = collected.rc;
+		for (size_t i = collected.count; rc == 0 && i-- > 0;)
+			rc = put_now(collected.lines[i], strlen(collected.lines[i]));
+		for (size_t i = 0; i < collected.count; i++)
+			free(collected.lines[i]);
+		free(collected.lines);
+		if (rc < 0)
+			return rc;
+	}
+	for (;;) {
+		if ((rc = follow_print(store, branch, &through)) < 0)
+			return rc;
+		usleep(FOLLOW_INTERVAL_US);
+		bool changed = false;
+		if ((rc = store_refresh(store, &changed)) < 0)
+			return rc;
+	}
 }
 
 /* ---- the graph --------------------------------------------------------------------- */
@@ -359,14 +476,16 @@ static int graph_print(struct graph *graph)
 int cmd_log(int argc, char **argv)
 {
 	const char *branch = NULL, *table = NULL, *id = NULL;
-	bool draw_graph = false;
+	bool draw_graph = false, follow_on = false, all = false;
 	const struct cli_option options[] = {
 		{ "branch", 0, &branch, NULL },
 		{ "graph", 0, NULL, &draw_graph },
 		{ "table", 0, &table, NULL },
 		{ "id", 0, &id, NULL },
+		{ "follow", 0, NULL, &follow_on },
+		{ "all", 0, NULL, &all },
 	};
-	const struct cli_syntax syntax = { usage, options, 4, 1, 1 };
+	const struct cli_syntax syntax = { usage, options, 6, 1, 1 };
 	char **arguments;
 	struct store *store;
 	int status = cli_parse_and_open(argc, argv, &syntax, true, &arguments, &store);
@@ -377,6 +496,23 @@ int cmd_log(int argc, char **argv)
 		store_close(store);
 		return cli_usage_error("log", table && draw_graph ? "--graph draws commits, not one row's history"
 								   : "--table and --id go together");
+	}
+	if (all && !follow_on) {
+		store_close(store);
+		return cli_usage_error("log", "--all goes with --follow (for every branch drawn: --graph)");
+	}
+	if (follow_on && (table || draw_graph || (all && branch))) {
+		store_close(store);
+		return cli_usage_error("log", "--follow takes --branch B or --all, and no --graph or --table");
+	}
+	if (follow_on) {
+		int rc = follow(store, all ? NULL : branch ? branch : "main");
+		if (rc == -ENOENT)
+			status = cli_fail("no branch '%s' in %s", branch ? branch : "main", arguments[0]);
+		else
+			status = cli_fail_error(rc, NULL, "cannot follow the log of %s", arguments[0]);
+		store_close(store);
+		return status;
 	}
 	if (table) {
 		struct store_snapshot *snapshot;
