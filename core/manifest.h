@@ -333,6 +333,11 @@ int manifest_commit(struct manifest *manifest, const struct manifest_commit_requ
  * against the store and branch from (create) / the branch deleted (delete). */
 int manifest_branch_create(struct manifest *manifest, const char *name, const char *from,
 			   const struct manifest_condition *condition, struct error_info *error);
+/* Branch create at a retained commit (any branch's, deleted since or not): the state
+ * that commit left, its first-parent chain as its history (manifest_history.c
+ * invariant 4). -ENOENT when the commit or its state is no longer kept. */
+int manifest_branch_create_at(struct manifest *manifest, const char *name, const struct ulid *commit,
+			      const struct manifest_condition *condition, struct error_info *error);
 /* A check that branch delete makes under the store lock, before it publishes:
  * a negative result refuses the delete with that error (the store: a branch a
  * running mount serves). */
@@ -343,7 +348,9 @@ void manifest_set_delete_check(struct manifest *manifest,
  * Returns fn's result, or the lock's error. */
 int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *manifest, void *context),
 			void *context, struct error_info *error);
-int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch,
+/* Unless force: -ENOTEMPTY when no other branch or tag holds the branch's head commit
+ * (manifest_branches.c invariant 3). */
+int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch, bool force,
 			   const struct manifest_condition *condition, struct error_info *error);
 
 /* ---- recovery sidecars ------------------------------------------------------- */

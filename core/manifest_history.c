@@ -14,6 +14,10 @@
  *      root from its creation on: below C its state is its source's state
  *      (docs/MOUNT.md "History"), at or above C it is its own record in the
  *      last root of that version.
+ *   4. A branch made at a commit (`branch create --at`) has no source and a
+ *      non-zero fork point, the version of that commit: below C its state is
+ *      what its first-parent chain from that commit left, whichever branch
+ *      (deleted since or not) made each commit.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -91,6 +95,8 @@ static int ancestry_owner(struct manifest *manifest, const struct root_record *l
 		char child[JOURNAL_NAME_MAX + 1], source[JOURNAL_NAME_MAX + 1];
 		snprintf(child, sizeof child, "%s", out->name);
 		snprintf(source, sizeof source, "%s", out->forked_from);
+		if (!source[0] && out->fork_point)
+			return 1;   /* made at a commit (invariant 4): its state is its first-parent chain's */
 		if (!source[0] || depth >= MANIFEST_BRANCH_DEPTH_MAX)
 			return -ENOENT;
 		rc = manifest_branch_find(manifest->pager, latest->branches, source, out);
@@ -101,6 +107,44 @@ static int ancestry_owner(struct manifest *manifest, const struct root_record *l
 			rc = -EIO;
 		}
 	}
+	return rc;
+}
+
+/*
+ * The state at version of a branch made at a commit (invariant 4), before it was
+ * made: the state the newest commit at or below version of the first-parent chain
+ * from that commit left (git's view of a branch). O(commits walked).
+ */
+static int chain_state_at(struct manifest *manifest, const struct root_record *latest,
+			  const struct branch_record *owner, uint64_t version, struct manifest_snapshot *out)
+{
+	struct root_record made_at, root;
+	struct commit_record record;
+	journal_commit_record_init(&record);
+	int rc = manifest_root_at(manifest, latest, owner->fork_point, &made_at);
+	struct block_address address = made_at.commit;
+	while (rc == 0) {
+		journal_commit_record_free(&record);
+		if ((rc = manifest_commit_read(manifest, address, &record)) < 0)
+			break;
+		if (record.version <= version)
+			break;
+		if (record.parent_count == 0 ||
+		    (latest->horizon && manifest_commit_id_version(&record.parents[0]) <= latest->horizon)) {
+			rc = -ENOENT;   /* before the chain's first commit, or reclaimed */
+			break;
+		}
+		address = record.parent_records[0];
+	}
+	if (rc == 0)
+		rc = manifest_snapshot_of_commit(manifest, &record.id, address, out);
+	if (rc == 0)
+		rc = manifest_root_at(manifest, latest, version, &root);
+	if (rc == 0) {
+		out->version = version;
+		out->root = root;
+	}
+	journal_commit_record_free(&record);
 	return rc;
 }
 
@@ -117,6 +161,8 @@ int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t
 		return -ENOENT;
 	if (rc == 0)
 		rc = ancestry_owner(manifest, &latest, branch, version, &owner);
+	if (rc == 1)
+		return chain_state_at(manifest, &latest, &owner, version, out);
 	if (rc < 0)
 		return rc;
 	rc = manifest_root_at(manifest, &latest, version, &root);
@@ -577,6 +623,17 @@ int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *co
 		rc = manifest_root_at(manifest, &latest, found.version, &out->root);
 	if (rc == 0)
 		rc = manifest_branch_find(manifest->pager, out->root.branches, found.branch, &out->branch);
+	/* A branch deleted (or re-created) at the same version left a later root of that
+	 * version: the commit's own root is an earlier one, unless gc swept it away. */
+	while ((rc == -ENOENT || (rc == 0 && ulid_compare(&out->branch.head_commit, commit) != 0)) &&
+	       !block_address_is_null(out->root.previous) && out->root.previous.offset >= latest.swept_below) {
+		struct root_record previous;
+		if (manifest_root_read(manifest->pager, out->root.previous, &previous) < 0 ||
+		    previous.version != found.version)
+			break;
+		out->root = previous;
+		rc = manifest_branch_find(manifest->pager, out->root.branches, found.branch, &out->branch);
+	}
 	if (rc == 0 && ulid_compare(&out->branch.head_commit, commit) != 0)
 		rc = -EIO;   /* the last root of that version has the branch at another commit */
 	if (rc == 0)

@@ -277,10 +277,18 @@ int store_branches(struct store *store,
 /* condition (NULL: none) is checked against the store and branch from. */
 int store_branch_create(struct store *store, const char *name, const char *from,
 			const struct store_condition *condition, struct error_info *error);
+/* Creates branch name at a retained commit: at is a commit ULID, a store version (the
+ * commit that made it) or a tag; the branch's history is that commit's first-parent chain
+ * (a deleted branch comes back this way until gc reclaims its commits). -EEXIST, -EINVAL
+ * (name), -ENOENT (no such commit kept), -errno. */
+int store_branch_create_at(struct store *store, const char *name, const char *at,
+			   const struct store_condition *condition, struct error_info *error);
 /* Deletes branch name. -EBUSY if it is mounted_branch, main, or served by a running
  * mount in any process (the message says where it is mounted), or condition (NULL:
- * none) fails; -ENOTEMPTY if a branch forked from it still exists; -ENOENT. */
-int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
+ * none) fails; -ENOTEMPTY if a branch forked from it still exists, or (unless force)
+ * if no other branch or tag holds its head commit (the message counts its commits
+ * merged nowhere); -ENOENT. */
+int store_branch_delete(struct store *store, const char *name, const char *mounted_branch, bool force,
 			const struct store_condition *condition, struct error_info *error);
 /* Records, until store_close, that this process serves branch (a mount at where),
  * so that no other process deletes it; the record goes when the process dies.

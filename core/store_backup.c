@@ -220,7 +220,7 @@ static int restore_steps_held(struct store *store, const char *path, store_repor
 			const char *name = ours.branches[i].name;
 			if (!name[0] || branch_named(&theirs, name))
 				continue;
-			rc = store_branch_delete(store, name, NULL, NULL, error);
+			rc = store_branch_delete(store, name, NULL, true, NULL, error);
 			if (rc == -ENOTEMPTY && pass < ours.branch_count) {
 				error_info_clear(error);
 				rc = 0;

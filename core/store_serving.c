@@ -347,7 +347,50 @@ int store_branch_create(struct store *store, const char *name, const char *from,
 	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
 }
 
-int store_branch_delete(struct store *store, const char *name, const char *mounted_branch,
+int store_branch_create_at(struct store *store, const char *name, const char *at,
+			   const struct store_condition *condition, struct error_info *error)
+{
+	if (store->read_only)
+		return error_info_set(error, -EROFS, "the store is open read-only");
+	if (!name || !schema_name_is_valid(name, strlen(name)))
+		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"", name ? name : "");
+	int rc = manifest_refresh(store->manifest, NULL);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
+	/* COMMIT (a ULID), V (the commit that made store version V) or TAG */
+	struct ulid commit;
+	char *end = NULL;
+	unsigned long long version = strtoull(at, &end, 10);
+	if (at[0] >= '0' && at[0] <= '9' && end && *end == '\0') {
+		struct commit_record record;
+		rc = store_commit_at(store, version, &record);
+		if (rc == 0)
+			commit = record.id;
+		journal_commit_record_free(&record);
+		if (rc == -ENOENT)
+			return error_info_set(error, rc, "no commit made version %llu (0, above the store's version %llu, "
+					      "or reclaimed by gc)", version, (unsigned long long)store_version(store));
+	} else if (strlen(at) == ULID_TEXT_SIZE - 1 && ulid_parse(at, &commit) == 0) {
+		rc = 0;
+	} else {
+		struct manifest_tag tag;
+		rc = manifest_tag_name_check(at, NULL) < 0 ? -ENOENT : manifest_tag_find(store->manifest, at, &tag);
+		if (rc == -ENOENT)
+			return error_info_set(error, rc, "\"%.128s\" is no commit, version or tag of this store "
+					      "(see graphfs log STORE --follow --all, graphfs tag STORE list)", at);
+		if (rc == 0 && ulid_is_zero(&tag.branch.head_commit))
+			return error_info_set(error, -ENOENT, "tag %s names no commit", at);
+		if (rc == 0)
+			commit = tag.branch.head_commit;
+	}
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot find %s: %s", at, io_strerror(rc));
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_branch_create_at(store->manifest, name, &commit, &check, error);
+}
+
+int store_branch_delete(struct store *store, const char *name, const char *mounted_branch, bool force,
 			const struct store_condition *condition, struct error_info *error)
 {
 	if (store->read_only)
@@ -362,7 +405,7 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 	struct lease *announced;
 	if ((rc = store_delete_announce(store, name, &announced)) < 0)
 		return error_info_set(error, rc, "cannot announce the delete of branch %s: %s", name, io_strerror(rc));
-	rc = manifest_branch_delete(store->manifest, name, mounted_branch, &check, error);
+	rc = manifest_branch_delete(store->manifest, name, mounted_branch, force, &check, error);
 	lease_end(announced, true);
 	return rc;
 }

@@ -451,7 +451,7 @@ int rules_rmdir(struct mountfs *mount, struct node *parent, const char *name, ui
 		return -EBUSY;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_branch_delete(mount->store, name, mount->branch, NULL, &error);
+	int rc = store_branch_delete(mount->store, name, mount->branch, false, NULL, &error);
 	if (rc < 0) {
 		if (rc != -ENOENT) {
 			char path[GRAPHFS_PATH_MAX];

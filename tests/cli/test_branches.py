@@ -110,9 +110,62 @@ def test_a_deleted_name_can_be_created_again_fresh(cli, store):
     cli.import_rows(store, "Person", [{"id": "a"}])
     cli.ok("branch", store, "create", "experiment")
     cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
-    cli.ok("branch", store, "delete", "experiment")
+    cli.ok("branch", store, "delete", "experiment", "--force")
     cli.ok("branch", store, "create", "experiment")
     assert cli.export(store, "Person", branch="experiment") == jsonl([{"id": "a"}])
+
+
+def test_delete_refuses_a_branch_whose_commits_are_merged_nowhere_and_names_how_to_force_it(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
+    cli.import_rows(store, "Person", [{"id": "c"}], mode="merge", branch="experiment")
+    head = cli.log(store, branch="experiment")[0]["commit"]
+    error = cli.fail("branch", store, "delete", "experiment")
+    assert "2 commits merged nowhere" in error and "--force" in error and head in error
+    assert "experiment" in cli.ok("branch", store, "list").stdout.decode()
+
+
+def test_delete_takes_a_branch_whose_head_is_merged_or_tagged(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    for name in ("merged", "tagged", "untouched"):
+        cli.ok("branch", store, "create", name)
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="merged")
+    cli.ok("merge", store, "merged")
+    cli.import_rows(store, "Person", [{"id": "c"}], mode="merge", branch="tagged")
+    cli.ok("tag", store, "create", "keep", "--branch", "tagged")
+    for name in ("merged", "tagged", "untouched"):
+        cli.ok("branch", store, "delete", name)
+
+
+def test_a_deleted_branch_comes_back_at_its_head_commit_with_its_history(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "experiment")
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge", branch="experiment")
+    cli.import_rows(store, "Person", [{"id": "a"}], mode="merge")
+    log = cli.log(store, branch="experiment")
+    cli.ok("branch", store, "delete", "experiment", "--force")
+    assert "created branch experiment at" in cli.ok(
+        "branch", store, "create", "experiment", "--at", log[0]["commit"]).stdout.decode()
+    assert cli.export(store, "Person", branch="experiment") == jsonl([{"id": "a"}, {"id": "b"}])
+    assert cli.log(store, branch="experiment") == log
+    assert cli.export(store, "Person", branch="experiment", at=1) == jsonl([{"id": "a"}])
+    # its own commits go on from there
+    cli.import_rows(store, "Person", [{"id": "c"}], mode="merge", branch="experiment")
+    assert cli.log(store, branch="experiment")[1:] == log
+    cli.ok("verify", store)
+
+
+def test_branch_create_at_takes_a_version_or_a_tag(cli, store):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.import_rows(store, "Person", [{"id": "b"}], mode="merge")
+    cli.ok("tag", store, "create", "first", "--at", "1")
+    cli.ok("branch", store, "create", "at_version", "--at", "2")
+    cli.ok("branch", store, "create", "at_tag", "--at", "first")
+    assert cli.export(store, "Person", branch="at_version") == jsonl([{"id": "a"}, {"id": "b"}])
+    assert cli.export(store, "Person", branch="at_tag") == jsonl([{"id": "a"}])
+    assert "no commit" in cli.fail("branch", store, "create", "late", "--at", "9")
+    assert "no commit, version or tag" in cli.fail("branch", store, "create", "odd", "--at", "nothing")
 
 
 def test_unknown_branch_action_is_a_usage_error(cli, store):

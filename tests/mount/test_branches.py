@@ -91,6 +91,20 @@ def test_rmdir_of_a_branch_another_was_forked_from_is_enotempty(m):
     assert error.value.errno == errno.ENOTEMPTY
 
 
+def test_rmdir_of_a_branch_with_commits_merged_nowhere_is_enotempty_with_an_errors_line(m):
+    os.mkdir(m.path("branches", "dev"))
+    m.sh("""echo '{"id":"d","name":"Di"}' >> branches/dev/tables/Person.jsonl""")
+    with pytest.raises(OSError) as error:
+        os.rmdir(m.path("branches", "dev"))
+    assert error.value.errno == errno.ENOTEMPTY
+    assert "dev" in os.listdir(m.path("branches"))
+    last = json.loads(m.read(".graphfs", "errors").splitlines()[-1])
+    assert last["path"] == "branches/dev" and "merged nowhere" in last["reason"]
+    graphfs("merge", m.store, "dev")
+    os.rmdir(m.path("branches", "dev"))
+    assert "dev" not in branches(m.store)
+
+
 def test_mounting_a_branch_serves_it_at_the_root(store, mounter):
     import_rows(store, "Person", PEOPLE)
     graphfs("branch", store, "create", "dev")

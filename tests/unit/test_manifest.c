@@ -768,12 +768,12 @@ TEST(branch_delete_refuses_main_the_mounted_branch_and_a_forked_from_branch)
 	CHECK_EQ(manifest_branch_create(manifest, "a", "main", NULL, &error), 0);
 	CHECK_EQ(manifest_branch_create(manifest, "b", "a", NULL, &error), 0);
 	CHECK_EQ(manifest_branch_create(manifest, "a", "main", NULL, &error), -EEXIST);
-	CHECK_EQ(manifest_branch_delete(manifest, "main", NULL, NULL, &error), -EBUSY);
-	CHECK_EQ(manifest_branch_delete(manifest, "b", "b", NULL, &error), -EBUSY);
-	CHECK_EQ(manifest_branch_delete(manifest, "a", NULL, NULL, &error), -ENOTEMPTY);
-	CHECK_EQ(manifest_branch_delete(manifest, "zzz", NULL, NULL, &error), -ENOENT);
-	CHECK_EQ(manifest_branch_delete(manifest, "b", "main", NULL, &error), 0);
-	CHECK_EQ(manifest_branch_delete(manifest, "a", "main", NULL, &error), 0);
+	CHECK_EQ(manifest_branch_delete(manifest, "main", NULL, false, NULL, &error), -EBUSY);
+	CHECK_EQ(manifest_branch_delete(manifest, "b", "b", false, NULL, &error), -EBUSY);
+	CHECK_EQ(manifest_branch_delete(manifest, "a", NULL, false, NULL, &error), -ENOTEMPTY);
+	CHECK_EQ(manifest_branch_delete(manifest, "zzz", NULL, false, NULL, &error), -ENOENT);
+	CHECK_EQ(manifest_branch_delete(manifest, "b", "main", false, NULL, &error), 0);
+	CHECK_EQ(manifest_branch_delete(manifest, "a", "main", false, NULL, &error), 0);
 	struct manifest_snapshot snapshot;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "a", &snapshot), -ENOENT);
 	CHECK_EQ(fixture_version(manifest), 0);

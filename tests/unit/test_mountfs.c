@@ -507,12 +507,12 @@ TEST(a_branch_a_mount_serves_cannot_be_deleted_by_another_process)
 	struct store *other = NULL;
 	CHECK(store_open(fx.store_path, NULL, &other, &error) == 0);
 	error_info_clear(&error);
-	CHECK_EQ(store_branch_delete(other, "side", "main", NULL, &error), -EBUSY);
+	CHECK_EQ(store_branch_delete(other, "side", "main", false, NULL, &error), -EBUSY);
 	CHECK(strstr(error.message, "/mnt/side") != NULL);
 	fixture_close();
 	/* Unmounted: the branch can go. */
 	error_info_clear(&error);
-	CHECK_EQ(store_branch_delete(other, "side", "main", NULL, &error), 0);
+	CHECK_EQ(store_branch_delete(other, "side", "main", false, NULL, &error), 0);
 	store_close(other);
 }
 

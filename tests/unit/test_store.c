@@ -1553,7 +1553,7 @@ TEST(a_branch_shares_its_parents_tables_until_it_writes)
 	CHECK_EQ(store_snapshot_heads(dev, false, count_heads, &heads), 0);
 	CHECK_EQ(heads, 1);
 	store_snapshot_release(dev);
-	CHECK_EQ(store_branch_delete(store, "main", NULL, NULL, &error), -EBUSY);
+	CHECK_EQ(store_branch_delete(store, "main", NULL, false, NULL, &error), -EBUSY);
 	store_close(store);
 }
 
