@@ -396,6 +396,27 @@ static void note_table_segments(struct verify *verify, const struct head_row *he
 	btree_free(fragments);
 }
 
+/*
+ * Whether a commit's table versions are kept: the last root of its version has its
+ * branch at it. A branch deleted at the same version leaves a later root without
+ * it, so gc keeps that commit's record (its log line) but not the tables only it
+ * made: those below the sweep are not checked (they are not the store's any more).
+ */
+static bool commit_tables_kept(struct verify *verify, const struct root_record *latest,
+			       const struct root_chain *chain, const struct commit_record *record)
+{
+	struct root_record root = *latest;
+	if (record->version < latest->version) {
+		struct block_address address = chain->last_root_of[record->version];
+		if (block_address_is_null(address) || manifest_root_read(verify->manifest->pager, address, &root) < 0)
+			return true;   /* no other answer: check them (the roots' own findings say why) */
+	}
+	struct branch_record branch;
+	if (manifest_branch_find(verify->manifest->pager, root.branches, record->branch, &branch) < 0)
+		return false;
+	return ulid_compare(&branch.head_commit, &record->id) == 0;
+}
+
 static void verify_indexes(struct verify *verify, const struct root_record *latest, struct root_chain *chain)
 {
 	struct manifest *manifest = verify->manifest;
@@ -438,8 +459,11 @@ static void verify_indexes(struct verify *verify, const struct root_record *late
 				(unsigned long long)record.version, (unsigned long long)entry->commit_time_us,
 				(unsigned long long)entry->parent_version, text,
 				(unsigned long long)record.time_us, (unsigned long long)parent);
+		/* a commit whose tables gc may have returned: only what lies above the sweep */
+		bool kept = commit_tables_kept(verify, latest, chain, &record);
 		for (size_t c = 0; c < record.change_count; c++)
-			note_table_segments(verify, &record.changes[c].head_after, text);
+			if (kept || record.changes[c].head_after.table.offset >= latest->swept_below)
+				note_table_segments(verify, &record.changes[c].head_after, text);
 		journal_commit_record_free(&record);
 	}
 	free(check.entries);

@@ -75,6 +75,21 @@ def test_the_store_shrinks_and_verifies_and_a_snapshot_after_gc_is_a_store(cli, 
     assert disk_bytes(tmp_path / "snap") <= after * 2 + rounding
 
 
+def test_verify_and_a_snapshot_are_clean_after_gc_of_a_branch_deleted_right_after_its_commits(cli, store, tmp_path):
+    cli.import_rows(store, "Person", [{"id": "a"}])
+    cli.ok("branch", store, "create", "dev")
+    cli.import_rows(store, "Only", [{"id": "b"}], branch="dev")
+    cli.import_rows(store, "Only", [{"id": "c"}], mode="merge", branch="dev")
+    cli.ok("branch", store, "delete", "dev", "--force")   # at the version of dev's last commit
+    for n in range(3):
+        cli.import_rows(store, "Person", [{"id": f"p{n}"}], mode="merge")
+    for keep in ("5", "1"):   # dev's commits kept as history, then reclaimed
+        cli.ok("gc", store, "--keep-versions", keep)
+        assert cli.run("verify", store).returncode == 0, cli.run("verify", store).stderr
+        cli.ok("snapshot", store, tmp_path / f"snap{keep}")
+        assert cli.run("verify", tmp_path / f"snap{keep}").returncode == 0
+
+
 def test_bad_rules_are_usage_errors(cli, store):
     for arguments in (["--keep-versions", "0"], ["--keep-versions", "-3"], ["--keep-versions", "x"],
                       ["--keep-since", "5x"], ["--keep-since", "0d"], ["--keep-since", "d"]):
