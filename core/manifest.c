@@ -561,6 +561,26 @@ int manifest_meta_write_file(struct io_file *file, const struct root_record *roo
 	return rc;
 }
 
+int manifest_meta_write_both(struct io_file *file, const struct root_record *root, uint64_t size)
+{
+	struct meta_slot slot = {
+		.valid = true,
+		.sequence = root->sequence,
+		.root_offset = root->self.offset,
+		.size = size,
+		.version = root->version,
+	};
+	uint8_t *bytes = malloc(MANIFEST_META_SLOT_SIZE);
+	if (!bytes)
+		return -ENOMEM;
+	manifest_meta_encode(&slot, bytes);
+	int rc = 0;
+	for (int i = 0; i < 2 && rc == 0; i++)
+		rc = io_pwrite(file, bytes, MANIFEST_META_SLOT_SIZE, MANIFEST_META_OFFSET + (uint64_t)i * MANIFEST_META_SLOT_SIZE);
+	free(bytes);
+	return rc;
+}
+
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size)
 {
 	return manifest_meta_write_file(&manifest->file, root, size);

@@ -28,6 +28,10 @@
  *      copied with its granule gaps (docs/FORMAT.md §23) as holes, and its
  *      header says so. Segments and packs come through the io layer from
  *      objects the same way as from files.
+ *   6. A snapshot is read-only: its `snapshot` marker, written before its
+ *      manifest is renamed into place, makes every read-write open refuse it;
+ *      both its meta slots name its one root, so one damaged slot leaves it
+ *      readable.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -137,6 +141,24 @@ out:
 	return rc;
 }
 
+/* The `snapshot` marker (FORMAT.md §1): a read-write open refuses the copy. 0 or -errno. */
+static int write_marker(int destination, const char *source_path, const struct root_record *root)
+{
+	struct io_file marker = { -1, IO_MANIFEST, NULL };
+	char text[4096 + 128];
+	int length = snprintf(text, sizeof text, "{\"snapshot_of\":\"%s\",\"version\":%llu}\n", source_path,
+			      (unsigned long long)root->version);
+	if (length < 0 || (size_t)length >= sizeof text || strpbrk(source_path, "\"\\\n"))
+		length = snprintf(text, sizeof text, "{\"version\":%llu}\n", (unsigned long long)root->version);
+	int rc = io_file_open(destination, MANIFEST_SNAPSHOT_MARKER, O_RDWR | O_CREAT | O_TRUNC, IO_MANIFEST, &marker);
+	if (rc == 0)
+		rc = io_pwrite(&marker, text, (size_t)length, 0);
+	if (rc == 0)
+		rc = io_fsync(&marker);
+	io_file_close(&marker);
+	return rc;
+}
+
 int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest_progress_fn progress,
 			   void *context, struct manifest_copy_result *result, struct error_info *error)
 {
@@ -145,7 +167,6 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	size_t segment_count = 0;
 	struct io_file source = { -1, IO_MANIFEST, NULL }, copy = { -1, IO_MANIFEST, NULL }, lock = { -1, IO_MANIFEST, NULL },
 		       pins = { -1, IO_MANIFEST, NULL };
-	uint8_t *zeros = NULL;
 	int destination = -1;
 	/* 1. the instant: the latest root, under the lock only for the refresh (invariant 1) */
 	bool read_only = manifest->flags & MANIFEST_READ_ONLY;
@@ -246,18 +267,17 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 		error_info_set(error, rc, "the snapshot stopped after its segments: %s", io_strerror(rc));
 		goto out;
 	}
-	/* 4. the manifest, up to the root's end, its meta slots naming that root alone (invariants 2, 4) */
-	zeros = calloc(1, MANIFEST_META_SLOT_SIZE);
-	rc = zeros ? 0 : -ENOMEM;
-	if (rc == 0 && (rc = io_file_open(manifest->directory, "manifest", O_RDONLY, IO_MANIFEST, &source)) == 0 &&
+	/* 4. the manifest, up to the root's end, both meta slots naming that root alone, and the
+	 *    marker that makes the copy read-only (invariants 2, 4, 6) */
+	if ((rc = io_file_open(manifest->directory, "manifest", O_RDONLY, IO_MANIFEST, &source)) == 0 &&
 	    (rc = io_file_open(destination, "manifest.tmp", O_RDWR | O_CREAT | O_EXCL, IO_MANIFEST, &copy)) == 0 &&
 	    (rc = copy_bytes(&source, &copy, committed_size, MANIFEST_FIRST_BLOCK, pack, &done, total, progress,
 			     context)) == 0 &&
 	    (rc = granule_mark(&source, &copy)) == 0 &&
-	    (rc = io_pwrite(&copy, zeros, MANIFEST_META_SLOT_SIZE,
-			    MANIFEST_META_OFFSET + ((root.sequence + 1) % 2) * MANIFEST_META_SLOT_SIZE)) == 0 &&
-	    (rc = manifest_meta_write_file(&copy, &root, committed_size)) == 0)
+	    (rc = manifest_meta_write_both(&copy, &root, committed_size)) == 0)
 		rc = io_fsync(&copy);
+	if (rc == 0)
+		rc = write_marker(destination, manifest->path, &root);
 	if (rc == 0)
 		rc = io_failpoint("snapshot.before_rename");
 	if (rc == 0 && (rc = io_rename(destination, "manifest.tmp", "manifest")) == 0)
@@ -265,7 +285,6 @@ int manifest_snapshot_copy(struct manifest *manifest, const char *path, manifest
 	if (rc < 0)
 		error_info_set(error, rc, "cannot write the snapshot's manifest: %s", io_strerror(rc));
 out:
-	free(zeros);
 	io_file_close(&source);
 	io_file_close(&copy);
 	io_file_close(&lock);

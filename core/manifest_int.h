@@ -194,6 +194,11 @@ void manifest_unlock(struct manifest *manifest);
 int manifest_directory_prepare(const char *path, bool *created, struct error_info *error);
 /* Writes root's meta slot (sequence % 2) into the manifest file, not fsynced. */
 int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size);
+/* Both slots naming root (a snapshot's: one damaged slot leaves it readable). 0 or -errno. */
+int manifest_meta_write_both(struct io_file *file, const struct root_record *root, uint64_t size);
+/* The file whose presence makes a store a read-only snapshot (FORMAT.md §1). */
+#define MANIFEST_SNAPSHOT_MARKER "snapshot"
+
 /* Writes the meta slot of root (sequence % 2), not fsynced. */
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size);
 /* A root this process just wrote (under the store lock): the base of the next

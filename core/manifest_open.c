@@ -272,6 +272,16 @@ int manifest_open(const char *path, int flags, struct manifest **out, struct err
 	rc = header_check(path, header, &manifest->store_id, &manifest->granule, error);
 	if (rc < 0)
 		goto failed;
+	if (!read_only && !io_file_is_remote(&manifest->file)) {
+		/* a snapshot stays as it was taken (manifest_copy.c invariant 6) */
+		struct io_file marker = { -1, IO_MANIFEST, NULL };
+		if (io_file_open(manifest->directory, MANIFEST_SNAPSHOT_MARKER, O_RDONLY, IO_MANIFEST, &marker) == 0) {
+			io_file_close(&marker);
+			rc = error_info_set(error, -EROFS, "%s is a snapshot: restore it into a store (graphfs restore STORE "
+					    "%s --confirm), or mount it -o ro", path, path);
+			goto failed;
+		}
+	}
 	rc = pager_init(manifest->directory, &manifest->file, &manifest->pager);
 	if (rc < 0) {
 		error_info_set(error, rc, "cannot read %s/manifest: %s", path, io_strerror(rc));

@@ -149,10 +149,21 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 	struct file_header header;
 	if (!intact || codec_file_header_decode(bytes, &header) < 0 || header.kind != FILE_KIND_MANIFEST)
 		finding(verify, "manifest: the file header (offset 0) is damaged");
+	struct meta_slot slots[2];
+	struct io_file marker = { -1, IO_MANIFEST, NULL };
+	bool snapshot = !io_file_is_remote(&manifest->file) &&
+			io_file_open(manifest->directory, MANIFEST_SNAPSHOT_MARKER, O_RDONLY, IO_MANIFEST, &marker) == 0;
+	io_file_close(&marker);
+	for (int i = 0; i < 2; i++)
+		manifest_meta_decode(bytes + MANIFEST_META_OFFSET + (size_t)i * MANIFEST_META_SLOT_SIZE, &slots[i]);
 	for (int i = 0; i < 2; i++) {
-		struct meta_slot slot;
+		struct meta_slot slot = slots[i];
+		const struct meta_slot *other = &slots[1 - i];
 		uint64_t offset = MANIFEST_META_OFFSET + (uint64_t)i * MANIFEST_META_SLOT_SIZE;
-		manifest_meta_decode(bytes + MANIFEST_META_OFFSET + (size_t)i * MANIFEST_META_SLOT_SIZE, &slot);
+		/* slot i holds a root whose sequence is i modulo 2, or (a snapshot's pair, FORMAT.md §3)
+		 * the very root the other slot names */
+		bool paired = (other->valid && other->sequence == slot.sequence && other->root_offset == slot.root_offset) ||
+			      (!other->valid && snapshot);
 		if (slot.empty)
 			continue;
 		if (!slot.valid) {
@@ -163,7 +174,7 @@ static void verify_header(struct verify *verify, uint64_t latest_sequence)
 		struct root_record root;
 		if (manifest_root_read(manifest->pager, (struct block_address){ 0, slot.root_offset }, &root) < 0 ||
 		    root.sequence != slot.sequence || root.version != slot.version ||
-		    slot.sequence > latest_sequence || slot.sequence % 2 != (uint64_t)i)
+		    slot.sequence > latest_sequence || (slot.sequence % 2 != (uint64_t)i && !paired))
 			finding(verify, "manifest: meta slot %d (offset %llu) names root sequence %llu at offset %llu, which does not match",
 				i, (unsigned long long)offset, (unsigned long long)slot.sequence,
 				(unsigned long long)slot.root_offset);

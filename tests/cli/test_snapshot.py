@@ -112,3 +112,36 @@ def test_restore_refuses_a_snapshot_of_another_store(cli, store, tmp_path):
     cli.import_rows(other, "P", big_rows(3))
     snapshot(cli, other, tmp_path / "snap")
     assert "is not a snapshot of" in cli.fail("restore", store, tmp_path / "snap", "--confirm")
+
+
+def test_a_snapshot_refuses_every_writing_command_and_serves_every_reading_one(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(3))
+    snapshot(cli, store, tmp_path / "snap")
+    copy = tmp_path / "snap"
+    source = cli.write_file(jsonl(big_rows(1, "x")))
+    for command in (("import", copy, "P", source, "--mode", "merge"), ("branch", copy, "create", "b"),
+                    ("tag", copy, "create", "t"), ("gc", copy, "--keep-versions", "1"), ("optimize", copy)):
+        error = cli.fail(*command)
+        assert "is a snapshot" in error and "restore" in error and "-o ro" in error, command
+    assert cli.export(copy, "P") == jsonl(big_rows(3))
+    assert cli.log(copy)[0]["version"] == 1
+    cli.ok("verify", copy)
+    cli.ok("dump", copy)
+
+
+def test_one_damaged_meta_slot_leaves_a_snapshot_readable(cli, store, tmp_path):
+    cli.import_rows(store, "P", big_rows(3))
+    snapshot(cli, store, tmp_path / "snap")
+    copy = tmp_path / "snap"
+    for slot in (0, 1):
+        damaged = tmp_path / f"damaged{slot}"
+        subprocess.run(["cp", "-a", str(copy), str(damaged)], check=True)
+        with open(damaged / "manifest", "r+b") as manifest:
+            manifest.seek(4096 * (slot + 1) + 9)
+            byte = manifest.read(1)
+            manifest.seek(4096 * (slot + 1) + 9)
+            manifest.write(bytes([byte[0] ^ 0xFF]))
+        assert cli.export(damaged, "P") == jsonl(big_rows(3))
+        result = cli.run("verify", damaged)
+        assert result.returncode == 1
+        assert result.stdout.decode().count("\n") == 1 and f"meta slot {slot}" in result.stdout.decode()

@@ -125,3 +125,15 @@ def test_a_tag_deleted_and_made_again_elsewhere_shows_its_new_version(m):
     while m.read("tags", "moving", "tables", "Person.jsonl") != expected and time.monotonic() < deadline:
         time.sleep(0.1)
     assert m.read("tags", "moving", "tables", "Person.jsonl") == expected
+
+
+def test_a_snapshot_mounts_read_only_and_refuses_a_read_write_mount(store, tmp_path, mounter):
+    import_rows(store, "Person", PEOPLE)
+    graphfs("snapshot", store, tmp_path / "snap")
+    mountpoint = tmp_path / "refused"
+    mountpoint.mkdir()
+    refused = graphfs("mount", tmp_path / "snap", mountpoint, check=False, timeout=60)
+    assert refused.returncode != 0 and b"is a snapshot" in refused.stderr and b"-o ro" in refused.stderr
+    assert not os.path.ismount(mountpoint)
+    m = mounter(tmp_path / "snap", options=["ro"])
+    assert m.read("tables", "Person.jsonl") == jsonl(PEOPLE)
