@@ -496,7 +496,7 @@ int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *req
  * Returns the number of findings (0: clean) or -errno if the walk could not run.
  */
 int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
-		    void *context);
+		    void *context, manifest_progress_fn progress, void *progress_context);
 
 /* Rebuilds every branch's heads from its journal replay and publishes them
  * as one audited commit per branch that differed (actor "graphfs:repair"). */

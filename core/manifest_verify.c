@@ -800,9 +800,12 @@ static void verify_pack(struct verify *verify, uint64_t swept_below)
 }
 
 int manifest_verify(struct manifest *manifest, void (*report)(const char *finding, void *context),
-		    void *context)
+		    void *context, manifest_progress_fn progress, void *progress_context)
 {
 	struct verify verify = { .manifest = manifest, .report = report, .context = context };
+	/* progress counts passes: blocks, roots and indexes, branches, tags, files */
+	const uint64_t passes = 5;
+#define PASS_DONE(n) do { if (progress) progress((n), passes, progress_context); } while (0)
 	struct root_record latest;
 	uint64_t committed_size;
 	pthread_mutex_lock(&manifest->state_mutex);
@@ -829,6 +832,7 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 		finding(&verify, "manifest: no readable root record");
 	verify_header(&verify, have_latest ? latest.sequence : 0);
 	verify_blocks(&verify, have_latest ? latest.swept_below : 0, committed_size);
+	PASS_DONE(1);
 	if (have_latest) {
 		verify.horizon = latest.horizon;
 		struct root_chain chain = { 0 };
@@ -837,12 +841,17 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
 		free(chain.last_root_of);
 		free(chain.commits);
 		free(chain.commit_versions);
+		PASS_DONE(2);
 		verify_branches(&verify, &latest);
+		PASS_DONE(3);
 		verify_tags(&verify, &latest);
 	}
+	PASS_DONE(4);
 	verify_sidecars(&verify);
 	verify_segments(&verify);
 	verify_pack(&verify, have_latest ? latest.swept_below : 0);
+	PASS_DONE(5);
+#undef PASS_DONE
 	free(verify.segments);
 	free(verify.walked.addresses);
 	free(verify.verified.addresses);

@@ -717,11 +717,17 @@ static void ignore_finding(const char *finding, void *context)
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),
 		 void *context)
 {
+	return store_verify_progress(store, report, context, NULL, NULL);
+}
+
+int store_verify_progress(struct store *store, void (*report)(const char *finding, void *context), void *context,
+			  store_progress_fn progress, void *progress_context)
+{
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0 && rc != -EIO)
 		return rc;
 	/* A damaged latest root is itself a finding: verify reports it. */
-	return manifest_verify(store->manifest, report ? report : ignore_finding, context);
+	return manifest_verify(store->manifest, report ? report : ignore_finding, context, progress, progress_context);
 }
 
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error)

@@ -412,17 +412,19 @@ int store_import(struct store *store, const char *branch, const char *table, con
 		 store_progress_fn progress,
 		 void *progress_context, struct store_commit_result *result, struct error_info *error);
 /* Writes the table's bytes (as tables/TABLE.jsonl shows them) to fd, at version
- * (STORE_LATEST: newest). 0, -ENOENT (branch, version or table), -EIO, or the
- * -errno of write(2); on error part of the bytes may have been written. */
+ * (STORE_LATEST: newest); progress (NULL: none) hears the bytes written of the table's size.
+ * 0, -ENOENT (branch, version or table), -EIO, or the -errno of write(2); on error part of
+ * the bytes may have been written. */
 int store_export(struct store *store, const char *branch, const char *table, uint64_t version,
-		 int fd, struct error_info *error);
+		 int fd, store_progress_fn progress, void *progress_context, struct error_info *error);
 /*
  * The whole graph of branch at version (STORE_LATEST: newest) as NDJSON on fd:
  * one {"schema":…} line per table (node tables first), then every row in an
  * envelope, {"type":<Node>,"data":<row>} and {"edge":<Edge>,"from":…,"to":…,
  * "data":{"id":…,…}} (core/store_dump.c). 0 or -errno with error set.
  */
-int store_dump(struct store *store, const char *branch, uint64_t version, int fd, struct error_info *error);
+int store_dump(struct store *store, const char *branch, uint64_t version, int fd, store_progress_fn progress,
+	       void *progress_context, struct error_info *error);
 /*
  * Publishes a dump file ("-": standard input) as ONE commit on branch, every
  * table it names overwritten; schema lines are optional (inferred). Errors
@@ -632,6 +634,9 @@ int store_counters_json(struct buf *out);
 /* Returns the number of findings (0 clean), reporting each; or -errno. */
 int store_verify(struct store *store, void (*report)(const char *finding, void *context),
 		 void *context);
+/* The same, telling progress (NULL: none) how many of its passes are done. */
+int store_verify_progress(struct store *store, void (*report)(const char *finding, void *context), void *context,
+			  store_progress_fn progress, void *progress_context);
 /* Rebuilds heads from the journal as audited commits; -EROFS when read-only. */
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error);
 

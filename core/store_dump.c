@@ -43,6 +43,9 @@ struct dump_output {
 	int fd;
 	struct buf pending;
 	int rc;
+	store_progress_fn progress;   /* NULL: none; hears the table bytes read of total */
+	void *progress_context;
+	uint64_t read, total;
 };
 
 static int output_flush(struct dump_output *output)
@@ -126,6 +129,9 @@ static int dump_rows(struct dump_output *output, struct store_snapshot *snapshot
 			break;
 		}
 		offset += (uint64_t)got;
+		output->read += (uint64_t)got;
+		if (output->progress)
+			output->progress(output->read, output->total, output->progress_context);
 		size_t start = 0;
 		for (size_t i = 0; rc == 0 && i < (size_t)got; i++) {
 			if (chunk[i] != '\n')
@@ -156,6 +162,7 @@ struct dump_tables {
 	char (*names)[JOURNAL_NAME_MAX + 1];
 	bool *edge;
 	size_t count;
+	uint64_t bytes;               /* the tables' rendered sizes, for progress */
 };
 
 static int collect_table(const struct head_row *head, void *context)
@@ -170,14 +177,16 @@ static int collect_table(const struct head_row *head, void *context)
 	tables->edge = edge;
 	snprintf(tables->names[tables->count], sizeof tables->names[0], "%s", head->name);
 	tables->edge[tables->count++] = head->kind == STORE_EDGE_TABLE;
+	tables->bytes += head->byte_size;
 	return 0;
 }
 
-int store_dump(struct store *store, const char *branch, uint64_t version, int fd, struct error_info *error)
+int store_dump(struct store *store, const char *branch, uint64_t version, int fd, store_progress_fn progress,
+	       void *progress_context, struct error_info *error)
 {
 	struct store_snapshot *snapshot = NULL;
-	struct dump_tables tables = { NULL, NULL, 0 };
-	struct dump_output output = { .fd = fd };
+	struct dump_tables tables = { NULL, NULL, 0, 0 };
+	struct dump_output output = { .fd = fd, .progress = progress, .progress_context = progress_context };
 	buf_init(&output.pending);
 	struct buf schema;
 	buf_init(&schema);
@@ -188,6 +197,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 		error_info_set(error, rc, "cannot list the tables: %s", io_strerror(rc));
 		goto out;
 	}
+	output.total = tables.bytes;
 	/* schemas: node tables first (heads come in name order), then edge tables */
 	for (int pass = 0; rc == 0 && pass < 2; pass++) {
 		for (size_t i = 0; rc == 0 && i < tables.count; i++) {

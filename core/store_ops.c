@@ -107,7 +107,7 @@ static int write_all(int fd, const char *bytes, size_t size)
 }
 
 int store_export(struct store *store, const char *branch, const char *table, uint64_t version,
-		 int fd, struct error_info *error)
+		 int fd, store_progress_fn progress, void *progress_context, struct error_info *error)
 {
 	struct store_snapshot *snapshot = NULL;
 	struct store_table *opened = NULL;
@@ -148,6 +148,8 @@ int store_export(struct store *store, const char *branch, const char *table, uin
 			goto cleanup;
 		}
 		offset += (uint64_t)got;
+		if (progress)
+			progress(offset, size, progress_context);
 	}
 	rc = 0;
 cleanup:

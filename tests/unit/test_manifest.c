@@ -698,7 +698,7 @@ TEST(commits_overwrite_preallocated_zeros_and_the_file_grows_a_chunk_at_a_time)
 	io_counters_get(IO_MANIFEST, &counters);
 	CHECK_EQ(manifest_file_size(), size);
 	CHECK(counters.bytes_written < MANIFEST_PREALLOCATE_MIN);   /* the blocks and a meta slot, no padding */
-	CHECK_EQ(manifest_verify(manifest, NULL, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, NULL, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 }
 
@@ -1092,7 +1092,7 @@ TEST(a_hint_that_names_no_root_of_the_store_is_ignored)
 	}
 	CHECK_EQ(fixture_merge_one(first, "main", "A", "a", 2), 0);
 	CHECK_EQ(fixture_version(first), version + 1);
-	CHECK_EQ(manifest_verify(first, fixture_print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(first, fixture_print_finding, NULL, NULL, NULL), 0);
 	manifest_close(second);
 	manifest_close(first);
 }
@@ -1385,13 +1385,13 @@ TEST(verify_finds_nothing_in_a_good_store)
 	CHECK_EQ(fixture_write_big(manifest, "Big", 1, NULL, &error), 0);
 	struct buf findings;
 	buf_init(&findings);
-	int count = manifest_verify(manifest, collect_finding, &findings);
+	int count = manifest_verify(manifest, collect_finding, &findings, NULL, NULL);
 	if (count)
 		fprintf(stderr, "%s", buf_cstr(&findings));
 	CHECK_EQ(count, 0);
 	manifest_close(manifest);
 	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error), 0);
-	CHECK_EQ(manifest_verify(manifest, NULL, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, NULL, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 	buf_free(&findings);
 }
@@ -1656,7 +1656,7 @@ TEST(a_flipped_byte_anywhere_in_the_manifest_is_found_by_verify_and_never_read_a
 		bool never_wrong = true;
 		int block_read = 0;
 		if (rc == 0) {
-			findings = manifest_verify(manifest, NULL, NULL);
+			findings = manifest_verify(manifest, NULL, NULL, NULL, NULL);
 			never_wrong = answers_never_wrong(manifest, &good, &errors);
 			for (size_t i = 0; i < block_count; i++) {
 				if (offset < blocks[i].offset || offset >= blocks[i].offset + blocks[i].size)
@@ -1759,7 +1759,7 @@ TEST(a_flipped_byte_in_a_segment_file_is_found_by_verify_and_read_or_looked_up_a
 			engine_log_release(&log, true);
 			CHECK_EQ(rc, 0);
 		}
-		int findings = manifest_verify(manifest, NULL, NULL);
+		int findings = manifest_verify(manifest, NULL, NULL, NULL, NULL);
 		struct manifest_snapshot snapshot;
 		rc = manifest_snapshot_latest(manifest, "main", &snapshot);
 		if (rc == 0)
@@ -1819,14 +1819,14 @@ TEST(repair_rebuilds_heads_that_disagree_with_the_journal)
 
 	struct buf findings;
 	buf_init(&findings);
-	CHECK(manifest_verify(manifest, collect_finding, &findings) >= 2);
+	CHECK(manifest_verify(manifest, collect_finding, &findings, NULL, NULL) >= 2);
 	CHECK(strstr(buf_cstr(&findings), "row_count") != NULL);
 	CHECK(strstr(buf_cstr(&findings), before.heads[1].name) != NULL);
 	int repaired = 0;
 	CHECK_EQ(manifest_repair(manifest, &repaired, &error), 0);
 	CHECK_EQ(repaired, 1);
 	buf_reset(&findings);
-	int count = manifest_verify(manifest, collect_finding, &findings);
+	int count = manifest_verify(manifest, collect_finding, &findings, NULL, NULL);
 	if (count)
 		fprintf(stderr, "%s", buf_cstr(&findings));
 	CHECK_EQ(count, 0);
@@ -1987,7 +1987,7 @@ TEST(a_commit_queued_behind_another_is_made_durable_by_that_commits_fsync)
 	CHECK_EQ(held.rc, 0);
 	io_counters_get(IO_MANIFEST, &end);
 	CHECK_EQ(end.fsyncs - start.fsyncs, 1);   /* the held commit found itself covered */
-	CHECK_EQ(manifest_verify(manifest, fixture_print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, fixture_print_finding, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 	CHECK_EQ(fixture_open(&manifest), 0);
 	CHECK_EQ(fixture_version(manifest), before + 2);
@@ -2052,7 +2052,7 @@ TEST(a_publish_reads_the_root_a_queued_commit_left_in_the_hint_not_every_block_i
 	fprintf(stderr, "    pages of a commit past a queued one: %llu with the hint, %llu scanning\n",
 		(unsigned long long)hinted, (unsigned long long)scanned);
 	CHECK(hinted + 3 <= scanned);
-	CHECK_EQ(manifest_verify(late, fixture_print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(late, fixture_print_finding, NULL, NULL, NULL), 0);
 	manifest_close(late);
 	manifest_close(busy);
 }

@@ -65,7 +65,7 @@ static int observe(struct observed *out)
 		rc = manifest_heads_each(manifest, &snapshot, false, encode_head, &out->heads);
 	if (rc == 0)
 		rc = manifest_heads_each(manifest, &snapshot, true, encode_head, &out->heads);
-	out->findings = manifest_verify(manifest, print_finding, NULL);
+	out->findings = manifest_verify(manifest, print_finding, NULL, NULL, NULL);
 	manifest_close(manifest);
 	fixture_list("segments", &out->segments);
 	fixture_list("recovery", &out->sidecars);
@@ -617,7 +617,7 @@ static int commit_after_a_crash_elsewhere(const char *failpoint, uint64_t *befor
 	if (rc == 0)
 		rc = manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &(struct error_info){ 0 });
 	if (rc == 0) {
-		*findings = manifest_verify(reader, print_finding, NULL);
+		*findings = manifest_verify(reader, print_finding, NULL, NULL, NULL);
 		manifest_close(reader);
 	}
 	return rc;
@@ -642,7 +642,7 @@ static int tags_now(bool *exists, int *findings)
 	rc = tag ? manifest_tag_find(manifest, "crashed", tag) : -ENOMEM;
 	free(tag);
 	*exists = rc == 0;
-	*findings = manifest_verify(manifest, print_finding, NULL);
+	*findings = manifest_verify(manifest, print_finding, NULL, NULL, NULL);
 	manifest_close(manifest);
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -746,7 +746,7 @@ TEST(a_snapshot_is_a_store_that_verifies_and_stays_as_it_was_while_the_store_mov
 	CHECK_EQ(result.segments_linked + result.segments_copied, 1);
 	CHECK_EQ(fixture_merge_one(manifest, "main", "Small", "later", 3), 0);
 	CHECK_EQ(manifest_open(snapshot_path, MANIFEST_READ_ONLY, &copy, &error), 0);
-	CHECK_EQ(manifest_verify(copy, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(copy, print_finding, NULL, NULL, NULL), 0);
 	CHECK_EQ(fixture_version(copy), 2);
 	struct fixture_heads heads;
 	CHECK_EQ(fixture_heads(copy, "main", UINT64_MAX, false, &heads), 0);
@@ -825,7 +825,7 @@ static void check_restored(void)
 	free(tag);
 	struct manifest_snapshot extra;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "extra", &extra), -ENOENT);
-	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
 	CHECK(fixture_version(manifest) > 2);   /* versions went on upward */
 	manifest_close(manifest);
 }
@@ -1040,7 +1040,7 @@ TEST(bytes_left_in_the_preallocated_zeros_after_the_latest_root_are_cut_by_the_n
 	manifest_close(manifest);
 	struct error_info error;
 	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &reader, &error), 0);
-	CHECK_EQ(manifest_verify(reader, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(reader, print_finding, NULL, NULL, NULL), 0);
 	CHECK_EQ(manifest_latest(reader, &latest), 0);
 	CHECK_EQ(latest.version, 2);
 	manifest_close(reader);
@@ -1138,7 +1138,7 @@ CHILDREN_TEST(a_sidecar_of_another_version_refuses_a_read_write_open)
 	CHECK_EQ(manifest_open(fixture_store_path(), 0, &manifest, &error), -EPROTO);
 	CHECK(strstr(error.message, "sidecar version 99") != NULL);
 	CHECK_EQ(manifest_open(fixture_store_path(), MANIFEST_READ_ONLY, &manifest, &error), 0);
-	CHECK(manifest_verify(manifest, NULL, NULL) >= 1);
+	CHECK(manifest_verify(manifest, NULL, NULL, NULL, NULL) >= 1);
 	manifest_close(manifest);
 	free(bytes);
 }
@@ -1189,7 +1189,7 @@ TEST(an_abandoned_intent_leaves_no_sidecar_and_no_segment)
 	buf_reset(&listing);
 	fixture_list("recovery", &listing);
 	CHECK_EQ(listing.size, 0);
-	CHECK_EQ(manifest_verify(manifest, NULL, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, NULL, NULL, NULL, NULL), 0);
 	buf_free(&listing);
 	schema_free(&schema);
 	manifest_close(manifest);
@@ -1207,7 +1207,7 @@ TEST(a_large_commit_removes_its_sidecar_and_keeps_its_segments)
 	CHECK_EQ(listing.size, 0);
 	fixture_list("segments", &listing);
 	CHECK(listing.size >= 17);
-	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
 	struct manifest_snapshot snapshot;
 	struct head_row head;
 	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
@@ -1288,7 +1288,7 @@ CHILDREN_TEST(concurrent_writer_processes_make_exactly_one_linear_history_per_br
 		}
 	}
 	/* heads equal the journal replay, and nothing else is wrong */
-	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 }
 
@@ -1420,7 +1420,7 @@ TEST(writers_killed_at_random_instants_lose_no_acknowledged_commit)
 	CHECK_EQ(manifest_log_each(manifest, &snapshot, collect_log, state), 0);
 	CHECK_EQ(state[0], fixture_version(manifest));
 	CHECK(state[0] >= acknowledged_total);
-	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 }
 
@@ -1483,7 +1483,7 @@ TEST(threads_sharing_one_handle_serialize_their_commits_and_readers_see_versions
 	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
 	CHECK_EQ(manifest_head_find(manifest, &snapshot, "Shared", &head), 0);
 	CHECK_EQ(head.row_count, 48);
-	CHECK_EQ(manifest_verify(manifest, print_finding, NULL), 0);
+	CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
 	manifest_close(manifest);
 }
 

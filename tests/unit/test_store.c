@@ -1262,7 +1262,7 @@ TEST(export_writes_the_table_bytes)
 	snprintf(path, sizeof path, "%s/export.jsonl", harness_temp_directory());
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	CHECK(fd >= 0);
-	CHECK_EQ(store_export(store, "main", "Person", STORE_LATEST, fd, &error), 0);
+	CHECK_EQ(store_export(store, "main", "Person", STORE_LATEST, fd, NULL, NULL, &error), 0);
 	close(fd);
 	char bytes[512];
 	fd = open(path, O_RDONLY);
@@ -1270,7 +1270,7 @@ TEST(export_writes_the_table_bytes)
 	close(fd);
 	CHECK_EQ(got, strlen(person_canonical));
 	CHECK(memcmp(bytes, person_canonical, (size_t)got) == 0);
-	CHECK_EQ(store_export(store, "main", "Nobody", STORE_LATEST, 1, &error), -ENOENT);
+	CHECK_EQ(store_export(store, "main", "Nobody", STORE_LATEST, 1, NULL, NULL, &error), -ENOENT);
 	store_close(store);
 }
 

@@ -209,6 +209,7 @@ struct cli_progress {
 	uint64_t last_draw_us;
 	bool drawn;
 	const char *unit;        /* NULL: done and total are bytes; else counts of this ("versions") */
+	uint64_t total_seen;     /* the last total an update gave (0: none yet) */
 };
 
 /* Enables the bar if stderr is a terminal and draws it at 0 of total (0: unknown). */
@@ -217,7 +218,10 @@ void cli_progress_begin(struct cli_progress *progress, const char *label, uint64
 void cli_progress_begin_counting(struct cli_progress *progress, const char *label, const char *unit, uint64_t total);
 /* A store_progress_fn: redraws at most ten times a second. context is the cli_progress. */
 void cli_progress_update(uint64_t done, uint64_t total, void *context);
-/* Draws the final state (when success) and ends the line. */
+/* Takes the bar off the terminal's line (before other output there); the next update redraws it. */
+void cli_progress_clear(struct cli_progress *progress);
+/* Draws the final state (when success: total, or 0 for the last total an update gave)
+ * and ends the line. */
 void cli_progress_end(struct cli_progress *progress, bool success, uint64_t total);
 
 #endif

@@ -29,7 +29,10 @@ int cmd_dump(int argc, char **argv)
 	struct error_info error;
 	error_info_clear(&error);
 	fflush(stdout);
-	int rc = store_dump(reading.store, reading.branch, reading.version, 1, &error);
+	struct cli_progress progress;
+	cli_progress_begin(&progress, "dump", 0);
+	int rc = store_dump(reading.store, reading.branch, reading.version, 1, cli_progress_update, &progress, &error);
+	cli_progress_end(&progress, rc == 0, 0);
 	status = CLI_EXIT_OK;
 	if (rc < 0)
 		status = cli_fail_error(rc, &error, "cannot dump branch '%s'", reading.branch);

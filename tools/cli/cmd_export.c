@@ -32,7 +32,10 @@ int cmd_export(int argc, char **argv)
 	struct error_info error;
 	error_info_clear(&error);
 	fflush(stdout);
-	int rc = store_export(store, branch, table, version, 1, &error);
+	struct cli_progress progress;
+	cli_progress_begin(&progress, "export", 0);
+	int rc = store_export(store, branch, table, version, 1, cli_progress_update, &progress, &error);
+	cli_progress_end(&progress, rc == 0, 0);
 	if (rc < 0) {
 		if (error.message[0] == '\0' && rc == -ENOENT) {
 			if (version == STORE_LATEST)

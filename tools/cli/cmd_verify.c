@@ -17,10 +17,16 @@ static const char usage[] =
 	"recovery sidecars. Prints one line per finding and exits 1 if there is any,\n"
 	"0 when the store is clean.\n";
 
+struct printed {
+	unsigned long count;
+	struct cli_progress progress;   /* cleared from the terminal before a finding */
+};
+
 static void print_finding(const char *finding, void *context)
 {
-	unsigned long *count = context;
-	(*count)++;
+	struct printed *printed = context;
+	printed->count++;
+	cli_progress_clear(&printed->progress);
 	for (const char *p = finding; *p; p++)
 		putchar(*p == '\n' || *p == '\r' ? ' ' : *p);
 	putchar('\n');
@@ -29,14 +35,18 @@ static void print_finding(const char *finding, void *context)
 /* Verifies the store at path, printing each finding; the exit status. */
 static int verify(struct store *store, const char *path)
 {
-	unsigned long printed = 0;
-	int findings = store_verify(store, print_finding, &printed);
+	struct printed printed = { 0 };
+	fflush(stdout);
+	cli_progress_begin_counting(&printed.progress, "verify", "passes", 5);
+	int findings = store_verify_progress(store, print_finding, &printed, cli_progress_update, &printed.progress);
+	cli_progress_end(&printed.progress, findings >= 0, 5);
+	unsigned long printed_count = printed.count;
 	if (findings < 0)
 		return cli_fail_error(findings, NULL, "cannot verify %s", path);
-	if (findings > 0 || printed > 0)
+	if (findings > 0 || printed_count > 0)
 		return cli_fail("%s: %d finding%s (if heads disagree with the journal, "
 				"'graphfs repair %s' rebuilds them)",
-				path, findings > 0 ? findings : (int)printed,
+				path, findings > 0 ? findings : (int)printed_count,
 				findings == 1 ? "" : "s", path);
 	printf("%s: clean (version %llu)\n", path, (unsigned long long)store_version(store));
 	return CLI_EXIT_OK;

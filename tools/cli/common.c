@@ -431,6 +431,7 @@ void cli_progress_begin(struct cli_progress *progress, const char *label, uint64
 	progress->label = label;
 	progress->drawn = false;
 	progress->unit = NULL;
+	progress->total_seen = total;
 	progress->last_draw_us = now_us();
 	if (progress->enabled)
 		progress_draw(progress, 0, total);
@@ -447,6 +448,8 @@ void cli_progress_update(uint64_t done, uint64_t total, void *context)
 	struct cli_progress *progress = context;
 	if (!progress->enabled)
 		return;
+	if (total > 0)
+		progress->total_seen = total;
 	uint64_t now = now_us();
 	if (now - progress->last_draw_us < 100000 && !(total > 0 && done >= total))
 		return;
@@ -454,10 +457,20 @@ void cli_progress_update(uint64_t done, uint64_t total, void *context)
 	progress_draw(progress, done, total);
 }
 
+void cli_progress_clear(struct cli_progress *progress)
+{
+	if (!progress->enabled || !progress->drawn)
+		return;
+	cli_write_all(STDERR_FILENO, "\r\033[K", 4);
+	progress->drawn = false;
+}
+
 void cli_progress_end(struct cli_progress *progress, bool success, uint64_t total)
 {
 	if (!progress->enabled)
 		return;
+	if (total == 0)
+		total = progress->total_seen;
 	if (success)
 		progress_draw(progress, total, total);
 	if (progress->drawn)
