@@ -593,8 +593,12 @@ int manifest_refresh_for_publish(struct manifest *manifest, struct error_info *e
 	if (rc == 0 && manifest->state == MANIFEST_DAMAGED)
 		rc = -EIO;
 	if (rc < 0) {
-		error_info_set(error, rc, "%s: cannot read the latest root: %s", manifest->path,
-			       manifest->state == MANIFEST_DAMAGED ? manifest->damage_message : io_strerror(rc));
+		if (manifest->state == MANIFEST_DAMAGED)
+			error_info_set(error, rc, "%s: cannot read the latest root: %s ('graphfs verify %s' says what "
+				       "is damaged; 'graphfs repair %s --rollback' goes back to the newest intact state)",
+				       manifest->path, manifest->damage_message, manifest->path, manifest->path);
+		else
+			error_info_set(error, rc, "%s: cannot read the latest root: %s", manifest->path, io_strerror(rc));
 		goto out;
 	}
 	if (manifest->flags & MANIFEST_READ_ONLY)

@@ -502,4 +502,26 @@ int manifest_verify(struct manifest *manifest, void (*report)(const char *findin
  * as one audited commit per branch that differed (actor "graphfs:repair"). */
 int manifest_repair(struct manifest *manifest, int *repaired_branches, struct error_info *error);
 
+/* What a rollback did. */
+struct manifest_rollback_result {
+	uint64_t version;           /* the version of the intact root the store is back at */
+	uint64_t commits_dropped;   /* commit records after it that could still be decoded */
+	uint64_t bytes_dropped;     /* manifest bytes cut */
+};
+/*
+ * `repair --rollback`: a local store whose newest durable root is damaged
+ * (every open fails) goes back to its newest intact root. Under the store
+ * lock: dropped hears each commit record after that root that still decodes
+ * (the work lost), the manifest is cut after that root, then the meta slots
+ * are made to name it alone (failpoint rollback.after_cut: a crash between
+ * leaves the store damaged still, and a rerun finishes). Segments only the
+ * dropped commits named are left for gc. 0; -EINVAL (the newest root is intact),
+ * -EOPNOTSUPP (an object store), -EIO (no intact root), -errno; error set.
+ */
+int manifest_rollback(const char *path, int (*dropped)(const struct commit_record *record, void *context),
+		      void *context, struct manifest_rollback_result *result, struct error_info *error);
+/* One commit on branch with no changes (the same heads), by actor: an audited act's log line. */
+int manifest_audit_commit(struct manifest *manifest, const char *branch, const char *actor, const char *message,
+			  struct error_info *error);
+
 #endif

@@ -6,6 +6,7 @@
  * journal agree again (docs/ARCHITECTURE.md invariant 7).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,5 +138,141 @@ int manifest_repair(struct manifest *manifest, int *repaired_branches, struct er
 	}
 out:
 	free(list.branches);
+	return rc;
+}
+
+/* ---- rollback to the newest intact root ----------------------------------------------- */
+
+/* Calls dropped for each commit record that decodes in the blocks from offset on. 0 or -errno. */
+static int walk_dropped_commits(struct manifest *manifest, uint64_t offset,
+				int (*dropped)(const struct commit_record *record, void *context), void *context,
+				uint64_t *count)
+{
+	uint64_t file_size;
+	int rc = io_size(&manifest->file, &file_size);
+	struct buf raw;
+	buf_init(&raw);
+	while (rc == 0 && offset + BLOCK_HEADER_SIZE <= file_size) {
+		uint8_t header_bytes[BLOCK_HEADER_SIZE];
+		struct block_header header;
+		if (io_pread(&manifest->file, header_bytes, sizeof header_bytes, offset) < 0 ||
+		    codec_decode_header(header_bytes, &header) < 0 ||
+		    offset + BLOCK_HEADER_SIZE + header.stored_size > file_size)
+			break;   /* the damage, zeros, or the end: nothing after it can be walked */
+		if (header.type == BLOCK_COMMIT) {
+			struct commit_record record;
+			buf_reset(&raw);
+			if (pager_read(manifest->pager, (struct block_address){ 0, offset }, BLOCK_COMMIT, &raw) == 0 &&
+			    journal_commit_record_decode(raw.data, raw.size, &record) == 0) {
+				(*count)++;
+				rc = dropped ? dropped(&record, context) : 0;
+				journal_commit_record_free(&record);
+			}
+		}
+		offset += BLOCK_HEADER_SIZE + header.stored_size;
+	}
+	buf_free(&raw);
+	return rc;
+}
+
+int manifest_rollback(const char *path, int (*dropped)(const struct commit_record *record, void *context),
+		      void *context, struct manifest_rollback_result *result, struct error_info *error)
+{
+	memset(result, 0, sizeof *result);
+	struct manifest *manifest = NULL;
+	struct io_file file = { -1, IO_MANIFEST, NULL }, lock = { -1, IO_MANIFEST, NULL };
+	uint8_t *zeros = NULL;
+	bool locked = false;
+	int rc = manifest_open(path, MANIFEST_READ_ONLY, &manifest, error);
+	if (rc < 0)
+		return rc;
+	if (io_file_is_remote(&manifest->file)) {
+		rc = error_info_set(error, -EOPNOTSUPP, "%s: a rollback works on a local store only", path);
+		goto out;
+	}
+	if (manifest->state != MANIFEST_DAMAGED || !manifest->have_latest) {
+		rc = error_info_set(error, manifest->have_latest ? -EINVAL : -EIO,
+				    manifest->have_latest ? "%s: its newest root is intact: there is nothing to roll back "
+							    "(graphfs verify %s says what is damaged)"
+							  : "%s: no intact root to roll back to", path, path);
+		goto out;
+	}
+	/* the newest intact root (the other meta slot's, or the last one the scan found) */
+	struct root_record root = manifest->latest;
+	uint64_t end = manifest->committed_size;
+	result->version = root.version;
+	/* the store lock, so that nothing else writes while the manifest is cut */
+	if ((rc = io_file_open(manifest->directory, "lock", O_RDWR | O_CREAT, IO_MANIFEST, &lock)) < 0 ||
+	    (rc = io_lock(&lock, true, true)) < 0) {
+		error_info_set(error, rc, "cannot take the lock of %s: %s", path, io_strerror(rc));
+		goto out;
+	}
+	locked = true;
+	if ((rc = walk_dropped_commits(manifest, end, dropped, context, &result->commits_dropped)) < 0) {
+		error_info_set(error, rc, "cannot list the commits after version %llu: %s",
+			       (unsigned long long)root.version, io_strerror(rc));
+		goto out;
+	}
+	uint64_t file_size;
+	if ((rc = io_size(&manifest->file, &file_size)) < 0)
+		goto out;
+	result->bytes_dropped = file_size > end ? file_size - end : 0;
+	/* the cut first, then the slots: a crash between leaves a slot naming a root past the
+	 * end, so the store is still damaged and a rerun finishes (with nothing left to list) */
+	zeros = calloc(1, MANIFEST_META_SLOT_SIZE);
+	if (!zeros) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = io_file_open(manifest->directory, "manifest", O_RDWR, IO_MANIFEST, &file)) < 0 ||
+	    (rc = io_truncate(&file, end)) < 0 || (rc = io_fsync(&file)) < 0 ||
+	    (rc = io_failpoint("rollback.after_cut")) < 0 ||
+	    (rc = io_pwrite(&file, zeros, MANIFEST_META_SLOT_SIZE,
+			    MANIFEST_META_OFFSET + ((root.sequence + 1) % 2) * MANIFEST_META_SLOT_SIZE)) < 0 ||
+	    (rc = manifest_meta_write_file(&file, &root, end)) < 0 || (rc = io_fsync(&file)) < 0) {
+		error_info_set(error, rc, "cannot roll %s back to version %llu: %s", path,
+			       (unsigned long long)root.version, io_strerror(rc));
+		goto out;
+	}
+out:
+	free(zeros);
+	io_file_close(&file);
+	if (locked)
+		io_lock(&lock, false, true);   /* released at close too */
+	io_file_close(&lock);
+	manifest_close(manifest);
+	return rc;
+}
+
+int manifest_audit_commit(struct manifest *manifest, const char *branch_name, const char *actor, const char *message,
+			  struct error_info *error)
+{
+	struct manifest_publish publish;
+	int rc = manifest_publish_begin(manifest, &publish, error);
+	if (rc < 0)
+		return rc;
+	struct branch_record branch;
+	struct commit_record record;
+	journal_commit_record_init(&record);
+	if ((rc = manifest_branch_find(manifest->pager, publish.base.branches, branch_name, &branch)) < 0) {
+		error_info_set(error, rc, "branch %s: the branch record cannot be read", branch_name);
+		goto out;
+	}
+	struct ulid base_id;
+	ulid_new(&base_id);
+	manifest_commit_id(&base_id, publish.base.version + 1, &record.id);
+	record.time_us = manifest_publish_time(&publish);
+	record.actor = strdup(actor);
+	record.message = strdup(message);
+	if (!record.actor || !record.message) {
+		rc = error_info_set(error, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = manifest_publish_history(&publish, &branch, &record, error)) < 0)
+		goto out;
+	rc = manifest_publish_commit_state(&publish, &branch, &record, branch.heads, branch.names, NULL, error);
+out:
+	journal_commit_record_free(&record);
+	manifest_publish_end(&publish);
 	return rc;
 }

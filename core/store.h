@@ -639,6 +639,21 @@ int store_verify_progress(struct store *store, void (*report)(const char *findin
 			  store_progress_fn progress, void *progress_context);
 /* Rebuilds heads from the journal as audited commits; -EROFS when read-only. */
 int store_repair(struct store *store, int *repaired_branches, struct error_info *error);
+/* What store_rollback did: the version the store is back at, the commits and bytes it
+ * dropped, and the version of its audited commit on main. */
+struct store_rollback_result {
+	uint64_t version;
+	uint64_t commits_dropped;
+	uint64_t bytes_dropped;
+	uint64_t audit_version;
+};
+/* `repair --rollback` of the local store at path, whose newest root is damaged: back to
+ * its newest intact root (dropped hears each later commit that still decodes, before
+ * anything changes), then one audited commit on main saying so, then a gc without rules
+ * for the segments only dropped commits named. 0; -EINVAL (its newest root is intact:
+ * nothing to roll back), -EOPNOTSUPP (an object store), -errno; error set. */
+int store_rollback(const char *path, int (*dropped)(const struct commit_record *record, void *context),
+		   void *context, struct store_rollback_result *result, struct error_info *error);
 
 /* ---- test support ---------------------------------------------------------------------- */
 

@@ -271,3 +271,62 @@ def test_a_damaged_fragment_in_the_manifest_fails_the_export_that_reads_it(damag
             assert check_exports(cli, store, tables) > 0, f"fragment at {offset} was exported"
         finally:
             flip(manifest, offset + BLOCK_HEADER + stored // 2)
+
+
+def newest_root_offset(store):
+    """The manifest offset of the root the newest valid meta slot names (FORMAT.md §3)."""
+    with open(store / "manifest", "rb") as manifest:
+        best = None
+        for slot in (0, 1):
+            manifest.seek(4096 * (slot + 1))
+            raw = manifest.read(48)
+            sequence, offset = struct.unpack("<QQ", raw[8:24])
+            if raw[:8] == b"GFSMETA\0" and (best is None or sequence > best[0]):
+                best = (sequence, offset)
+    return best[1]
+
+
+def store_with_a_damaged_newest_root(cli, tmp_path, commits=3):
+    store = tmp_path / "store"
+    cli.ok("init", store)
+    for n in range(commits):
+        cli.import_rows(store, "P", [{"id": f"p{n}"}], mode="merge", message=f"commit {n + 1}")
+    flip(store / "manifest", newest_root_offset(store) + 40)
+    return store
+
+
+def test_a_damaged_newest_root_stops_every_command_and_rollback_brings_back_the_newest_intact_state(cli, tmp_path):
+    store = store_with_a_damaged_newest_root(cli, tmp_path)
+    assert cli.run("export", store, "P").returncode == 1
+    refused = cli.run("import", store, "P", cli.write_file(jsonl([{"id": "x"}])), "--mode", "merge")
+    assert refused.returncode == 1 and b"--rollback" in refused.stderr
+    result = cli.ok("repair", store, "--rollback")
+    output = result.stdout.decode().splitlines()
+    dropped = [json.loads(line[len("dropped: "):]) for line in output if line.startswith("dropped: ")]
+    assert [entry["message"] for entry in dropped] == ["commit 3"]
+    assert "rolled back to version 2" in output[-1] and "1 commit dropped" in output[-1]
+    cli.ok("verify", store)
+    assert cli.export(store, "P") == jsonl([{"id": "p0"}, {"id": "p1"}])
+    log = cli.log(store)
+    assert log[0]["actor"] == "graphfs:repair" and "rollback" in log[0]["message"] and log[0]["changes"] == []
+    cli.import_rows(store, "P", [{"id": "x"}], mode="merge")
+    cli.ok("verify", store)
+
+
+def test_rollback_of_an_intact_store_changes_nothing(cli, tmp_path):
+    store = tmp_path / "store"
+    cli.ok("init", store)
+    cli.import_rows(store, "P", [{"id": "a"}])
+    before = (store / "manifest").read_bytes()
+    assert "nothing to roll back" in cli.fail("repair", store, "--rollback")
+    assert (store / "manifest").read_bytes() == before
+
+
+def test_a_rollback_killed_after_its_cut_leaves_the_store_damaged_and_a_rerun_finishes_it(cli, tmp_path):
+    store = store_with_a_damaged_newest_root(cli, tmp_path)
+    died = cli.run("repair", store, "--rollback", env={"GRAPHFS_FAILPOINT": "rollback.after_cut=crash"})
+    assert died.returncode != 0 and b"dropped: " in died.stdout
+    assert cli.run("export", store, "P").returncode != 0
+    assert "rolled back to version 2: 0 commits dropped" in cli.ok("repair", store, "--rollback").stdout.decode()
+    cli.ok("verify", store)
+    assert cli.export(store, "P") == jsonl([{"id": "p0"}, {"id": "p1"}])
