@@ -486,6 +486,13 @@ struct manifest_gc_result {
 int manifest_gc(struct manifest *manifest, const struct manifest_gc_request *request,
 		struct manifest_gc_result *result, struct error_info *error);
 
+/* ---- settings (manifest_config.c) ------------------------------------------------- */
+
+/* Appends the bytes of the settings file `config` (nothing when it was never written). 0 or -errno. */
+int manifest_config_read(struct manifest *manifest, struct buf *out);
+/* Replaces the settings file with bytes, whole, under the store lock. 0 or -errno with error set. */
+int manifest_config_write(struct manifest *manifest, const void *bytes, size_t size, struct error_info *error);
+
 /* ---- verify and repair ----------------------------------------------------------- */
 
 /*

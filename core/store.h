@@ -59,6 +59,9 @@ struct store_options {
 	 * Process-wide: the last store_open that sets it wins. NULL: stderr. */
 	void (*log)(void *context, int priority, const char *message);
 	void *log_context;
+	/* A read-write handle that committed runs the store's upkeep (store_keep_itself) when
+	 * it is closed; a mount, which keeps the store on a thread of its own, turns that off. */
+	bool no_upkeep_at_close;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -558,6 +561,25 @@ int store_snapshot_copy(struct store *store, const char *path, store_progress_fn
 
 /* ---- retention (store_retention.c) ------------------------------------------------ */
 
+/* ---- settings and upkeep (core/store_config.c) ------------------------------------------ */
+
+/* "7d" (a number with s, m, h, d or w) -> µs. 0 or -EINVAL. */
+int store_duration_parse(const char *text, uint64_t *out);
+/* Appends the settings as one JSON line: every known key (null where unset) when key is
+ * NULL, else that key's value. 0; -ENOENT (no such setting), -EIO (a damaged settings
+ * file), -errno; error set. */
+int store_config_json(struct store *store, const char *key, struct buf *out, struct error_info *error);
+/* Sets key to value (as text: a count, or a duration) or, value NULL, unsets it. 0;
+ * -ENOENT (no such setting), -EINVAL (value refused), -EROFS, -errno; error set. */
+int store_config_set(struct store *store, const char *key, const char *value, struct error_info *error);
+/* The retention policy the settings give (zeros: none; auto_gc_versions defaults to 64). */
+struct store_retention_policy {
+	uint64_t keep_versions;
+	uint64_t keep_since_us;
+	uint64_t auto_gc_versions;   /* gc by itself once this many versions are reclaimable; 0: never */
+};
+int store_retention_policy(struct store *store, struct store_retention_policy *out, struct error_info *error);
+
 struct store_gc_options {
 	uint64_t keep_versions;     /* keep the newest N versions of the store (0: not asked) */
 	uint64_t keep_since_us;     /* keep every version committed within this long (0: not asked) */
@@ -588,6 +610,17 @@ struct store_gc_result {
  */
 int store_gc(struct store *store, const struct store_gc_options *options, store_progress_fn progress,
 	     void *progress_context, struct store_gc_result *out, struct error_info *error);
+/* What store_keep_itself did: how many versions the policy allowed to reclaim, and the gc
+ * it ran (ran false: none was due). */
+struct store_upkeep {
+	uint64_t reclaimable;
+	bool ran;
+	struct store_gc_result gc;
+};
+/* The store keeps itself: under a retention policy (store_retention_policy), runs gc when
+ * at least auto_gc_versions versions are reclaimable (core/store_config.c invariant 3).
+ * A gc running elsewhere is not waited for. 0 (also when nothing was due), -errno; error set. */
+int store_keep_itself(struct store *store, struct store_upkeep *out, struct error_info *error);
 /*
  * Rewrites table (NULL: every live table with rows) of branch into fresh
  * fragments, as one commit whose changes have op optimize: dead rows, deletion

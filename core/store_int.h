@@ -40,6 +40,8 @@ struct store {
 	struct io_file serving;           /* store_serving.c: the locked serving/ file, or closed */
 	char serving_name[JOURNAL_NAME_MAX + 32 + 72];
 	struct lease *lease;              /* store_serving.c: in an object store, the renewed lease, or NULL */
+	bool upkeep_at_close;             /* store_open.c: store_keep_itself at close if this handle's version moved */
+	uint64_t opened_version;          /* the store's version when store_open returned */
 	/* Parsed schemas by schema block (immutable at its address), so that a writer
 	 * does not parse its table's schema JSON again for every transaction. */
 	pthread_mutex_t schemas_lock;

@@ -10,6 +10,7 @@
 #include "store_int.h"
 
 #include <stdio.h>
+#include <syslog.h>
 #include <string.h>
 
 int store_open(const char *path, const struct store_options *options, struct store **out,
@@ -22,6 +23,8 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	manifest_set_delete_check(store->manifest, store_delete_check, store);
 	if (!store->read_only)
 		store_restore_resume(store);
+	store->upkeep_at_close = !store->read_only && !(options && options->no_upkeep_at_close);
+	store->opened_version = store_version(store);
 	return 0;
 }
 
@@ -29,6 +32,14 @@ void store_close(struct store *store)
 {
 	if (!store)
 		return;
+	/* after a command's commits: the retention policy, if due (store_config.c invariant 2) */
+	if (store->upkeep_at_close && store_version(store) > store->opened_version) {
+		struct store_upkeep upkeep;
+		struct error_info error;
+		error_info_clear(&error);
+		if (store_keep_itself(store, &upkeep, &error) < 0)
+			io_log(LOG_WARNING, "%s: the retention policy's gc did not run: %s", store->path, error.message);
+	}
 	store_unserve(store);
 	store_handle_close(store);
 }

@@ -306,10 +306,12 @@ static bool log_to_stderr = true;
 static void daemon_log(void *context, int priority, const char *message)
 {
 	(void)context;
-	if (log_to_stderr)
-		fprintf(stderr, "graphfs: %s\n", message);
-	else
+	if (log_to_stderr) {
+		if (priority < LOG_DEBUG)   /* debug lines (the retention policy's gcs) go to syslog only */
+			fprintf(stderr, "graphfs: %s\n", message);
+	} else {
 		syslog(priority, "%s", message);
+	}
 }
 
 static void daemon_logf(int priority, const char *format, ...) __attribute__((format(printf, 2, 3)));
@@ -401,6 +403,7 @@ int graphfs_mount_main(int argc, char **argv)
 		.staged_max = options.staged_max,
 		.block_cache = (size_t)options.block_cache,
 		.log = daemon_log,
+		.no_upkeep_at_close = true,   /* the mount keeps the store on its own thread (mountfs/upkeep.c) */
 	};
 	struct error_info error;
 	error_info_clear(&error);

@@ -60,6 +60,7 @@ static int commit(struct mountfs *mount, struct store_txn *txn, const char *mess
 		return rc;
 	}
 	atomic_fetch_add(&mount->commits, 1);
+	upkeep_poke(mount);
 	return 0;
 }
 

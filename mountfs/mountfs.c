@@ -56,6 +56,7 @@ int mountfs_new(const struct mountfs_config *config, struct mountfs **out)
 	pthread_mutex_init(&mount->log_lock, NULL);
 	buf_init(&mount->log_bytes);
 	feed_init(&mount->feed);
+	upkeep_init(&mount->upkeep);
 	view_cache_init(mount);
 
 	struct store_snapshot *check = NULL;
@@ -100,6 +101,7 @@ void mountfs_free(struct mountfs *mount)
 {
 	if (!mount)
 		return;
+	upkeep_stop(mount);
 	open_file_close_all(mount);
 	while (mount->directories)
 		directory_close(mount, mount->directories);
@@ -107,6 +109,7 @@ void mountfs_free(struct mountfs *mount)
 	view_cache_free(mount);
 	buf_free(&mount->log_bytes);
 	feed_free(&mount->feed);
+	upkeep_free(&mount->upkeep);
 	if (mount->inodes.buckets)
 		inode_table_free(&mount->inodes);
 	if (mount->store)

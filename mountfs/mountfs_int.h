@@ -259,6 +259,16 @@ struct feed {
 	uint64_t through_version;    /* the newest version whose line is in it */
 };
 
+/* upkeep.c: the thread that applies the store's retention policy. */
+enum upkeep_state { UPKEEP_IDLE, UPKEEP_RUNNING, UPKEEP_STOPPING, UPKEEP_STOPPED };
+struct upkeep {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;          /* a poke, or stopping */
+	pthread_t thread;             /* RUNNING, STOPPING */
+	enum upkeep_state state;
+	bool poked;                   /* a commit since the last run */
+};
+
 struct mountfs {
 	struct store *store;
 	char branch[JOURNAL_NAME_MAX + 1];   /* the mounted branch */
@@ -304,6 +314,8 @@ struct mountfs {
 	size_t errors_count;
 
 	struct feed feed;
+	struct upkeep upkeep;
+	atomic_ulong upkeep_runs;            /* gcs the retention policy ran on this mount's thread */
 
 	pthread_mutex_t log_lock;            /* the cached log of one view (view.c "the log") */
 	struct view log_view;
@@ -804,6 +816,16 @@ int feed_size(struct mountfs *mount, uint64_t *size);
 /* Reads the feed at offset; a read at or past its end catches up first. The bytes
  * copied (0 at the end), or -EIO, -errno. */
 ssize_t feed_read(struct mountfs *mount, char *out, size_t size, off_t offset);
+
+/* ---- upkeep.c ---------------------------------------------------------------- */
+
+void upkeep_init(struct upkeep *upkeep);
+/* After a commit (or a refresh that found others'): the policy is looked at soon, on the
+ * upkeep thread (started here the first time, upkeep.c invariant 1). Read-only mounts: nothing. */
+void upkeep_poke(struct mountfs *mount);
+/* Stops the thread and waits for a running gc to end (unmount). */
+void upkeep_stop(struct mountfs *mount);
+void upkeep_free(struct upkeep *upkeep);
 
 /* ---- rules.c ---------------------------------------------------------------- */
 

@@ -199,6 +199,7 @@ void mount_refresh(struct mountfs *mount)
 		return;
 	}
 	if (changed) {
+		upkeep_poke(mount);   /* others' commits count towards the policy too */
 		view_cache_drop_live(mount);
 		pthread_mutex_lock(&mount->workspaces_lock);
 		for (struct workspace *workspace = mount->workspaces; workspace; workspace = workspace->next)

@@ -149,3 +149,33 @@ def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli,
     again = store_entries(store, "packs")
     assert len(again) == 1 and again != packs
     assert cli.export(store, "Counter", at="40") == before[40]
+
+
+def test_config_prints_every_setting_and_sets_and_unsets_one(cli, store):
+    assert json.loads(cli.ok("config", store).stdout) == {
+        "retention.keep-versions": None, "retention.keep-since": None, "retention.auto-gc-versions": 64}
+    cli.ok("config", store, "retention.keep-since", "7d")
+    assert json.loads(cli.ok("config", store, "retention.keep-since").stdout) == "7d"
+    cli.ok("config", store, "retention.keep-since", "--unset")
+    assert json.loads(cli.ok("config", store, "retention.keep-since").stdout) is None
+
+
+def test_config_refuses_unknown_keys_and_bad_values_saying_what_it_takes(cli, store):
+    assert "no setting named retention.keep" in cli.fail("config", store, "retention.keep", "1")
+    assert "not a duration" in cli.fail("config", store, "retention.keep-since", "soon")
+    assert "1 or more" in cli.fail("config", store, "retention.keep-versions", "0")
+    assert json.loads(cli.ok("config", store).stdout)["retention.keep-versions"] is None
+
+
+def test_a_retention_policy_is_applied_by_writing_commands_with_nobody_calling_gc(cli, store):
+    cli.ok("config", store, "retention.keep-versions", "5")
+    cli.ok("config", store, "retention.auto-gc-versions", "4")
+    cli.commits(store, 30, prefix="Counter")
+    log = cli.log(store)
+    assert log[-1].get("reclaimed") is True and len(log) <= 5 + 4 + 1, log
+    assert cli.export(store, "Counter00") == jsonl([{"id": "r", "value": 30}])
+    assert cli.run("verify", store).returncode == 0
+    # without a policy nothing is reclaimed
+    cli.ok("config", store, "retention.keep-versions", "--unset")
+    cli.commits(store, 10, prefix="Counter")
+    assert len(cli.log(store)) == len(log) + 10

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from conftest import graphfs, import_rows, jsonl, wait_for
-from store_files import store_entries
+from store_files import store_bytes, store_entries
+from tier import size
 
 
 def gc(store, *options):
@@ -79,3 +80,29 @@ def test_a_mount_reads_the_retained_history_a_gc_moved_into_its_pack(m):
     assert m.read("history", "@7", "tables", "Counter.jsonl") == jsonl([{"id": "c", "value": 5}, {"id": "e", "value": 7}])
     assert not any("checksum" in line.get("reason", "") for line in m.errors())
     assert graphfs("verify", m.store).returncode == 0
+
+
+# commits through the mount under a retention policy (20,000 under --soak)
+POLICY_COMMITS = size(2_000, soak=20_000)
+
+
+def test_a_retention_policy_keeps_the_store_bounded_under_mount_commits_with_nobody_calling_gc(store, mounter):
+    graphfs("config", store, "retention.keep-versions", "20")
+    graphfs("config", store, "retention.auto-gc-versions", "10")
+    import_rows(store, "Counter", [{"id": "c", "value": 0}])
+    m = mounter(store)
+    sizes = []
+    for value in range(1, POLICY_COMMITS + 1):
+        with open(m.path("tables", "Counter.jsonl"), "a") as table:
+            table.write(json.dumps({"id": "c", "value": value}) + "\n")
+        if value % (POLICY_COMMITS // 3) == 0:
+            sizes.append(store_bytes(store))
+    feed = [json.loads(line) for line in m.read(".graphfs", "feed").splitlines()]
+    assert len(feed) == POLICY_COMMITS + 1
+    assert wait_for(lambda: json.loads(m.read(".graphfs", "stats"))["mount"]["retention_gcs"] > 0, timeout=30)
+    log = [json.loads(line) for line in graphfs("log", store).stdout.decode().splitlines()]
+    assert len(log) <= 20 + 10 + 2, len(log)   # kept versions, what waits for the next gc, the reclaimed line
+    assert m.read("tables", "Counter.jsonl") == jsonl([{"id": "c", "value": POLICY_COMMITS}])
+    # bounded: the last third of the commits did not grow the store like the first
+    assert sizes[-1] <= sizes[0] * 1.5 + (64 << 10), sizes
+    graphfs("verify", store)

@@ -48,6 +48,7 @@ int cmd_heads(int argc, char **argv);
 int cmd_schema(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_debug(int argc, char **argv);
 int cmd_mount(int argc, char **argv);   /* fuse/ — tools/cli/cmd_mount.c */

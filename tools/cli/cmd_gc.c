@@ -32,24 +32,8 @@ static const char usage[] =
 /* "7d" -> µs. 0 or CLI_EXIT_USAGE after one line. */
 static int parse_duration(const char *text, uint64_t *out)
 {
-	char *end;
-	errno = 0;
-	unsigned long long amount = strtoull(text, &end, 10);
-	uint64_t unit = 0;
-	if (end != text && end[0] && !end[1]) {
-		switch (end[0]) {
-		case 's': unit = 1000000ull; break;
-		case 'm': unit = 60ull * 1000000ull; break;
-		case 'h': unit = 3600ull * 1000000ull; break;
-		case 'd': unit = 86400ull * 1000000ull; break;
-		case 'w': unit = 7ull * 86400ull * 1000000ull; break;
-		default: break;
-		}
-	}
-	if (errno != 0 || unit == 0 || amount == 0 || amount > UINT64_MAX / unit) {
+	if (store_duration_parse(text, out) < 0)
 		return cli_usage_error("gc", "--keep-since %s: not a duration (a number with s, m, h, d or w: 12h, 7d)", text);
-	}
-	*out = amount * unit;
 	return 0;
 }
 

@@ -32,6 +32,7 @@ static const struct command commands[] = {
 	{ "heads", cmd_heads, "heads STORE                     the head row of every live table, JSON lines" },
 	{ "schema", cmd_schema, "schema STORE TABLE              show a table's schema, or set it with --set FILE" },
 	{ "verify", cmd_verify, "verify STORE                    check everything; exit 1 on any finding" },
+	{ "config", cmd_config, "config STORE [KEY [VALUE]]      the store's settings (the retention policy gc applies by itself)" },
 	{ "repair", cmd_repair, "repair STORE                    rebuild heads from the journal (audited commit)" },
 	{ "stats", cmd_stats, "stats STORE                     I/O and cache counters as JSON" },
 	{ "debug", cmd_debug, "debug failpoints|stamp-format   tools for tests" },

@@ -1,0 +1,130 @@
+/*
+ * upkeep — a mount keeps its store: a thread of its own applies the store's
+ * retention policy (store_keep_itself, core/store_config.c) after this
+ * mount's commits and at least every UPKEEP_INTERVAL_S seconds (for commits
+ * made elsewhere), so that no request waits for a gc.
+ *
+ * Invariants:
+ *   1. The thread starts at the first poke, never before: by then the daemon
+ *      has forked into the background (a thread does not survive a fork).
+ *   2. At most one upkeep runs at a time, and none after upkeep_stop returns.
+ * States: IDLE (no thread) -> RUNNING -> STOPPING -> STOPPED (joined).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "mountfs_int.h"
+
+#define UPKEEP_INTERVAL_S 30
+
+static void upkeep_check(const struct upkeep *upkeep, enum upkeep_state next)
+{
+	(void)upkeep;
+	(void)next;
+	assert(next != UPKEEP_RUNNING || upkeep->state == UPKEEP_IDLE);
+	assert(next != UPKEEP_STOPPED || upkeep->state != UPKEEP_RUNNING);
+}
+
+static void upkeep_enter(struct upkeep *upkeep, enum upkeep_state next)
+{
+	upkeep_check(upkeep, next);
+	upkeep->state = next;
+}
+
+void upkeep_init(struct upkeep *upkeep)
+{
+	pthread_mutex_init(&upkeep->lock, NULL);
+	pthread_condattr_t attributes;
+	pthread_condattr_init(&attributes);
+	pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+	pthread_cond_init(&upkeep->wake, &attributes);
+	pthread_condattr_destroy(&attributes);
+	upkeep->state = UPKEEP_IDLE;
+	upkeep->poked = false;
+}
+
+static void run_once(struct mountfs *mount)
+{
+	struct store_upkeep done;
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_keep_itself(mount->store, &done, &error);
+	if (rc < 0)
+		mount_log(mount, LOG_WARNING, "the retention policy's gc did not run: %s",
+			  error.message[0] ? error.message : strerror(-rc));
+	else if (done.ran) {
+		atomic_fetch_add(&mount->upkeep_runs, 1);
+		mount_log(mount, LOG_DEBUG, "the retention policy's gc reclaimed versions %llu..%llu",
+			  (unsigned long long)done.gc.horizon_before + 1, (unsigned long long)done.gc.horizon);
+		view_cache_drop_live(mount);
+	}
+}
+
+static void *upkeep_main(void *context)
+{
+	struct mountfs *mount = context;
+	struct upkeep *upkeep = &mount->upkeep;
+	pthread_mutex_lock(&upkeep->lock);
+	while (upkeep->state == UPKEEP_RUNNING) {
+		if (!upkeep->poked) {
+			struct timespec until;
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_sec += UPKEEP_INTERVAL_S;
+			pthread_cond_timedwait(&upkeep->wake, &upkeep->lock, &until);
+		}
+		if (upkeep->state != UPKEEP_RUNNING)
+			break;
+		upkeep->poked = false;
+		pthread_mutex_unlock(&upkeep->lock);
+		run_once(mount);
+		pthread_mutex_lock(&upkeep->lock);
+	}
+	pthread_mutex_unlock(&upkeep->lock);
+	return NULL;
+}
+
+void upkeep_poke(struct mountfs *mount)
+{
+	struct upkeep *upkeep = &mount->upkeep;
+	if (mount->read_only)
+		return;
+	pthread_mutex_lock(&upkeep->lock);
+	if (upkeep->state == UPKEEP_IDLE) {
+		upkeep_enter(upkeep, UPKEEP_RUNNING);
+		if (pthread_create(&upkeep->thread, NULL, upkeep_main, mount) != 0) {
+			upkeep_enter(upkeep, UPKEEP_STOPPING);
+			upkeep_enter(upkeep, UPKEEP_STOPPED);
+			mount_log(mount, LOG_WARNING, "cannot start the thread that applies the retention policy");
+		}
+	}
+	upkeep->poked = true;
+	pthread_cond_signal(&upkeep->wake);
+	pthread_mutex_unlock(&upkeep->lock);
+}
+
+void upkeep_stop(struct mountfs *mount)
+{
+	struct upkeep *upkeep = &mount->upkeep;
+	pthread_mutex_lock(&upkeep->lock);
+	bool running = upkeep->state == UPKEEP_RUNNING;
+	if (running)
+		upkeep_enter(upkeep, UPKEEP_STOPPING);
+	pthread_cond_signal(&upkeep->wake);
+	pthread_mutex_unlock(&upkeep->lock);
+	if (running)
+		pthread_join(upkeep->thread, NULL);
+	pthread_mutex_lock(&upkeep->lock);
+	if (upkeep->state != UPKEEP_IDLE)
+		upkeep_enter(upkeep, UPKEEP_STOPPED);
+	pthread_mutex_unlock(&upkeep->lock);
+}
+
+void upkeep_free(struct upkeep *upkeep)
+{
+	pthread_cond_destroy(&upkeep->wake);
+	pthread_mutex_destroy(&upkeep->lock);
+}
