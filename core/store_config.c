@@ -10,8 +10,9 @@
  *   2. Upkeep never blocks a writer for more than one commit's time: it runs
  *      after a command's commits (store_close) or on a mount's own thread,
  *      and the gc it runs lets commits and readers go on (manifest_gc.c).
- *   3. gc runs by itself only when a policy is set and at least
- *      retention.auto-gc-versions versions are reclaimable under it; a gc
+ *   3. gc runs by itself only when a policy is set, at least
+ *      retention.auto-gc-versions versions are reclaimable under it, and the
+ *      manifest grew by half of what the last gc kept (grown_enough); a gc
  *      already running elsewhere (-EBUSY) is not waited for.
  */
 #include "store_int.h"
@@ -33,10 +34,12 @@ static const struct setting {
 	{ "retention.keep-versions", SETTING_COUNT, "gc by itself keeps the newest N versions of the store" },
 	{ "retention.keep-since", SETTING_DURATION, "gc by itself keeps every version committed within D (12h, 7d, 2w)" },
 	{ "retention.auto-gc-versions", SETTING_COUNT,
-	  "gc runs by itself once this many versions are reclaimable under the policy (default 64; 0: never)" },
+	  "gc runs by itself once this many versions are reclaimable under the policy and the store grew by half "
+	  "what the last gc kept (default 8; 0: never)" },
 };
 #define SETTING_COUNT_ALL (sizeof settings / sizeof settings[0])
-#define AUTO_GC_VERSIONS_DEFAULT 64
+#define AUTO_GC_VERSIONS_DEFAULT 8
+#define AUTO_GC_GROWTH_MIN (16u << 10)   /* manifest bytes since the last gc before the next */
 
 int store_duration_parse(const char *text, uint64_t *out)
 {
@@ -251,6 +254,26 @@ static uint64_t reclaimable_versions(struct store *store, const struct store_ret
 	return target > latest.horizon ? target - latest.horizon : 0;
 }
 
+/*
+ * Whether the manifest grew enough since the last gc for another to pay off: by half
+ * of what that gc kept (its pack), and by AUTO_GC_GROWTH_MIN at least. So the space
+ * stays within about 1.5 times what the policy keeps, and the work of all gcs is
+ * O(1) per byte committed (each rewrites what it keeps once per that much growth).
+ */
+static bool grown_enough(struct store *store)
+{
+	struct root_record latest;
+	if (manifest_latest(store->manifest, &latest) < 0)
+		return false;
+	uint64_t end = latest.self.offset;
+	uint64_t since = latest.swept_below && end > latest.swept_below ? end - latest.swept_below : end;
+	uint64_t pack_bytes = 0;
+	(void)pager_pack_refresh(store->pager);
+	pager_pack_covered_below(store->pager, &pack_bytes);
+	uint64_t needed = pack_bytes / 2 > AUTO_GC_GROWTH_MIN ? pack_bytes / 2 : AUTO_GC_GROWTH_MIN;
+	return since >= needed;
+}
+
 int store_keep_itself(struct store *store, struct store_upkeep *out, struct error_info *error)
 {
 	memset(out, 0, sizeof *out);
@@ -263,7 +286,7 @@ int store_keep_itself(struct store *store, struct store_upkeep *out, struct erro
 	if ((!policy.keep_versions && !policy.keep_since_us) || policy.auto_gc_versions == 0)
 		return 0;
 	out->reclaimable = reclaimable_versions(store, &policy);
-	if (out->reclaimable < policy.auto_gc_versions)
+	if (out->reclaimable < policy.auto_gc_versions || !grown_enough(store))
 		return 0;
 	struct store_gc_options options = { .keep_versions = policy.keep_versions, .keep_since_us = policy.keep_since_us };
 	rc = store_gc(store, &options, NULL, NULL, &out->gc, error);

@@ -153,7 +153,7 @@ def test_gc_keeps_the_retained_history_in_one_pack_and_a_snapshot_brings_it(cli,
 
 def test_config_prints_every_setting_and_sets_and_unsets_one(cli, store):
     assert json.loads(cli.ok("config", store).stdout) == {
-        "retention.keep-versions": None, "retention.keep-since": None, "retention.auto-gc-versions": 64}
+        "retention.keep-versions": None, "retention.keep-since": None, "retention.auto-gc-versions": 8}
     cli.ok("config", store, "retention.keep-since", "7d")
     assert json.loads(cli.ok("config", store, "retention.keep-since").stdout) == "7d"
     cli.ok("config", store, "retention.keep-since", "--unset")

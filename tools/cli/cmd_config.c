@@ -18,7 +18,8 @@ static const char usage[] =
 	"  retention.keep-since D        gc by itself keeps every version committed\n"
 	"                                within D (a number with s, m, h, d or w: 12h, 7d)\n"
 	"  retention.auto-gc-versions N  with either rule set, gc runs by itself once N\n"
-	"                                versions are reclaimable (default 64; 0: never):\n"
+	"                                versions are reclaimable and the store grew by half\n"
+	"                                of what the last gc kept (default 8; 0: never):\n"
 	"                                after a writing command's commits, and on a mount\n"
 	"\n"
 	"  --unset   remove KEY's setting\n";
