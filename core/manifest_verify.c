@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "manifest_int.h"
@@ -666,9 +667,14 @@ static void verify_sidecars(struct verify *verify)
 		if (!alive)
 			io_unlock(&file);
 		size_t length = strlen(list.names[i]);
+		if (length > 6 && strcmp(list.names[i] + length - 6, ".lease") == 0) {
+			io_file_close(&file);   /* an object store's lock of a sidecar (FORMAT.md §23), not a sidecar */
+			continue;
+		}
 		if (length > 4 && strcmp(list.names[i] + length - 4, ".tmp") == 0) {
-			if (!alive)
-				finding(verify, "%s: stale temporary sidecar of a dead writer (recovery removes it)", path);
+			if (!alive)   /* a killed writer's leftover, which the next read-write open removes: no damage */
+				io_log(LOG_NOTICE, "%s/%s: note: a temporary sidecar of a writer that is gone (the next "
+				       "read-write open removes it)", manifest->path, path);
 			io_file_close(&file);
 			continue;
 		}
@@ -686,9 +692,9 @@ static void verify_sidecars(struct verify *verify)
 				sidecar.version, MANIFEST_SIDECAR_VERSION);
 		else if (rc < 0)
 			finding(verify, "%s: damaged recovery sidecar", path);
-		else if (!alive)
-			finding(verify, "%s: the writer (pid %u) is gone and its commit awaits recovery (open the store read-write)",
-				path, sidecar.writer_pid);
+		else if (!alive)   /* a killed writer: recovery's work, not damage (a note, not a finding) */
+			io_log(LOG_NOTICE, "%s/%s: note: the writer (pid %u) is gone before its commit; the next "
+			       "read-write open rolls its segments back or forward", manifest->path, path, sidecar.writer_pid);
 		for (uint32_t s = 0; rc == 0 && s < sidecar.segment_count; s++)
 			segment_note(verify, sidecar.segments[s]);
 		manifest_sidecar_free(&sidecar);

@@ -330,3 +330,18 @@ def test_a_rollback_killed_after_its_cut_leaves_the_store_damaged_and_a_rerun_fi
     assert "rolled back to version 2: 0 commits dropped" in cli.ok("repair", store, "--rollback").stdout.decode()
     cli.ok("verify", store)
     assert cli.export(store, "P") == jsonl([{"id": "p0"}, {"id": "p1"}])
+
+
+def test_verify_right_after_a_killed_import_is_clean_and_notes_the_dead_writer(cli, tmp_path):
+    store = tmp_path / "store"
+    cli.ok("init", store)
+    source = cli.write_file(jsonl([{"id": f"r{i}", "text": "x" * 60} for i in range(60000)]))
+    died = cli.run("import", store, "Big", source, env={"GRAPHFS_FAILPOINT": "segment.after_fsync=crash",
+                                                        "GRAPHFS_STAGE_INLINE_BYTES": "65536"})
+    assert died.returncode == 86 and os.listdir(store / "recovery")
+    result = cli.ok("verify", store)   # the dead writer's sidecar is recovery's work, not damage
+    assert "clean (version 0)" in result.stdout.decode()
+    assert b"note: the writer (pid" in result.stderr
+    cli.import_rows(store, "Small", [{"id": "a"}])   # a read-write open rolls it back
+    assert os.listdir(store / "recovery") == [] and os.listdir(store / "segments") == []
+    assert cli.ok("verify", store).stderr == b""

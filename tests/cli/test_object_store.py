@@ -143,6 +143,16 @@ def test_a_writer_that_died_before_publishing_is_rolled_back_once_its_lease_expi
     assert "clean (version 1)" in cli.ok("verify", remote).stdout.decode()
 
 
+def test_verify_right_after_a_killed_import_is_clean_and_notes_the_dead_writer(cli, remote):
+    source = cli.write_file(jsonl(big_rows(100000)))
+    died = cli.run("import", remote, "Big", source, env={"GRAPHFS_FAILPOINT": "segment.after_fsync=crash",
+                                                         "GRAPHFS_LEASE_SECONDS": "60"})
+    assert died.returncode == 86
+    result = cli.ok("verify", remote)   # its sidecar and lease are recovery's work, not damage
+    assert "clean (version 0)" in result.stdout.decode()
+    assert b"note: the writer (pid" in result.stderr
+
+
 def test_a_live_writers_sidecar_is_left_alone_by_another_hosts_recovery(cli, remote):
     source = cli.write_file(jsonl(big_rows(100000)))
     died = cli.run("import", remote, "Big", source, env={"GRAPHFS_FAILPOINT": "segment.after_fsync=crash",
