@@ -542,26 +542,8 @@ void manifest_state_durable(struct manifest *manifest, const struct root_record 
 	manifest_state_written(manifest, root, size, 0);
 }
 
-int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size)
-{
-	struct meta_slot slot = {
-		.valid = true,
-		.sequence = root->sequence,
-		.root_offset = root->self.offset,
-		.size = size,
-		.version = root->version,
-	};
-	uint8_t *bytes = malloc(MANIFEST_META_SLOT_SIZE);
-	if (!bytes)
-		return -ENOMEM;
-	manifest_meta_encode(&slot, bytes);
-	int rc = io_pwrite(file, bytes, MANIFEST_META_SLOT_SIZE,
-			   MANIFEST_META_OFFSET + (root->sequence % 2) * MANIFEST_META_SLOT_SIZE);
-	free(bytes);
-	return rc;
-}
-
-int manifest_meta_write_both(struct io_file *file, const struct root_record *root, uint64_t size)
+/* Writes slot (root, size) into the slots slots names: bit 0 slot 0, bit 1 slot 1. 0 or -errno. */
+static int meta_write_slots(struct io_file *file, const struct root_record *root, uint64_t size, unsigned slots)
 {
 	struct meta_slot slot = {
 		.valid = true,
@@ -575,10 +557,21 @@ int manifest_meta_write_both(struct io_file *file, const struct root_record *roo
 		return -ENOMEM;
 	manifest_meta_encode(&slot, bytes);
 	int rc = 0;
-	for (int i = 0; i < 2 && rc == 0; i++)
-		rc = io_pwrite(file, bytes, MANIFEST_META_SLOT_SIZE, MANIFEST_META_OFFSET + (uint64_t)i * MANIFEST_META_SLOT_SIZE);
+	for (unsigned i = 0; i < 2 && rc == 0; i++)
+		if (slots & (1u << i))
+			rc = io_pwrite(file, bytes, MANIFEST_META_SLOT_SIZE, MANIFEST_META_OFFSET + i * MANIFEST_META_SLOT_SIZE);
 	free(bytes);
 	return rc;
+}
+
+int manifest_meta_write_file(struct io_file *file, const struct root_record *root, uint64_t size)
+{
+	return meta_write_slots(file, root, size, 1u << (root->sequence % 2));
+}
+
+int manifest_meta_write_both(struct io_file *file, const struct root_record *root, uint64_t size)
+{
+	return meta_write_slots(file, root, size, 3u);
 }
 
 int manifest_meta_write(struct manifest *manifest, const struct root_record *root, uint64_t size)

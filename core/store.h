@@ -617,9 +617,10 @@ struct store_upkeep {
 	bool ran;
 	struct store_gc_result gc;
 };
-/* The store keeps itself: under a retention policy (store_retention_policy), runs gc when
- * at least auto_gc_versions versions are reclaimable (core/store_config.c invariant 3).
- * A gc running elsewhere is not waited for. 0 (also when nothing was due), -errno; error set. */
+/* The store keeps itself: under a retention policy (store_retention_policy, read again at
+ * most every 10 s), runs gc when at least auto_gc_versions versions are reclaimable
+ * (core/store_config.c invariant 3). One thread at a time per handle. A gc running
+ * elsewhere is not waited for. 0 (also when nothing was due), -errno; error set. */
 int store_keep_itself(struct store *store, struct store_upkeep *out, struct error_info *error);
 /*
  * Rewrites table (NULL: every live table with rows) of branch into fresh

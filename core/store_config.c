@@ -40,6 +40,7 @@ static const struct setting {
 #define SETTING_COUNT_ALL (sizeof settings / sizeof settings[0])
 #define AUTO_GC_VERSIONS_DEFAULT 8
 #define AUTO_GC_GROWTH_MIN (16u << 10)   /* manifest bytes since the last gc before the next */
+#define POLICY_REREAD_US (10u * 1000000u)  /* how stale the policy store_keep_itself applies may be */
 
 int store_duration_parse(const char *text, uint64_t *out)
 {
@@ -207,6 +208,7 @@ int store_config_set(struct store *store, const char *key, const char *value, st
 	free(text);
 	rc = manifest_config_write(store->manifest, line.data, line.size, error);
 	buf_free(&line);
+	store->policy_read_us = 0;   /* this handle applies the new settings at once */
 	return rc;
 }
 
@@ -267,11 +269,33 @@ static bool grown_enough(struct store *store)
 		return false;
 	uint64_t end = latest.self.offset;
 	uint64_t since = latest.swept_below && end > latest.swept_below ? end - latest.swept_below : end;
-	uint64_t pack_bytes = 0;
-	(void)pager_pack_refresh(store->pager);
-	pager_pack_covered_below(store->pager, &pack_bytes);
-	uint64_t needed = pack_bytes / 2 > AUTO_GC_GROWTH_MIN ? pack_bytes / 2 : AUTO_GC_GROWTH_MIN;
-	return since >= needed;
+	if (since < AUTO_GC_GROWTH_MIN)
+		return false;
+	if (latest.swept_below && latest.swept_below != store->pack_swept_below) {
+		/* a gc ran since the pack was last looked at (a pack comes only with a gc root) */
+		store->pack_bytes = 0;
+		(void)pager_pack_refresh(store->pager);
+		pager_pack_covered_below(store->pager, &store->pack_bytes);
+		store->pack_swept_below = latest.swept_below;
+	}
+	return since >= store->pack_bytes / 2;
+}
+
+/* The policy, read again from the settings file at most every POLICY_REREAD_US: a
+ * mount's upkeep runs after every commit, and the settings seldom change. */
+static int policy_current(struct store *store, struct store_retention_policy *out, struct error_info *error)
+{
+	struct timespec clock;
+	clock_gettime(CLOCK_MONOTONIC, &clock);
+	uint64_t now = (uint64_t)clock.tv_sec * 1000000u + (uint64_t)clock.tv_nsec / 1000u;
+	if (!store->policy_read_us || now - store->policy_read_us >= POLICY_REREAD_US) {
+		int rc = store_retention_policy(store, &store->policy, error);
+		if (rc < 0)
+			return rc;
+		store->policy_read_us = now;
+	}
+	*out = store->policy;
+	return 0;
 }
 
 int store_keep_itself(struct store *store, struct store_upkeep *out, struct error_info *error)
@@ -280,7 +304,7 @@ int store_keep_itself(struct store *store, struct store_upkeep *out, struct erro
 	if (store->read_only)
 		return 0;
 	struct store_retention_policy policy;
-	int rc = store_retention_policy(store, &policy, error);
+	int rc = policy_current(store, &policy, error);
 	if (rc < 0)
 		return rc;
 	if ((!policy.keep_versions && !policy.keep_since_us) || policy.auto_gc_versions == 0)

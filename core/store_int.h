@@ -42,6 +42,12 @@ struct store {
 	struct lease *lease;              /* store_serving.c: in an object store, the renewed lease, or NULL */
 	bool upkeep_at_close;             /* store_open.c: store_keep_itself at close if this handle's version moved */
 	uint64_t opened_version;          /* the store's version when store_open returned */
+	/* store_config.c: the retention policy as last read, and when (CLOCK_MONOTONIC µs, 0: never);
+	 * used by store_keep_itself, which one thread at a time calls */
+	struct store_retention_policy policy;
+	uint64_t policy_read_us;
+	uint64_t pack_bytes;              /* the newest pack's size when the last gc root was */
+	uint64_t pack_swept_below;        /* ... this one (root swept_below): 0, looked at never */
 	/* Parsed schemas by schema block (immutable at its address), so that a writer
 	 * does not parse its table's schema JSON again for every transaction. */
 	pthread_mutex_t schemas_lock;

@@ -331,24 +331,8 @@ int store_delete_check(const char *name, void *context, struct error_info *error
 	return 0;
 }
 
-int store_branch_create(struct store *store, const char *name, const char *from,
-			const struct store_condition *condition, struct error_info *error)
-{
-	if (store->read_only)
-		return error_info_set(error, -EROFS, "the store is open read-only");
-	if (!name || !schema_name_is_valid(name, strlen(name)))
-		return error_info_set(error, -EINVAL, "invalid branch name \"%.128s\"",
-				      name ? name : "");
-	int rc = manifest_refresh(store->manifest, NULL);
-	if (rc < 0)
-		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
-	struct manifest_condition check;
-	store_condition_to_manifest(condition, &check);
-	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
-}
-
-int store_branch_create_at(struct store *store, const char *name, const char *at,
-			   const struct store_condition *condition, struct error_info *error)
+/* What both creates check first: a writable store, a valid name, the latest state. 0 or -errno, error set. */
+static int branch_create_begin(struct store *store, const char *name, struct error_info *error)
 {
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
@@ -357,6 +341,26 @@ int store_branch_create_at(struct store *store, const char *name, const char *at
 	int rc = manifest_refresh(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
+	return 0;
+}
+
+int store_branch_create(struct store *store, const char *name, const char *from,
+			const struct store_condition *condition, struct error_info *error)
+{
+	int rc = branch_create_begin(store, name, error);
+	if (rc < 0)
+		return rc;
+	struct manifest_condition check;
+	store_condition_to_manifest(condition, &check);
+	return manifest_branch_create(store->manifest, name, store_branch_or_main(from), &check, error);
+}
+
+int store_branch_create_at(struct store *store, const char *name, const char *at,
+			   const struct store_condition *condition, struct error_info *error)
+{
+	int rc = branch_create_begin(store, name, error);
+	if (rc < 0)
+		return rc;
 	/* COMMIT (a ULID), V (the commit that made store version V) or TAG */
 	struct ulid commit;
 	char *end = NULL;

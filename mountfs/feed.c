@@ -5,7 +5,8 @@
  *
  * Invariants:
  *   1. The bytes are the lines of versions 1 .. through_version in version
- *      order, appended once each to a private file (never rewritten: a line
+ *      order, appended once each to an unnamed file in the mount's temporary
+ *      directory (scratch_temporary_file; never rewritten: a line
  *      once shown stays as it was, also if gc reclaims its version later).
  *   2. A catch-up renders only the versions above through_version: O(new
  *      commits), one version-index lookup and two record reads each.
@@ -17,8 +18,6 @@
  */
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -50,44 +49,6 @@ void feed_free(struct feed *feed)
 	pthread_mutex_destroy(&feed->lock);
 }
 
-/* A private file for the lines: in the store's host directory, else TMPDIR. 0 or -errno. */
-static int feed_open_file(struct mountfs *mount, struct feed *feed)
-{
-	const char *tmp = getenv("TMPDIR");
-	const char *places[2] = { mount->scratch_directory, tmp && tmp[0] ? tmp : "/tmp" };
-	int rc = -ENOENT;
-	for (int i = 0; i < 2; i++) {
-		if (!places[i][0])
-			continue;
-		int descriptor = open(places[i], O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-		if (descriptor >= 0) {
-			feed->descriptor = descriptor;
-			feed->size = 0;
-			feed->through_version = 0;
-			feed->state = FEED_OPEN;
-			return 0;
-		}
-		rc = -errno;
-	}
-	return rc;
-}
-
-static int write_all(int descriptor, const char *bytes, size_t size, uint64_t offset)
-{
-	while (size > 0) {
-		ssize_t written = pwrite(descriptor, bytes, size, (off_t)offset);
-		if (written < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		bytes += written;
-		size -= (size_t)written;
-		offset += (uint64_t)written;
-	}
-	return 0;
-}
-
 /* Appends the lines of the versions above through_version, up to the store's. Lock held. */
 static int catch_up_locked(struct mountfs *mount, struct feed *feed)
 {
@@ -96,11 +57,16 @@ static int catch_up_locked(struct mountfs *mount, struct feed *feed)
 		if (feed->descriptor >= 0)
 			close(feed->descriptor);
 		feed->descriptor = -1;
-		if ((rc = feed_open_file(mount, feed)) < 0) {
+		if ((rc = scratch_temporary_file(mount)) < 0) {
 			feed->state = FEED_FAILED;
 			mount_log(mount, LOG_ERR, "cannot make the file behind .graphfs/feed: %s", strerror(-rc));
 			return rc;
 		}
+		feed->descriptor = rc;
+		feed->size = 0;
+		feed->through_version = 0;
+		feed->state = FEED_OPEN;
+		rc = 0;
 	}
 	uint64_t latest = store_version(mount->store);
 	struct buf batch;
@@ -112,7 +78,7 @@ static int catch_up_locked(struct mountfs *mount, struct feed *feed)
 			goto out;
 		version++;
 		if (batch.size >= FEED_BATCH_BYTES || version == latest) {
-			if ((rc = write_all(feed->descriptor, (const char *)batch.data, batch.size, feed->size)) < 0)
+			if ((rc = scratch_write_all(feed->descriptor, batch.data, batch.size, feed->size)) < 0)
 				goto out;
 			feed->size += batch.size;
 			feed->through_version = version;
