@@ -32,6 +32,9 @@ SEGMENT_BLOCKS_START = 4096
 BLOCK_HEADER = 24
 BLOCK_FRAGMENT = 6
 
+# The reads a probe checks (a command's arguments after the store): together they read every row.
+READS = (("dump",), ("export", "Company", "--branch", "experiment"))
+
 
 def parse_blocks(data, start):
     """[(offset, type, stored size)] of the blocks of one file, in order."""
@@ -84,9 +87,6 @@ def damaged_store(tmp_path_factory):
     cli.ok("init", store)
     tables = {}
 
-    def record(table, branch=None):
-        tables[(table, branch)] = cli.export(store, table, branch=branch)
-
     cli.import_rows(store, "Person", [{"id": f"p{i}", "name": f"P{i}", "age": i} for i in range(50)])
     cli.import_rows(store, "Person", [{"id": "p3", "name": "Three", "age": 33},
                                       {"id": "p99", "name": "New", "age": 99}], mode="merge")
@@ -127,27 +127,27 @@ def damaged_store(tmp_path_factory):
     # tags: a tags tree and tag records in the manifest (FORMAT.md §20)
     cli.ok("tag", store, "create", "first", "--at", "1", "-m", "the first version")
     cli.ok("tag", store, "create", "experiment-head", "--branch", "experiment")
-    for table in ("Person", "Company", "WORKS_AT", "Big", "LINKS"):
-        record(table)
-    record("Company", "experiment")
+    # Every row the store holds, read in two launches: the dump of main reads every table of main
+    # (its schemas and rows), and the experiment branch differs from main in Company alone.
+    for read in READS:
+        tables[read] = cli.ok(read[0], store, *read[1:]).stdout.decode()
     cli.ok("verify", store)
     return cli, store, tables
 
 
 @pytest.fixture(scope="module")
 def readers(damaged_store):
-    """{file: the exports (table, branch) that read it}: every export reads the manifest; a
-    segment file only the exports that fail without it (found by moving it away). A flipped
-    byte can only reach an export that reads its file, so a probe checks those (all seven
-    launches for a manifest byte, verify and one export for most segment bytes)."""
+    """{file: the READS that read it}: every read reads the manifest; a segment file only the
+    reads that fail without it (found by moving it away). A flipped byte can only reach a read
+    of its file, so a probe checks those (verify and both reads for a manifest byte, verify
+    and the dump for a segment byte)."""
     cli, store, tables = damaged_store
     found = {store / "manifest": list(tables)}
     for segment in sorted((store / "segments").glob("*")):
         aside = segment.with_name(segment.name + ".aside")
         segment.rename(aside)
         try:
-            found[segment] = [key for key in tables
-                              if cli.run("export", store, key[0], *(["--branch", key[1]] if key[1] else [])).returncode]
+            found[segment] = [read for read in tables if cli.run(read[0], store, *read[1:]).returncode]
         finally:
             aside.rename(segment)
         assert found[segment], f"no export reads {segment.name}"
@@ -185,24 +185,23 @@ def flip(path, offset):
 
 
 def check_exports(cli, store, tables, keys=None):
-    """Every export (of keys, else of every table) gives the right bytes or fails with one line;
-    returns the failures."""
+    """Every read (of keys, else every one of READS) gives the right bytes or fails with one
+    line; returns the failures."""
     failures = 0
-    for (table, branch), expected in tables.items():
-        if keys is not None and (table, branch) not in keys:
+    for read, expected in tables.items():
+        if keys is not None and read not in keys:
             continue
-        args = ["export", store, table] + (["--branch", branch] if branch else [])
-        result = cli.run(*args)
+        result = cli.run(read[0], store, *read[1:])
         output = result.stdout.decode(errors="replace")
         if result.returncode == 0:
-            assert output == expected, f"export {table} returned wrong data"
+            assert output == expected, f"{read[0]} {read[1:]} returned wrong data"
         else:
             failures += 1
             # The engine logs each damaged block it meets (file and offset) on
             # stderr before the command's own one-line error.
             lines = result.stderr.decode(errors="replace").splitlines()
             assert lines and all(line.startswith("graphfs: ") for line in lines), lines
-            assert expected.startswith(output), f"export {table} wrote wrong data before failing"
+            assert expected.startswith(output), f"{read[0]} {read[1:]} wrote wrong data before failing"
     return failures
 
 
