@@ -194,6 +194,9 @@ int manifest_merge_base(struct manifest *manifest, const struct ulid *a, struct 
  * of its version. 0, -ENOENT (reclaimed), -EIO, -errno. */
 int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *commit, struct block_address record,
 				struct manifest_snapshot *out);
+/* The branch state the commit of version left (on whichever branch, deleted since or
+ * not), as manifest_snapshot_of_commit. 0, -ENOENT (reclaimed or no such version), -EIO. */
+int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, struct manifest_snapshot *out);
 /* Walks the branch's first-parent chain from the snapshot's head, newest first. */
 int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
 		      int (*visit)(const struct commit_record *record, void *context),
@@ -249,6 +252,7 @@ struct manifest_tag_request {
 	const char *actor;
 	const char *message;
 	struct manifest_condition condition;  /* checked against the store and the branch's latest head */
+	uint64_t time_us;                     /* 0: now; else the tag's time (a replayed tag's) */
 };
 
 /* Tag names: a letter or _, then letters, digits, _, - and . (no ".."), 1..128 bytes. 0 or -EINVAL. */
@@ -306,6 +310,9 @@ struct manifest_commit_request {
 	struct manifest_condition condition;      /* compare-and-swap: checked under the lock, before anything */
 	struct ulid merge_parent;                 /* non-zero: a merge commit's second parent (the source's head) */
 	struct block_address merge_parent_record; /* and where its record is */
+	struct ulid origin_id;                    /* non-zero: the commit id's base (a replayed commit's id) */
+	uint64_t time_us;                         /* non-zero: the commit's time (a replayed commit's; the caller
+						   * keeps commit times in version order, FORMAT.md §16.3) */
 };
 
 struct manifest_commit_result {
@@ -365,6 +372,9 @@ int manifest_branch_delete(struct manifest *manifest, const char *name, const ch
  */
 struct manifest_intent;
 int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **out);
+/* The commit id the intent's commit will carry (its base, as manifest_commit_request's
+ * origin_id); only before its first segment. */
+void manifest_intent_set_commit(struct manifest_intent *intent, const struct ulid *commit);
 /* Mints a random segment id, records it in the sidecar and makes the sidecar
  * durable (failpoints sidecar.*) before returning it. Matches table_segment_allocator
  * when called as manifest_intent_new_segment(intent, &id). */

@@ -856,10 +856,14 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 	struct ulid base_id;
 	if (request->intent)
 		base_id = *manifest_intent_commit(request->intent);
+	else if (!ulid_is_zero(&request->origin_id))
+		base_id = request->origin_id;
 	else
 		ulid_new(&base_id);
 	manifest_commit_id(&base_id, publish.base.version + 1, &state.commit);
 	state.time_us = manifest_publish_time(&publish);
+	if (request->time_us)
+		state.time_us = request->time_us;   /* a replayed commit: its own time (the caller keeps commit times in version order) */
 	if ((rc = btree_open(manifest->pager, branch.heads, &state.heads)) < 0 ||
 	    (rc = btree_open(manifest->pager, branch.names, &state.names)) < 0)
 		goto out;

@@ -345,6 +345,25 @@ int manifest_commit_at(struct manifest *manifest, uint64_t version, struct commi
 	return rc;
 }
 
+int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, struct manifest_snapshot *out)
+{
+	struct root_record latest;
+	struct block_address address;
+	struct commit_record record;
+	journal_commit_record_init(&record);
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_version_commit(manifest, &latest, version, &address);
+	if (rc == 0)
+		rc = manifest_commit_read(manifest, address, &record);
+	if (rc == 0 && record.version != version)
+		rc = -EIO;
+	if (rc == 0)
+		rc = manifest_snapshot_of_commit(manifest, &record.id, address, out);
+	journal_commit_record_free(&record);
+	return rc;
+}
+
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record)
 {

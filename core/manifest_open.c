@@ -63,7 +63,7 @@ static int header_check(const char *path, const uint8_t *bytes, struct ulid *sto
 	uint32_t format = buf_load_u32(bytes + 8);
 	if (format < MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,
-				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
+				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
 				      format, MANIFEST_FORMAT_VERSION);
 	if (format > MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,

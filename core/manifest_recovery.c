@@ -180,6 +180,12 @@ int manifest_intent_begin(struct manifest *manifest, struct manifest_intent **ou
 	return 0;
 }
 
+void manifest_intent_set_commit(struct manifest_intent *intent, const struct ulid *commit)
+{
+	intent->commit = *commit;
+	ulid_format(&intent->commit, intent->name);
+}
+
 const struct ulid *manifest_intent_commit(const struct manifest_intent *intent)
 {
 	return &intent->commit;

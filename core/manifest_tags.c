@@ -228,14 +228,15 @@ static int tag_create_once(struct manifest *manifest, void *context, struct erro
 	/* before its creation a branch's state is held by an ancestor's record: the tag names the branch asked for */
 	snprintf(tag->branch.name, sizeof tag->branch.name, "%s", branch);
 	tag->version = snapshot.branch.head_version;
-	tag->time_us = manifest_publish_time(&publish);
+	uint64_t published_us = manifest_publish_time(&publish);
+	tag->time_us = request->time_us ? request->time_us : published_us;   /* a replayed tag keeps its time */
 	if ((rc = tag_encode(tag, &bytes)) < 0 ||
 	    (rc = btree_open(manifest->pager, publish.base.tags, &publish.tags)) < 0 ||
 	    (rc = btree_put(publish.tags, tag->name, strlen(tag->name), bytes.data, bytes.size)) < 0) {
 		error_info_set(error, rc, "cannot create tag %s: %s", request->name, io_strerror(rc));
 		goto out;
 	}
-	rc = manifest_publish_finish(&publish, NULL, tag->time_us, NULL, error);
+	rc = manifest_publish_finish(&publish, NULL, published_us, NULL, error);
 	if (rc == 0 && out)
 		*out = *tag;
 out:

@@ -318,6 +318,26 @@ int store_snapshot_open(struct store *store, const char *branch, uint64_t versio
 	return rc;
 }
 
+static int resolve_commit_version(struct store *store, void *context, struct manifest_snapshot *view,
+				  struct error_info *error)
+{
+	uint64_t version = *(const uint64_t *)context;
+	int rc = manifest_snapshot_of_version(store->manifest, version, view);
+	if (rc == -ENOENT)
+		return error_info_set(error, rc, "version %llu was reclaimed by gc or does not exist",
+				      (unsigned long long)version);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot read version %llu: %s", (unsigned long long)version,
+				      io_strerror(rc));
+	return 0;
+}
+
+int store_snapshot_open_version(struct store *store, uint64_t version, struct store_snapshot **out,
+				struct error_info *error)
+{
+	return store_snapshot_pinned(store, resolve_commit_version, &version, NULL, out, error);
+}
+
 void store_snapshot_retain(struct store_snapshot *snapshot)
 {
 	long before = atomic_fetch_add(&snapshot->references, 1);

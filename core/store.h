@@ -112,6 +112,10 @@ int store_host_directory(struct store *store, const char *purpose, char *out, si
  * The snapshot starts with one reference; release it with store_snapshot_release. */
 int store_snapshot_open(struct store *store, const char *branch, uint64_t version,
 			struct store_snapshot **out, struct error_info *error);
+/* The state the commit of version left on the branch it was made on (deleted since or
+ * not; store_snapshot_branch names it). -ENOENT: reclaimed by gc, or no such version. */
+int store_snapshot_open_version(struct store *store, uint64_t version, struct store_snapshot **out,
+				struct error_info *error);
 void store_snapshot_retain(struct store_snapshot *snapshot);
 void store_snapshot_release(struct store_snapshot *snapshot);   /* frees at the last release */
 uint64_t store_snapshot_version(const struct store_snapshot *snapshot);
@@ -253,6 +257,11 @@ int store_tag_find(struct store *store, const char *name, struct store_tag_info 
 int store_tag_create(struct store *store, const char *name, const char *branch, uint64_t version,
 		     const char *message, const char *actor, const struct store_condition *condition,
 		     struct error_info *error);
+/* store_tag_create with the tag's time given (0: now): a replayed tag's (load of a
+ * `dump --all` stream). */
+int store_tag_create_at_time(struct store *store, const char *name, const char *branch, uint64_t version,
+			     const char *message, const char *actor, uint64_t time_us,
+			     const struct store_condition *condition, struct error_info *error);
 /* condition: its version only (a tag is on no branch). */
 int store_tag_delete(struct store *store, const char *name, const struct store_condition *condition,
 		     struct error_info *error);
@@ -316,6 +325,21 @@ int store_txn_set_actor(struct store_txn *txn, const char *actor);
 /* Staging mode: edge endpoints missing from the snapshot are checked at commit
  * against the snapshot plus every staged table, instead of at write. */
 void store_txn_defer_endpoint_checks(struct store_txn *txn, bool defer);
+/* Where the next commit comes from when it replays another store's commit (load of a
+ * `dump --all` stream, core/store_dump_all.c): its id (the version part is always the new
+ * version's; zero: a new id), its time (0: now; otherwise never earlier than the time of the
+ * store's newest commit: the caller keeps commit times in version order), and whether
+ * it may publish no change (a merge commit that changed nothing). Applies to the next commit
+ * only. 0, or -EBUSY when an id is set after a writer spilled rows (set it first). */
+struct store_commit_origin {
+	struct ulid id;
+	uint64_t time_us;
+	bool empty_allowed;
+};
+int store_txn_set_origin(struct store_txn *txn, const struct store_commit_origin *origin);
+/* Records commit_text (a retained commit's ULID) as the second parent of the next commit.
+ * 0, -ENOENT (no such commit), -EINVAL. */
+int store_txn_set_merge_commit(struct store_txn *txn, const char *commit_text, struct error_info *error);
 /* The snapshot the transaction validates against (not retained for the caller:
  * valid until the transaction's next successful commit or its free). */
 struct store_snapshot *store_txn_snapshot(struct store_txn *txn);
@@ -432,10 +456,32 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
  * Publishes a dump file ("-": standard input) as ONE commit on branch, every
  * table it names overwritten; schema lines are optional (inferred). Errors
  * name the input line. 0 or -errno with error set; nothing published then.
+ * A dump --all stream (replay non-NULL) is replayed instead, into a store that has no
+ * commit yet; an error then leaves what was replayed before it.
  */
+/* Hears a replayed commit's new id where it differs from the stream's (versions reclaimed
+ * before the dump renumber what follows). */
+typedef void (*store_mapped_fn)(const char *from, const char *to, void *context);
+/* A load of a `dump --all` stream (store_load finds its header on the first line):
+ * mapped in, all and commits out. */
+struct store_load_replay {
+	store_mapped_fn mapped;       /* NULL: none */
+	void *mapped_context;
+	bool all;                     /* the input was a dump --all stream, replayed (branch,
+					 message and condition are not used then) */
+	uint64_t commits;             /* commits replayed */
+};
+/*
+ * Every retained commit of the store, in version order, then its branches, tags and an
+ * end line, as the NDJSON stream of docs/FORMAT.md §24 (core/store_dump_all.c): what a
+ * load into a new store replays, keeping history. Progress counts versions. 0 or -errno
+ * with error set.
+ */
+int store_dump_all(struct store *store, int fd, store_progress_fn progress, void *progress_context,
+		   struct error_info *error);
 int store_load(struct store *store, const char *branch, const char *file, const char *message,
-	       const struct store_condition *condition, store_progress_fn progress, void *progress_context, struct store_commit_result *result,
-	       struct error_info *error);
+	       const struct store_condition *condition, store_progress_fn progress, void *progress_context,
+	       struct store_load_replay *replay, struct store_commit_result *result, struct error_info *error);
 
 /*
  * One commit on branch whose tables and schemas (drops and renames included)

@@ -21,6 +21,7 @@
  *      keep their order and canonical text, schemas their canonical JSON.
  *   2. load publishes nothing unless every line is accepted.
  */
+#include "store_dump_int.h"
 #include "store_envelope_int.h"
 #include "store_int.h"
 
@@ -35,128 +36,7 @@
 
 #include <jansson.h>
 
-#define DUMP_CHUNK (1u << 20)
-
 /* ---- dump ------------------------------------------------------------------------------ */
-
-struct dump_output {
-	int fd;
-	struct buf pending;
-	int rc;
-	store_progress_fn progress;   /* NULL: none; hears the table bytes read of total */
-	void *progress_context;
-	uint64_t read, total;
-};
-
-static int output_flush(struct dump_output *output)
-{
-	size_t done = 0;
-	while (output->rc == 0 && done < output->pending.size) {
-		ssize_t wrote = write(output->fd, output->pending.data + done, output->pending.size - done);
-		if (wrote < 0 && errno == EINTR)
-			continue;
-		if (wrote <= 0)
-			output->rc = wrote < 0 ? -errno : -EIO;
-		else
-			done += (size_t)wrote;
-	}
-	buf_reset(&output->pending);
-	return output->rc;
-}
-
-static int output_add(struct dump_output *output, const void *bytes, size_t size)
-{
-	int rc = output->rc ? output->rc : buf_append(&output->pending, bytes, size);
-	if (rc == 0 && output->pending.size >= DUMP_CHUNK)
-		rc = output_flush(output);
-	return output->rc = rc;
-}
-
-static int output_text(struct dump_output *output, const char *text)
-{
-	return output_add(output, text, strlen(text));
-}
-
-/* One canonical row line (no "\n") of table, in its envelope. */
-static int dump_row(struct dump_output *output, const char *table, bool edge, const char *line, size_t size)
-{
-	if (!edge) {
-		output_text(output, "{\"type\":\"");
-		output_text(output, table);
-		output_text(output, "\",\"data\":");
-		output_add(output, line, size);
-		return output_text(output, "}\n");
-	}
-	/* {"id":I,"from":F,"to":T<rest> -> {"edge":E,"from":F,"to":T,"data":{"id":I<rest>} */
-	static const char id_key[] = "{\"id\":", from_key[] = ",\"from\":", to_key[] = ",\"to\":";
-	if (size < sizeof id_key || memcmp(line, id_key, sizeof id_key - 1) != 0)
-		return -EIO;
-	size_t id_end = store_envelope_string_end(line, size, sizeof id_key - 1);
-	if (!id_end || id_end + sizeof from_key - 1 > size || memcmp(line + id_end, from_key, sizeof from_key - 1))
-		return -EIO;
-	size_t from_start = id_end + sizeof from_key - 1, from_end = store_envelope_string_end(line, size, from_start);
-	if (!from_end || from_end + sizeof to_key - 1 > size || memcmp(line + from_end, to_key, sizeof to_key - 1))
-		return -EIO;
-	size_t to_start = from_end + sizeof to_key - 1, to_end = store_envelope_string_end(line, size, to_start);
-	if (!to_end)
-		return -EIO;
-	output_text(output, "{\"edge\":\"");
-	output_text(output, table);
-	output_text(output, "\",\"from\":");
-	output_add(output, line + from_start, from_end - from_start);
-	output_text(output, ",\"to\":");
-	output_add(output, line + to_start, to_end - to_start);
-	output_text(output, ",\"data\":");
-	output_add(output, line, id_end);
-	output_add(output, line + to_end, size - to_end);
-	return output_text(output, "}\n");
-}
-
-/* Every row of one table, read in chunks and split into lines. */
-static int dump_rows(struct dump_output *output, struct store_snapshot *snapshot, const char *table, bool edge,
-		     struct error_info *error)
-{
-	struct store_table *opened = NULL;
-	char *chunk = malloc(DUMP_CHUNK);
-	struct buf carry;
-	buf_init(&carry);
-	int rc = chunk ? store_table_open(snapshot, table, &opened) : -ENOMEM;
-	uint64_t offset = 0, size = rc == 0 ? store_table_size(opened) : 0;
-	while (rc == 0 && offset < size) {
-		ssize_t got = store_table_pread(opened, chunk, DUMP_CHUNK, offset);
-		if (got <= 0) {
-			rc = got < 0 ? (int)got : -EIO;
-			break;
-		}
-		offset += (uint64_t)got;
-		output->read += (uint64_t)got;
-		if (output->progress)
-			output->progress(output->read, output->total, output->progress_context);
-		size_t start = 0;
-		for (size_t i = 0; rc == 0 && i < (size_t)got; i++) {
-			if (chunk[i] != '\n')
-				continue;
-			if (carry.size) {
-				if ((rc = buf_append(&carry, chunk + start, i - start)) == 0)
-					rc = dump_row(output, table, edge, (const char *)carry.data, carry.size);
-				buf_reset(&carry);
-			} else {
-				rc = dump_row(output, table, edge, chunk + start, i - start);
-			}
-			start = i + 1;
-		}
-		if (rc == 0 && start < (size_t)got)
-			rc = buf_append(&carry, chunk + start, (size_t)got - start);
-	}
-	if (rc == 0 && carry.size)
-		rc = -EIO;   /* a table's rendering ends with "\n" */
-	if (rc < 0 && !error->message[0])
-		error_info_set(error, rc, "cannot dump table %s: %s", table, io_strerror(rc));
-	buf_free(&carry);
-	free(chunk);
-	store_table_close(opened);
-	return rc;
-}
 
 struct dump_tables {
 	char (*names)[JOURNAL_NAME_MAX + 1];
@@ -186,7 +66,7 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 {
 	struct store_snapshot *snapshot = NULL;
 	struct dump_tables tables = { NULL, NULL, 0, 0 };
-	struct dump_output output = { .fd = fd, .progress = progress, .progress_context = progress_context };
+	struct store_dump_output output = { .fd = fd, .progress = progress, .progress_context = progress_context };
 	buf_init(&output.pending);
 	struct buf schema;
 	buf_init(&schema);
@@ -208,19 +88,19 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 				error_info_set(error, rc, "cannot read the schema of %s: %s", tables.names[i], io_strerror(rc));
 				break;
 			}
-			output_text(&output, "{\"schema\":\"");
-			output_text(&output, tables.names[i]);
-			output_text(&output, "\",\"data\":");
-			output_add(&output, schema.data, schema.size - 1);   /* without its "\n" */
-			rc = output_text(&output, "}\n");
+			store_dump_text(&output, "{\"schema\":\"");
+			store_dump_text(&output, tables.names[i]);
+			store_dump_text(&output, "\",\"data\":");
+			store_dump_add(&output, schema.data, schema.size - 1);   /* without its "\n" */
+			rc = store_dump_text(&output, "}\n");
 		}
 	}
 	for (int pass = 0; rc == 0 && pass < 2; pass++)
 		for (size_t i = 0; rc == 0 && i < tables.count; i++)
 			if (tables.edge[i] == (pass == 1))
-				rc = dump_rows(&output, snapshot, tables.names[i], tables.edge[i], error);
+				rc = store_dump_rows(&output, snapshot, tables.names[i], tables.edge[i], 0, error);
 	if (rc == 0)
-		rc = output_flush(&output);
+		rc = store_dump_flush(&output);
 	if (rc < 0 && !error->message[0])
 		error_info_set(error, rc, "cannot write the dump: %s", io_strerror(rc));
 out:
@@ -500,8 +380,8 @@ static void locate_in_input(struct load *load)
 }
 
 int store_load(struct store *store, const char *branch, const char *file, const char *message,
-	       const struct store_condition *condition, store_progress_fn progress, void *progress_context, struct store_commit_result *result,
-	       struct error_info *error)
+	       const struct store_condition *condition, store_progress_fn progress, void *progress_context,
+	       struct store_load_replay *replay, struct store_commit_result *result, struct error_info *error)
 {
 	error_info_clear(error);
 	bool from_stdin = strcmp(file, "-") == 0;
@@ -517,19 +397,40 @@ int store_load(struct store *store, const char *branch, const char *file, const 
 		if (fstat(fileno(input), &status) == 0 && S_ISREG(status.st_mode))
 			total = (uint64_t)status.st_size;
 	}
-	int rc = store_txn_begin(store, branch, &load.txn, error);
-	if (rc < 0)
-		goto out;
-	store_txn_defer_endpoint_checks(load.txn, true);
-	store_txn_set_condition(load.txn, condition);
+	int rc = 0;
 	char *line = NULL;
 	size_t capacity = 0;
-	ssize_t length;
-	while ((length = getline(&line, &capacity, input)) >= 0) {
+	ssize_t length = getline(&line, &capacity, input);
+	bool have_line = length >= 0;
+	if (have_line && length > 0 && line[length - 1] == '\n')
+		length--;
+	if (have_line && store_dump_all_header(line, (size_t)length)) {
+		/* a dump --all stream: replayed commit by commit (core/store_dump_all.c) */
+		if (!replay) {
+			rc = error_info_set(error, -EINVAL, "%s is a dump --all stream: load it with graphfs load", load.file);
+		} else {
+			replay->all = true;
+			rc = store_load_all(store, input, load.file, line, (size_t)length, total, progress, progress_context,
+					    replay->mapped, replay->mapped_context, &replay->commits, error);
+		}
+		free(line);
+		goto out;
+	}
+	rc = store_txn_begin(store, branch, &load.txn, error);
+	if (rc < 0) {
+		free(line);
+		goto out;
+	}
+	store_txn_defer_endpoint_checks(load.txn, true);
+	store_txn_set_condition(load.txn, condition);
+	while (have_line || (length = getline(&line, &capacity, input)) >= 0) {
+		if (!have_line) {
+			if (length > 0 && line[length - 1] == '\n')
+				length--;
+		}
+		have_line = false;
 		load.line++;
-		done += (uint64_t)length;
-		if (length > 0 && line[length - 1] == '\n')
-			length--;
+		done += (uint64_t)length + 1;
 		if ((rc = load_line(&load, line, (size_t)length)) < 0)
 			break;
 		if (progress && load.line % 4096 == 0)

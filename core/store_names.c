@@ -190,6 +190,13 @@ int store_tag_create(struct store *store, const char *name, const char *branch, 
 		     const char *message, const char *actor, const struct store_condition *condition,
 		     struct error_info *error)
 {
+	return store_tag_create_at_time(store, name, branch, version, message, actor, 0, condition, error);
+}
+
+int store_tag_create_at_time(struct store *store, const char *name, const char *branch, uint64_t version,
+			     const char *message, const char *actor, uint64_t time_us,
+			     const struct store_condition *condition, struct error_info *error)
+{
 	if (store->read_only)
 		return error_info_set(error, -EROFS, "the store is open read-only");
 	struct manifest_tag_request request = {
@@ -198,6 +205,7 @@ int store_tag_create(struct store *store, const char *name, const char *branch, 
 		.version = version == STORE_LATEST ? 0 : version,
 		.actor = actor && *actor ? actor : store->actor,
 		.message = message,
+		.time_us = time_us,
 	};
 	store_condition_to_manifest(condition, &request.condition);
 	return manifest_tag_create(store->manifest, &request, NULL, error);

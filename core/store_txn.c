@@ -264,6 +264,8 @@ static int txn_allocate_segment(void *context, uint64_t *segment_id_out)
 			txn->intent = NULL;
 			return rc;
 		}
+		if (!ulid_is_zero(&txn->origin.id))
+			manifest_intent_set_commit(txn->intent, &txn->origin.id);   /* before its sidecar exists */
 	}
 	return manifest_intent_new_segment(txn->intent, segment_id_out);
 }
@@ -571,6 +573,31 @@ int store_txn_restore(struct store_txn *txn, const char *table, struct block_add
 	return rc;
 }
 
+int store_txn_set_origin(struct store_txn *txn, const struct store_commit_origin *origin)
+{
+	pthread_mutex_lock(&txn->lock);
+	int rc = txn->intent && !ulid_is_zero(&origin->id) ? -EBUSY : 0;   /* set before any row spills */
+	if (rc == 0)
+		txn->origin = *origin;
+	pthread_mutex_unlock(&txn->lock);
+	return rc;
+}
+
+int store_txn_set_merge_commit(struct store_txn *txn, const char *commit_text, struct error_info *error)
+{
+	struct ulid commit;
+	uint64_t version;
+	struct block_address record;
+	int rc = ulid_parse(commit_text, &commit);
+	if (rc == 0)
+		rc = manifest_commit_find(txn->store->manifest, &commit, &version, &record);
+	if (rc < 0)
+		return error_info_set(error, rc == -EINVAL ? rc : -ENOENT, "no commit %.40s to record as a merge parent",
+				      commit_text);
+	store_txn_set_merge_parent(txn, &commit, record);
+	return 0;
+}
+
 void store_txn_set_merge_parent(struct store_txn *txn, const struct ulid *commit, struct block_address record)
 {
 	pthread_mutex_lock(&txn->lock);
@@ -754,7 +781,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	for (size_t i = 0; i < txn->op_count; i++)
 		if (op_counts(txn->ops[i]))
 			included[included_count++] = txn->ops[i];
-	if (included_count == 0) {
+	if (included_count == 0 && !txn->origin.empty_allowed) {
 		rc = error_info_set(error, -ENODATA, "nothing staged");
 		goto cleanup;
 	}
@@ -834,6 +861,8 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		.condition = txn->condition,
 		.merge_parent = txn->merge_parent,
 		.merge_parent_record = txn->merge_parent_record,
+		.origin_id = txn->origin.id,
+		.time_us = txn->origin.time_us,
 	};
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
@@ -851,6 +880,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	txn->intent = NULL;   /* completed and cleared by the publish */
 	memset(&txn->condition, 0, sizeof txn->condition);   /* it held for this commit */
 	memset(&txn->merge_parent, 0, sizeof txn->merge_parent);
+	memset(&txn->origin, 0, sizeof txn->origin);
 	if (result) {
 		result->version = published.version;
 		ulid_format(&published.commit, result->commit);

@@ -114,6 +114,7 @@ struct store_txn {
 	bool trust_endpoints;           /* a merge: its rows' references were checked by the merge */
 	struct ulid merge_parent;       /* non-zero: the next commit is a merge with this second parent */
 	struct block_address merge_parent_record;
+	struct store_commit_origin origin;   /* the next commit's id and time (zero: new, now) */
 };
 
 /* store_txn.c */

@@ -122,6 +122,19 @@ int table_diff(struct pager *pager, const struct table_info *a, const struct tab
 	       void *context);
 
 /*
+ * Whether version b of a table is version a with rows appended (what a merge
+ * makes): b is of a's incarnation and every fragment b holds numbered below
+ * a's next_fragment is a's fragment of that number (its rows may have been
+ * deleted since). b's rendering is then a's surviving rows in a's order
+ * followed by the live rows of b's newer fragments. Returns 1 with
+ * *tail_offset, where those newer rows begin in b's rendering; 0 when b is
+ * not such a version (an overwrite, an optimize, another incarnation);
+ * -EIO, -ENOMEM. O(fragments that differ × log fragments).
+ */
+int table_appended(struct pager *pager, const struct table_info *a, const struct table_info *b,
+		   uint64_t *tail_offset);
+
+/*
  * Membership tests against one table version's key tree alone (no fragment
  * is read): a finder caches the decoded key-tree nodes within budget bytes
  * (btree.h), so ids asked in increasing order read each node once; once it

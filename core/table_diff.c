@@ -120,3 +120,51 @@ int table_diff(struct pager *pager, const struct table_info *a, const struct tab
 	}
 	return rc;
 }
+
+/* ---- appended versions ------------------------------------------------------------------ */
+
+struct appended_walk {
+	const struct table_info *a;
+	uint64_t tail_bytes;           /* live bytes of b's fragments numbered from a's next_fragment */
+};
+
+static int appended_visit(const uint8_t *key, size_t key_size, const uint8_t *a_value, size_t a_size,
+			  const uint8_t *b_value, size_t b_size, void *context)
+{
+	struct appended_walk *walk = context;
+	if (key_size != SEQUENCE_KEY_SIZE)
+		return -EIO;
+	uint64_t sequence = table_sequence_from_key(key);
+	struct fragment_descriptor before, after;
+	if (b_value && table_descriptor_decode(b_value, b_size, &after) < 0)
+		return -EIO;
+	if (sequence >= walk->a->next_fragment) {
+		if (!b_value)
+			return -EIO;   /* a holds a fragment it has not numbered yet */
+		walk->tail_bytes += after.live_bytes;
+		return 0;
+	}
+	if (!b_value)
+		return 0;      /* every row of a's fragment was deleted */
+	if (!a_value)
+		return 1;      /* b numbered a fragment below a's next one that a does not hold */
+	if (table_descriptor_decode(a_value, a_size, &before) < 0)
+		return -EIO;
+	return block_address_equal(before.block, after.block) ? 0 : 1;
+}
+
+int table_appended(struct pager *pager, const struct table_info *a, const struct table_info *b,
+		   uint64_t *tail_offset)
+{
+	*tail_offset = 0;
+	if (ulid_compare(&a->incarnation, &b->incarnation) != 0 || b->next_fragment < a->next_fragment)
+		return 0;
+	struct appended_walk walk = { a, 0 };
+	int rc = btree_diff(pager, a->fragments, b->fragments, appended_visit, &walk);
+	if (rc < 0)
+		return rc;
+	if (rc > 0 || walk.tail_bytes > b->byte_size)
+		return 0;
+	*tail_offset = b->byte_size - walk.tail_bytes;
+	return 1;
+}

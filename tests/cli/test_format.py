@@ -9,6 +9,7 @@ from conftest import store_digest
 FORMAT = 6  # docs/FORMAT.md: the store format this graphfs reads and writes
 
 OLDER = ("older than this graphfs", "dump it with the graphfs version that wrote it",
+         "graphfs dump STORE --all > history.ndjson",
          "graphfs init a new store and graphfs load it")
 NEWER = ("newer than this graphfs", "upgrade graphfs")
 

@@ -166,8 +166,10 @@ TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
 		1, "store format 1 is older than this graphfs (format 6): dump it with the graphfs version that "
-		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
-		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
+		   "wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs "
+		   "without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: "
+		   "graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import "
+		   "each table)");
 }
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
@@ -179,8 +181,10 @@ TEST(a_format_5_store_is_refused_with_the_dump_message)
 {
 	format_refused_before_recovery(
 		5, "store format 5 is older than this graphfs (format 6): dump it with the graphfs version that "
-		   "wrote it (graphfs dump STORE > graph.ndjson; format 1 has no dump: graphfs export each table), then "
-		   "graphfs init a new store and graphfs load it (or graphfs import each table)");
+		   "wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs "
+		   "without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: "
+		   "graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import "
+		   "each table)");
 }
 
 TEST(a_read_only_open_leaves_a_pending_sidecar_untouched)

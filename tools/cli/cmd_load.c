@@ -1,7 +1,8 @@
 /*
  * cmd_load — `graphfs load STORE FILE [--branch B] [-m MSG]`: publishes a
  * dump (graphfs dump, or any file of the same JSON lines) as one commit, each
- * table it names overwritten (see store_load in core/store.h).
+ * table it names overwritten (see store_load in core/store.h); or replays a
+ * `dump --all` stream, commit by commit, into a new store.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,10 +22,22 @@ static const char usage[] =
 	"before their nodes. Any bad line refuses the load, naming its line: nothing\n"
 	"is published.\n"
 	"\n"
+	"A stream of 'graphfs dump --all' (its first line says so) is replayed\n"
+	"instead, into a new store (graphfs init): every commit with its branch,\n"
+	"parents, time, actor and message, then the branches and tags. A commit whose\n"
+	"id changes (versions reclaimed before the dump renumber what follows) is\n"
+	"printed as 'renamed OLD NEW'. --branch, -m and the conditions do not apply.\n"
+	"\n"
 	"  --branch B         commit on branch B (default main)\n"
 	"  -m, --message MSG  the commit message\n"
 	"  --if-version V     publish only if the store is still at version V\n"
 	"  --if-commit ULID   publish only if the branch's head is still commit ULID\n";
+
+static void print_mapping(const char *from, const char *to, void *context)
+{
+	(void)context;
+	printf("renamed %s %s\n", from, to);
+}
 
 int cmd_load(int argc, char **argv)
 {
@@ -61,9 +74,17 @@ int cmd_load(int argc, char **argv)
 	struct store_commit_result result;
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = store_load(store, branch, file, message, &condition, cli_progress_update, &progress, &result, &error);
+	struct store_load_replay replay = { .mapped = print_mapping };
+	int rc = store_load(store, branch, file, message, &condition, cli_progress_update, &progress, &replay, &result,
+			    &error);
 	cli_progress_end(&progress, rc == 0, total);
-	if (rc < 0) {
+	if (replay.all) {
+		if (rc < 0)
+			status = cli_fail_error(rc, &error, "cannot load %s", file);
+		else
+			printf("loaded %s: replayed %llu commits\n", from_stdin ? "standard input" : file,
+			       (unsigned long long)replay.commits);
+	} else if (rc < 0) {
 		if (error.message[0] == '\0' && rc == -ENOENT)
 			status = cli_fail("cannot load %s: there is no branch '%s'", file, branch);
 		else

@@ -33,7 +33,7 @@ RUNGS = [
                   "manifest_sync", "manifest_tags", "manifest_recovery", "manifest_verify", "manifest_repair", "manifest_replay",
                   "manifest_open", "manifest_config"]),
     ("store", ["store", "store_backup", "store_txn", "store_parse", "store_edges", "store_graph", "store_dump",
-               "store_envelope", "store_names", "store_ops", "store_revert", "store_diff", "store_merge",
+               "store_dump_all", "store_dump_output", "store_envelope", "store_names", "store_ops", "store_revert", "store_diff", "store_merge",
                "store_merge_preview", "store_row_history", "store_retention", "store_config", "store_serving", "store_open", "store_txn_writers", "store_writer"]),
     ("mountfs", None),   # every file of mountfs/
     ("fuse", None),      # every file of fuse/
