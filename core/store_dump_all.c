@@ -291,11 +291,70 @@ static int emit_branch(const struct store_branch_info *branch, void *context)
 					   branch->head_commit[0] ? branch->head_commit : NULL));
 }
 
+/* The tags that keep a state below the horizon, in version order. */
+struct kept_tags {
+	struct store_tag_info *tags;
+	size_t count;
+	uint64_t horizon;
+};
+
+static int collect_kept_tag(const struct store_tag_info *tag, void *context)
+{
+	struct kept_tags *kept = context;
+	if (tag->version > kept->horizon)
+		return 0;
+	struct store_tag_info *grown = realloc(kept->tags, (kept->count + 1) * sizeof *grown);
+	if (!grown)
+		return -ENOMEM;
+	kept->tags = grown;
+	grown[kept->count++] = *tag;
+	return 0;
+}
+
+static int tag_version_compare(const void *left, const void *right)
+{
+	const struct store_tag_info *a = left, *b = right;
+	return a->version < b->version ? -1 : a->version > b->version;
+}
+
+/*
+ * A state below the horizon that a tag keeps: a full commit (its record where gc kept it;
+ * else the tag's commit id, branch and the state's time, with no actor or message).
+ */
+static int dump_tagged_state(struct dump_all *dump, const struct store_tag_info *tag)
+{
+	struct store_snapshot *snapshot = NULL;
+	int rc = store_snapshot_open_tag(dump->store, tag->name, &snapshot, dump->error);
+	if (rc < 0)
+		return rc;
+	struct commit_record record;
+	if (store_commit_at(dump->store, tag->version, &record) < 0) {
+		journal_commit_record_free(&record);
+		journal_commit_record_init(&record);
+		record.version = tag->version;
+		snprintf(record.branch, sizeof record.branch, "%s", tag->branch);
+		record.time_us = store_snapshot_time_us(snapshot);
+		record.actor = strdup("");
+		record.message = strdup("");
+		if (ulid_parse(tag->commit, &record.id) < 0 || !record.actor || !record.message)
+			rc = error_info_set(dump->error, -EIO, "tag %s names commit %s, which is no commit id", tag->name,
+					    tag->commit);
+	}
+	record.parent_count = 0;
+	if (rc == 0)
+		rc = emit_commit_line(dump, &record, true);
+	if (rc == 0)
+		rc = emit_changes(dump, NULL, snapshot);
+	if (rc == 0)
+		dump->commits++;
+	journal_commit_record_free(&record);
+	store_snapshot_release(snapshot);
+	return rc;
+}
+
 static int emit_tag(const struct store_tag_info *tag, void *context)
 {
 	struct dump_all *dump = context;
-	if (tag->version <= dump->horizon)
-		return 0;   /* its commit is not in the stream (FORMAT.md §24) */
 	return emit_object(dump, json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:s}", "tag", tag->name, "commit", tag->commit,
 					   "version", (json_int_t)tag->version, "branch", tag->branch, "time_us",
 					   (json_int_t)tag->time_us, "actor", tag->actor, "message", tag->message));
@@ -312,6 +371,15 @@ int store_dump_all(struct store *store, int fd, store_progress_fn progress, void
 	if (rc == 0)
 		rc = emit_object(&dump, json_pack("{s:s, s:i, s:b}", "graphfs", "dump", "format", DUMP_ALL_FORMAT,
 						  "all", 1));
+	struct kept_tags kept = { NULL, 0, dump.horizon };
+	if (rc == 0 && dump.horizon && (rc = store_tags(store, collect_kept_tag, &kept)) < 0)
+		error_info_set(error, rc, "cannot list the tags: %s", io_strerror(rc));
+	if (kept.count > 1)
+		qsort(kept.tags, kept.count, sizeof *kept.tags, tag_version_compare);
+	for (size_t i = 0; rc == 0 && i < kept.count; i++)
+		if (i == 0 || kept.tags[i].version != kept.tags[i - 1].version)
+			rc = dump_tagged_state(&dump, &kept.tags[i]);
+	free(kept.tags);
 	for (uint64_t version = dump.horizon + 1; rc == 0 && version <= latest; version++) {
 		struct commit_record record;
 		rc = store_commit_at(store, version, &record);
@@ -352,7 +420,7 @@ struct replay {
 	const char *file;
 	uint64_t line;
 	struct error_info *error;
-	json_t *ids;                  /* the stream's commit id -> this store's */
+	json_t *ids;                  /* the stream's commit id -> this store's, where they differ */
 	store_mapped_fn mapped;       /* hears each id that changed */
 	void *mapped_context;
 	uint64_t commits;
@@ -384,10 +452,12 @@ static int replay_fail(struct replay *replay, int code, const char *format, ...)
 	return error_info_set(replay->error, code, "%s", message);
 }
 
-/* This store's id of the stream's commit id, or NULL. */
+/* This store's id of the stream's commit id (NULL: NULL): the same id unless its replay
+ * renamed it. A commit the stream never made is refused where it is used. */
 static const char *replay_id(struct replay *replay, const char *id)
 {
-	return id ? json_string_value(json_object_get(replay->ids, id)) : NULL;
+	const char *renamed = id ? json_string_value(json_object_get(replay->ids, id)) : NULL;
+	return renamed ? renamed : id;
 }
 
 struct branch_lookup {
@@ -415,6 +485,8 @@ static int replay_branch(struct replay *replay, const char *branch, const char *
 		return replay_fail(replay, rc, "cannot list the branches: %s", io_strerror(rc));
 	if (lookup.found && (!at || strcmp(lookup.head, at) == 0))
 		return 0;
+	if (at && store_commit_find(replay->store, at, NULL, NULL) < 0)
+		return replay_fail(replay, -EINVAL, "branch %s is to be at commit %s, which no earlier line made", branch, at);
 	struct error_info error;
 	error_info_clear(&error);
 	if (lookup.found && (rc = store_branch_delete(replay->store, branch, NULL, true, NULL, &error)) < 0)
@@ -508,9 +580,11 @@ static int replay_commit(struct replay *replay)
 	if (rc == 0 && (rc = store_txn_commit(replay->txn, replay->message, &result, &error)) < 0)
 		replay_fail(replay, rc, "cannot replay commit %s: %s", replay->id, error.message);
 	if (rc == 0) {
-		json_object_set_new(replay->ids, replay->id, json_string(result.commit));
-		if (strcmp(replay->id, result.commit) != 0 && replay->mapped)
-			replay->mapped(replay->id, result.commit, replay->mapped_context);
+		if (strcmp(replay->id, result.commit) != 0) {
+			json_object_set_new(replay->ids, replay->id, json_string(result.commit));
+			if (replay->mapped)
+				replay->mapped(replay->id, result.commit, replay->mapped_context);
+		}
 		replay->commits++;
 	}
 	store_txn_free(replay->txn);
@@ -543,18 +617,19 @@ static int replay_begin_commit(struct replay *replay, json_t *line)
 	const char *first = replay_id(replay, json_string_value(json_array_get(parents, 0)));
 	const char *second = replay_id(replay, json_string_value(json_array_get(parents, 1)));
 	if (!full && json_array_size(parents) > 0 && !first)
-		return replay_fail(replay, -EINVAL, "commit %s names parent %s, which no earlier line made", id,
-				   json_string_value(json_array_get(parents, 0)));
+		return replay_fail(replay, -EINVAL, "commit %s: its first parent is not a commit id", id);
 	int rc = replay_branch(replay, branch, full ? NULL : first);
+	if (rc < 0)
+		return rc;
 	struct error_info error;
 	error_info_clear(&error);
-	if (rc == 0 && (rc = store_txn_begin(replay->store, branch, &replay->txn, &error)) < 0)
+	if ((rc = store_txn_begin(replay->store, branch, &replay->txn, &error)) < 0)
 		return replay_fail(replay, rc, "%s", error.message);
 	snprintf(replay->id, sizeof replay->id, "%s", id);
 	replay->full = full;
 	replay->message = strdup(message);
-	if (rc == 0 && !replay->message)
-		rc = replay_fail(replay, -ENOMEM, "out of memory");
+	if (!replay->message)
+		return replay_fail(replay, -ENOMEM, "out of memory");
 	store_txn_defer_endpoint_checks(replay->txn, true);
 	if (rc == 0 && (rc = store_txn_set_actor(replay->txn, actor)) < 0)
 		replay_fail(replay, rc, "actor \"%.64s…\" is too long", actor);
@@ -622,10 +697,7 @@ static int replay_name(struct replay *replay, json_t *line)
 	if (json_unpack(line, "{s:s, s:o}", "branch", &name, "head", &head_value) == 0 &&
 	    (json_is_null(head_value) || json_is_string(head_value))) {
 		head = json_string_value(head_value);
-		const char *at = head ? replay_id(replay, head) : NULL;
-		if (head && !at)
-			return replay_fail(replay, -EINVAL, "branch %s names head %s, which no earlier line made", name, head);
-		return replay_branch(replay, name, at);
+		return replay_branch(replay, name, replay_id(replay, head));
 	}
 	if (json_unpack(line, "{s:s, s:s, s:I, s:s, s:I, s:s, s:s}", "tag", &name, "commit", &commit, "version", &version,
 			"branch", &branch, "time_us", &time_us, "actor", &actor, "message", &message) == 0) {

@@ -161,7 +161,7 @@ def graphfs():
 # Under ASan, the command-line launches of these files check leaks at exit (every other launch
 # skips the ~40 ms check; docs/TESTING.md "Sanitizers"): together they take every command and its
 # error paths.
-LEAK_CHECKED = {"test_bad_input", "test_commands", "test_corruption", "test_dump", "test_gc", "test_merge",
+LEAK_CHECKED = {"test_bad_input", "test_commands", "test_corruption", "test_dump", "test_dump_all", "test_gc", "test_merge",
                 "test_object_store", "test_snapshot"}
 
 
@@ -180,7 +180,7 @@ def cli(graphfs, tmp_path, request):
 # and on an s3:// store, so that what works on a disk is shown to work on an object store too.
 # Under ASan the s3 variants run for one representative file (and test_object_store.py, which
 # is about the object store): the normal build runs them all (docs/TESTING.md "Stores").
-BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "test_gc", "test_graph",
+BOTH_STORES = {"test_branches", "test_concurrency", "test_diff", "test_dump", "test_dump_all", "test_gc", "test_graph",
                "test_heads", "test_history", "test_log", "test_merge", "test_names", "test_progress",
                "test_row_history", "test_rows", "test_snapshot"}
 BOTH_STORES_SANITIZED = {"test_rows"}

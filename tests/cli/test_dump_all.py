@@ -107,21 +107,40 @@ def test_a_deleted_branch_stays_deleted_and_its_merged_commits_can_bring_it_back
     assert [entry["message"] for entry in cli.log(loaded, branch="team")][0] == "p4 leaves, with its edges"
 
 
+def test_a_history_moves_between_stores_of_either_kind(cli, store):
+    # on an s3:// store as on a directory: dump --all of the one, load into a new one beside it
+    cli.import_rows(store, "P", [{"id": "a"}, {"id": "b"}])
+    cli.ok("branch", store, "create", "side")
+    cli.import_rows(store, "P", [{"id": "c"}], mode="merge", branch="side")
+    cli.import_rows(store, "P", [{"id": "a", "@delete": True}], mode="merge")
+    cli.ok("merge", store, "side", "-m", "side's row")
+    cli.ok("tag", store, "create", "merged")
+    stream = cli.ok("dump", store, "--all").stdout
+    copy = f"{store}-loaded"
+    cli.ok("init", copy)
+    assert b"replayed 4 commits" in cli.ok("load", copy, "-", input=stream).stdout
+    assert cli.ok("dump", copy, "--all").stdout == stream
+    assert cli.export(copy, "P", at="merged") == jsonl([{"id": "b"}, {"id": "c"}])
+
+
 def test_a_store_whose_early_versions_were_reclaimed_round_trips_what_is_retained(cli, tmp_path):
     store = tmp_path / "store"
     cli.ok("init", store)
     for n in range(6):
         cli.import_rows(store, "P", [{"id": f"p{n}"}], mode="merge", message=f"commit {n + 1}")
+        if n == 1:
+            cli.ok("tag", store, "create", "two")   # gc keeps the state of version 2 for it
     cli.ok("gc", store, "--keep-versions", "2")
     stream = cli.ok("dump", store, "--all").stdout
     commits = [line for line in lines(stream) if "parents" in line]
-    assert [commit["version"] for commit in commits] == [5, 6] and commits[0].get("full") is True
+    assert [(commit["version"], commit.get("full")) for commit in commits] == [(2, True), (5, True), (6, None)]
     loaded = tmp_path / "loaded"
     cli.ok("init", loaded)
     result = cli.ok("load", loaded, cli.write_file(stream))
-    assert result.stdout.decode().count("renamed ") == 2
+    assert result.stdout.decode().count("renamed ") == 3
     assert cli.export(loaded, "P") == cli.export(store, "P")
-    assert [entry["message"] for entry in cli.log(loaded)] == ["commit 6", "commit 5"]
+    assert cli.export(loaded, "P", at="two") == cli.export(store, "P", at="two") == jsonl([{"id": "p0"}, {"id": "p1"}])
+    assert [entry["message"] for entry in cli.log(loaded)][:2] == ["commit 6", "commit 5"]
     cli.ok("verify", loaded)
 
 
@@ -137,3 +156,19 @@ def test_load_of_a_stream_refuses_a_store_that_has_commits_and_a_stream_cut_shor
     cli.ok("init", cut)
     error = cli.fail("load", cut, cli.write_file(b"\n".join(stream.splitlines()[:-3]) + b"\n"))
     assert "end line" in error and "1 commits were replayed" in error
+
+
+def test_load_refuses_a_line_that_names_a_commit_no_earlier_line_made_at_that_line(cli, tmp_path):
+    store = tmp_path / "store"
+    cli.ok("init", store)
+    cli.import_rows(store, "P", [{"id": "a"}])
+    cli.import_rows(store, "P", [{"id": "b"}], mode="merge")
+    parsed = lines(cli.ok("dump", store, "--all").stdout)
+    second = next(n for n, line in enumerate(parsed) if line.get("version") == 2)
+    parsed[second]["parents"] = ["01M93V8VEN000000010B01Z7JS"]
+    loaded = tmp_path / "loaded"
+    cli.ok("init", loaded)
+    path = cli.write_file("".join(json.dumps(line) + "\n" for line in parsed))
+    error = cli.fail("load", loaded, path)
+    assert f"{path}:{second + 1}:" in error and "no earlier line made" in error
+    assert [entry["message"] for entry in cli.log(loaded)] == [lines(cli.ok("dump", store, "--all").stdout)[1]["message"]]

@@ -59,7 +59,7 @@ def test_no_progress_bar_on_a_terminal_for_a_refused_import_after_the_error(cli,
 def test_export_dump_and_verify_draw_a_bar_on_a_terminal_and_nothing_elsewhere(cli, store):
     cli.ok("import", store, "T", cli.write_file(ROWS))
     for command, label in ((("export", store, "T"), b"export"), (("dump", store), b"dump"),
-                           (("verify", store), b"verify")):
+                           (("dump", store, "--all"), b"dump --all"), (("verify", store), b"verify")):
         drawn, output, status = on_a_terminal(cli, *command)
         assert status == 0, (command, drawn)
         assert label in drawn and b"100%" in drawn and b"\r" in drawn, (command, drawn)
