@@ -20,6 +20,7 @@
 #ifndef GRAPHFS_IO_H
 #define GRAPHFS_IO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -304,6 +304,8 @@ void io_log_failure(const struct error_info *error)
 {
 	if (error->code) {
 		io_failure_note(error->code, error->message);
-		io_log(LOG_INFO, "%s", error->message);
+		/* a store out of reach is said once, by whoever reads through the outage (a mount's
+		 * .graphfs/errors), not at every request that meets it */
+		io_log(io_error_is_unreachable(error->code) ? LOG_DEBUG : LOG_INFO, "%s", error->message);
 	}
 }

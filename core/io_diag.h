@@ -13,6 +13,7 @@
 #ifndef GRAPHFS_IO_DIAG_H
 #define GRAPHFS_IO_DIAG_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -106,5 +107,12 @@ void io_failure_note(int rc, const char *message);
 /* A failed request: notes it (io_failure_note) and logs its message at LOG_INFO for a
  * daemon's log (informational: the caller's error says what failed). Nothing if error->code is 0. */
 void io_log_failure(const struct error_info *error);
+
+/* Whether rc is what a request to an object store out of reach returns (connection refused,
+ * timed out, host unreachable, a transfer cut: core/s3.c), as opposed to damage or a refusal. */
+static inline bool io_error_is_unreachable(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH || rc == -ECOMM;
+}
 
 #endif

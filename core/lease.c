@@ -150,7 +150,8 @@ static void *lease_renew(void *context)
 		uint64_t after = clock_us(CLOCK_MONOTONIC);
 		/* one failure is a note; a lease half gone without a good store is a warning */
 		if (rc < 0)
-			io_log(after - lease->succeeded_us > (uint64_t)lease->seconds * 500000u ? LOG_WARNING : LOG_INFO,
+			io_log(after - lease->succeeded_us > (uint64_t)lease->seconds * 500000u ? LOG_WARNING
+			       : io_error_is_unreachable(rc) ? LOG_DEBUG : LOG_INFO,
 			       "%s: cannot store the lease %s/%s: %s (it lapses unless a renewal works)", lease->path,
 			       lease->subdirectory, lease->name, io_strerror(rc));
 		pthread_mutex_lock(&lease->lock);

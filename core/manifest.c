@@ -273,6 +273,7 @@ int manifest_meta_newest(struct manifest *manifest, struct meta_slot *out)
  * end), instead of reading the meta slots.
  */
 #define REMOTE_REFRESH_US 100000u
+#define UNREACHABLE_RETRY_US 1000000u
 
 /* REMOTE_REFRESH_US, or GRAPHFS_S3_REFRESH_MS (1 ms to 10 min; tests that count requests
  * lengthen it, so that a slow machine's reads do not add a LIST) */
@@ -294,7 +295,14 @@ static int remote_refresh(struct manifest *manifest, bool *changed, bool scan)
 	uint64_t file_size, now = manifest_monotonic_us();
 	/* a read of the latest state lists at most every REMOTE_REFRESH_US (FORMAT.md §23) */
 	bool list = !scan && (manifest->listed_us == 0 || now - manifest->listed_us >= remote_refresh_us());
+	if (!list && manifest->out_of_reach)
+		return manifest->out_of_reach;   /* the last listing found the store out of reach */
 	int rc = list ? io_size(&manifest->file, &file_size) : io_size_known(&manifest->file, &file_size);
+	if (list) {
+		manifest->out_of_reach = io_error_is_unreachable(rc) ? rc : 0;
+		if (manifest->out_of_reach)
+			manifest->listed_us = manifest->unreachable_us = now;   /* the next look waits its turn */
+	}
 	if (rc < 0)
 		return rc;
 	if (list)
@@ -682,6 +690,36 @@ uint64_t manifest_end(struct manifest *manifest)
 struct pager *manifest_pager(struct manifest *manifest)
 {
 	return manifest->pager;
+}
+
+int manifest_refresh_now(struct manifest *manifest, bool *changed)
+{
+	pthread_mutex_lock(&manifest->state_mutex);
+	/* in an object store: list the newest pieces now, unless a listing found the store out of
+	 * reach within the last second (an outage must not cost every open a connect timeout) */
+	if (manifest_monotonic_us() - manifest->unreachable_us >= UNREACHABLE_RETRY_US)
+		manifest->listed_us = 0;
+	int rc = manifest_state_refresh(manifest, changed);
+	if (rc == 0 && manifest->state == MANIFEST_DAMAGED)
+		rc = -EIO;
+	pthread_mutex_unlock(&manifest->state_mutex);
+	return rc;
+}
+
+int manifest_refresh_for_read(struct manifest *manifest)
+{
+	int rc = manifest_refresh(manifest, NULL);
+	struct root_record known;
+	if (io_error_is_unreachable(rc) && manifest_latest(manifest, &known) == 0) {
+		atomic_fetch_add(&manifest->stale_reads, 1);
+		return 0;
+	}
+	return rc;
+}
+
+uint64_t manifest_stale_reads(struct manifest *manifest)
+{
+	return atomic_load(&manifest->stale_reads);
 }
 
 int manifest_refresh(struct manifest *manifest, bool *changed)

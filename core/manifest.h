@@ -140,6 +140,14 @@ struct pager *manifest_pager(struct manifest *manifest);
  * moved. Cheap when nothing changed (two meta slot reads). Returns 0 or -errno.
  */
 int manifest_refresh(struct manifest *manifest, bool *changed);
+/* manifest_refresh that sees every commit made before the call began: in an object store it
+ * lists the newest pieces now (one LIST) instead of at most every REMOTE_REFRESH_US. */
+int manifest_refresh_now(struct manifest *manifest, bool *changed);
+/* A read's refresh: manifest_refresh, except that while the object store is out of reach
+ * (io_error_is_unreachable) a handle that knows a root reads that last known state (counted:
+ * manifest_stale_reads) instead of failing. Writes never do: a publish needs the store. */
+int manifest_refresh_for_read(struct manifest *manifest);
+uint64_t manifest_stale_reads(struct manifest *manifest);
 /* The latest root this handle knows (after the last refresh or own publish). */
 int manifest_latest(struct manifest *manifest, struct root_record *out);
 /* Where the latest root known to this handle ends: the manifest's blocks end there (FORMAT.md §4). */

@@ -70,7 +70,7 @@ int manifest_snapshot_latest(struct manifest *manifest, const char *branch,
 			     struct manifest_snapshot *out)
 {
 	struct root_record latest;
-	int rc = manifest_refresh(manifest, NULL);
+	int rc = manifest_refresh_for_read(manifest);
 	if (rc == 0)
 		rc = manifest_latest(manifest, &latest);
 	if (rc == 0)
@@ -153,7 +153,7 @@ int manifest_snapshot_at(struct manifest *manifest, const char *branch, uint64_t
 {
 	struct root_record latest, root;
 	struct branch_record owner;
-	int rc = manifest_refresh(manifest, NULL);
+	int rc = manifest_refresh_for_read(manifest);
 	if (rc == 0)
 		rc = manifest_latest(manifest, &latest);
 	/* reclaimed by gc (store_version_missing says so), before the first version, or after the latest */

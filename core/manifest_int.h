@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,7 +102,13 @@ struct manifest {
 	uint64_t written_size;          /* where written ends: the blocks end there */
 	uint64_t observed_size;         /* file size when the tail was last scanned */
 	uint64_t listed_us;             /* in an object store: when the pieces were last listed
-					   (monotonic; 0: list at the next refresh) */
+					   (monotonic; 0: list at the next refresh), or a listing failed */
+	uint64_t unreachable_us;        /* in an object store: when a listing last failed because the
+					   store was out of reach (monotonic; 0: never) */
+	int out_of_reach;               /* that listing's error while no later listing succeeded (0: none):
+					   what a refresh without a listing returns meanwhile */
+	atomic_ulong stale_reads;       /* reads that used the last known state because the object
+					   store was out of reach (manifest_stale_reads) */
 	uint64_t durable_size;          /* newest valid meta slot's size: never truncated below */
 	uint64_t meta_sequence;         /* newest valid meta slot's sequence (0: none) */
 	bool tail_torn;                 /* the last scan met something other than zeros or the

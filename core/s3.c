@@ -9,6 +9,11 @@
  *      Reads, deletes and unconditional puts are repeated up to
  *      S3_ATTEMPTS times on a network error or a 500/503.
  *   2. Counters count every attempt, under the client's lock.
+ *   3. An outage costs each request little: once a request found the
+ *      endpoint out of reach, every request of the process for the next
+ *      S3_OUT_OF_REACH_US makes one attempt with a short connect timeout
+ *      (the layers above then read what they already know, and fail writes
+ *      at once); the first request that gets an answer ends that.
  */
 #include "s3.h"
 
@@ -16,6 +21,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,8 @@
 #include "s3_int.h"
 
 #define S3_ATTEMPTS 3
+#define S3_OUT_OF_REACH_US 1000000u    /* invariant 3 */
+#define S3_OUT_OF_REACH_CONNECT_S 2L
 #define S3_PART_MIN (5ull << 20)       /* S3's smallest part (but the last) */
 #define S3_PART_MAX (5ull << 30)       /* and largest */
 #define S3_PART_DEFAULT (64ull << 20)
@@ -41,6 +49,16 @@ struct s3_client {
 	char signature[96];            /* "aws:amz:REGION:s3" */
 	char credentials[400];         /* "ACCESS:SECRET" */
 };
+
+/* invariant 3: until when (monotonic µs) a request makes one attempt; 0: none */
+static _Atomic uint64_t out_of_reach_until_us;
+
+static uint64_t monotonic_us(void)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_nsec / 1000u;
+}
 
 /* every client's counters added up (s3_counters_process) */
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -316,7 +334,9 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 	size_t body_start = body->size;
 	int rc = -EIO;
 	CURL *curl = client->curl;
-	for (int attempt = 0; attempt < S3_ATTEMPTS; attempt++) {
+	bool suspect = monotonic_us() < atomic_load(&out_of_reach_until_us);
+	int attempts = suspect ? 1 : S3_ATTEMPTS;
+	for (int attempt = 0; attempt < attempts; attempt++) {
 		if ((rc = io_failpoint("object_store.before_request")) < 0) {
 			error_info_set(error, rc, "%s: failpoint object_store.before_request", what);
 			break;
@@ -330,7 +350,7 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		s3_curl.easy_setopt(curl, CURLOPT_USERPWD, client->credentials);
 		s3_curl.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 		s3_curl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-		s3_curl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
+		s3_curl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, suspect ? S3_OUT_OF_REACH_CONNECT_S : 10L);
 		s3_curl.easy_setopt(curl, CURLOPT_TIMEOUT, 300L);
 		s3_curl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_body);
 		s3_curl.easy_setopt(curl, CURLOPT_WRITEDATA, body);
@@ -372,7 +392,8 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 				s3_curl.easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
 				*length_out = length < 0 ? 0 : (uint64_t)length;
 			}
-			if ((*status == 500 || *status == 503) && repeatable && attempt + 1 < S3_ATTEMPTS) {
+			atomic_store(&out_of_reach_until_us, 0);   /* an answer: the endpoint is there */
+			if ((*status == 500 || *status == 503) && repeatable && attempt + 1 < attempts) {
 				nanosleep(&(struct timespec){ 0, 50000000L << attempt }, NULL);
 				continue;
 			}
@@ -387,7 +408,9 @@ static int send_request(struct s3_client *client, enum request_kind kind, const 
 		rc = error_info_set(error, code, "%s: %s (%s)%s", what, s3_curl.easy_strerror(result),
 				    client->location.endpoint,
 				    repeatable ? "" : "; the outcome is unknown: the object may or may not exist");
-		if (!repeatable)
+		if (code != -ECOMM)
+			atomic_store(&out_of_reach_until_us, monotonic_us() + S3_OUT_OF_REACH_US);
+		if (!repeatable || attempt + 1 == attempts)
 			break;
 		nanosleep(&(struct timespec){ 0, 50000000L << attempt }, NULL);
 	}

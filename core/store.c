@@ -149,6 +149,21 @@ int store_refresh(struct store *store, bool *changed)
 	return manifest_refresh(store->manifest, changed);
 }
 
+int store_refresh_now(struct store *store, bool *changed)
+{
+	return manifest_refresh_now(store->manifest, changed);
+}
+
+bool store_error_is_unreachable(int rc)
+{
+	return io_error_is_unreachable(rc);
+}
+
+uint64_t store_stale_reads(struct store *store)
+{
+	return manifest_stale_reads(store->manifest);
+}
+
 uint64_t store_version(struct store *store)
 {
 	struct root_record root;

@@ -96,6 +96,15 @@ int store_threads_resume(struct store *store);
  * anything moved. Operations that mean "latest" (snapshot_open, txn_begin,
  * branches, commit_find) refresh by themselves. Returns 0 or -errno. */
 int store_refresh(struct store *store, bool *changed);
+/* store_refresh that sees every commit acknowledged anywhere before the call began (a mount's
+ * open(2) of a live file: close-to-open); in an object store one LIST, not at most one per
+ * 100 ms. Returns 0 or -errno. */
+int store_refresh_now(struct store *store, bool *changed);
+/* Whether rc says the object store is out of reach (refused, timed out, unreachable, cut),
+ * not damage or a refusal. While it is, reads of a handle that knew a state use that last
+ * known state (store_stale_reads counts them) and every write fails with that rc. */
+bool store_error_is_unreachable(int rc);
+uint64_t store_stale_reads(struct store *store);
 /* The newest version the handle knows. */
 uint64_t store_version(struct store *store);
 const char *store_path(const struct store *store);

@@ -401,7 +401,8 @@ int store_branch_delete(struct store *store, const char *name, const char *mount
 		return error_info_set(error, -EROFS, "the store is open read-only");
 	if (!name || !schema_name_is_valid(name, strlen(name)))
 		return error_info_set(error, -ENOENT, "no branch named \"%.128s\"", name ? name : "");
-	int rc = manifest_refresh(store->manifest, NULL);
+	/* what the delete checks (merged somewhere?) must be the latest: in an object store, list now */
+	int rc = manifest_refresh_now(store->manifest, NULL);
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot refresh the store: %s", io_strerror(rc));
 	struct manifest_condition check;

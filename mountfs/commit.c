@@ -56,6 +56,8 @@ static int commit(struct mountfs *mount, struct store_txn *txn, const char *mess
 	if (rc < 0) {
 		if (rc == -EBUSY && !error.message[0])
 			error_info_set(&error, -EBUSY, "the table moved since this file was opened; nothing was published");
+		if (store_error_is_unreachable(rc))
+			rc = -EIO;   /* the object store is out of reach: the errors line says so */
 		mount_error_record(mount, error.path[0] ? error.path : path, &error, rc);
 		return rc;
 	}

@@ -427,8 +427,14 @@ int mountfs_open(struct mountfs *mount, uint64_t id, int flags, const struct mou
 {
 	atomic_fetch_add(&mount->requests, 1);
 	struct node *node = node_of(mount, id);
-	if (namespace_is_live(node))
-		mount_refresh(mount);
+	int reach = namespace_is_live(node) ? mount_refresh_now(mount) : 0;   /* close-to-open */
+	if (store_error_is_unreachable(reach) && (flags & O_ACCMODE) != O_RDONLY && node->kind == NODE_TABLE_FILE) {
+		char path[GRAPHFS_PATH_MAX];
+		inode_path(mount, node, path, sizeof path);
+		mount_error_refuse(mount, path, -EIO, "the object store is out of reach (%s): nothing can be written "
+				   "until it is back", strerror(-reach));
+		return -EIO;
+	}
 	struct open_file *file = NULL;
 	int rc = open_file_open(mount, node, flags, false, caller_uid(caller), &file);
 	if (rc < 0)

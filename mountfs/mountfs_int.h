@@ -329,6 +329,8 @@ struct mountfs {
 	atomic_uint_fast64_t requests;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t refreshes;
+	atomic_bool unreachable;        /* the last refresh found the object store out of reach: live
+					   files show the last known state, writes fail (docs/MOUNT.md "Outages") */
 	atomic_uint_fast64_t rejected;
 };
 
@@ -421,6 +423,9 @@ int based_publish(struct mountfs *mount, const struct based_write *write, bool *
 
 /* Picks up other processes' commits, at most once per interval; invalidates live attrs. */
 void mount_refresh(struct mountfs *mount);
+/* The same at once, whatever the interval: an open's close-to-open refresh (one LIST in an
+ * object store). Returns the refresh's result: 0, or -errno (the last known state stays). */
+int mount_refresh_now(struct mountfs *mount);
 /* After a commit on branch by this mount: drops cached live snapshots and tells the
  * kernel that the live files of the tables in names (and the branch's log) changed;
  * removed: those names went away (drop, rename, failed creation), so their cached

@@ -6,7 +6,9 @@
  *   1. Commits by other processes become visible within refresh_interval_ms +
  *      GRAPHFS_LIVE_TIMEOUT: live requests refresh the store at most once per
  *      interval, and cached live attributes and entries expire after the live
- *      timeout.
+ *      timeout. An open(2) of a live file sees every commit acknowledged
+ *      anywhere before it began (close-to-open): it refreshes the store at once
+ *      (mount_refresh_now).
  *   2. After a commit this mount made, the notify hooks hear of every live
  *      file of the tables it changed (and of the branch's log) before the
  *      request that made it returns, or right after its reply for requests
@@ -181,22 +183,44 @@ void mount_invalidate_entries_beside(struct mountfs *mount, const char *branch, 
 	invalidate_collected(mount, &work);   /* entries only: collect_live adds no inode */
 }
 
-void mount_refresh(struct mountfs *mount)
+/* An outage begins or ends (docs/MOUNT.md "Outages"): said once each way, in .graphfs/errors
+ * and the log. */
+static void note_reachability(struct mountfs *mount, int rc)
 {
-	uint64_t now = mount_now_ms();
-	pthread_mutex_lock(&mount->refresh_lock);
-	if (now - mount->last_refresh_ms < mount->refresh_interval_ms) {
-		pthread_mutex_unlock(&mount->refresh_lock);
+	bool unreachable = store_error_is_unreachable(rc);
+	if (atomic_exchange(&mount->unreachable, unreachable) == unreachable)
 		return;
+	if (unreachable) {
+		mount_error_refuse(mount, store_path(mount->store), -EIO,
+				   "the object store is out of reach (%s): live files show the last state this mount "
+				   "knew (version %llu) and every write fails until it is back",
+				   strerror(-rc), (unsigned long long)store_version(mount->store));
+		mount_log(mount, LOG_WARNING, "the object store is out of reach (%s): showing version %llu, refusing "
+			  "writes until it is back", strerror(-rc), (unsigned long long)store_version(mount->store));
+	} else {
+		mount_log(mount, LOG_NOTICE, "the object store is back: live files show its latest state again");
 	}
-	mount->last_refresh_ms = now;
+}
+
+/* A refresh: at most once per interval, or (now) at once. */
+static int refresh(struct mountfs *mount, bool now)
+{
+	uint64_t now_ms = mount_now_ms();
+	pthread_mutex_lock(&mount->refresh_lock);
+	if (!now && now_ms - mount->last_refresh_ms < mount->refresh_interval_ms) {
+		pthread_mutex_unlock(&mount->refresh_lock);
+		return 0;
+	}
+	mount->last_refresh_ms = now_ms;
 	pthread_mutex_unlock(&mount->refresh_lock);
 	bool changed = false;
-	int rc = store_refresh(mount->store, &changed);
+	int rc = now ? store_refresh_now(mount->store, &changed) : store_refresh(mount->store, &changed);
 	atomic_fetch_add(&mount->refreshes, 1);
+	note_reachability(mount, rc);
 	if (rc < 0) {
-		mount_log(mount, LOG_ERR, "refreshing the store failed: %s", strerror(-rc));
-		return;
+		if (!store_error_is_unreachable(rc))
+			mount_log(mount, LOG_ERR, "refreshing the store failed: %s", strerror(-rc));
+		return rc;
 	}
 	if (changed) {
 		upkeep_poke(mount);   /* others' commits count towards the policy too */
@@ -210,5 +234,16 @@ void mount_refresh(struct mountfs *mount)
 		struct invalidation work = { .refresh = true, .mount = mount };
 		invalidate_collected(mount, &work);
 	}
+	return 0;
+}
+
+void mount_refresh(struct mountfs *mount)
+{
+	refresh(mount, false);
+}
+
+int mount_refresh_now(struct mountfs *mount)
+{
+	return refresh(mount, true);
 }
 

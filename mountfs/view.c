@@ -428,6 +428,8 @@ static int render_stats(struct mountfs *mount, struct buf *out)
 	json_set_number(daemon, "requests", atomic_load(&mount->requests));
 	json_set_number(daemon, "commits", atomic_load(&mount->commits));
 	json_set_number(daemon, "refreshes", atomic_load(&mount->refreshes));
+	json_object_set_new(daemon, "stale", json_boolean(atomic_load(&mount->unreachable)));
+	json_set_number(daemon, "stale_reads", store_stale_reads(mount->store));
 	json_set_number(daemon, "retention_gcs", atomic_load(&mount->upkeep_runs));
 	json_set_number(daemon, "rejected_writes", atomic_load(&mount->rejected));
 	pthread_mutex_lock(&mount->inodes.lock);

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from conftest import Cli, graphfs_binary, jsonl
+from tier import SMALL
 
 
 def schema(properties):
@@ -86,7 +87,7 @@ def test_every_branch_keeps_its_log_messages_times_actors_and_parents(history):
 
 def test_every_table_has_the_same_bytes_at_every_version_and_every_tag(history):
     cli, store, loaded, stream, result = history
-    for version in range(1, 13):
+    for version in range(1, 13) if not SMALL else (1, 3, 7, 10, 12):   # a sample under ASan and in quick
         for branch in ("main", "scratch"):
             before = cli.run("dump", store, "--branch", branch, "--at", str(version))
             after = cli.run("dump", loaded, "--branch", branch, "--at", str(version))

@@ -180,7 +180,9 @@ def start_daemon(store, mountpoint, stderr_path, options=(), foreground=True):
                          f"{Path(stderr_path).read_text(errors='replace')}")
 
 
-EXPECTED_STDERR = ("graphfs: mounted ",)
+EXPECTED_STDERR = ("graphfs: mounted ",
+                   # an outage of the object store and its end (tests/mount/test_object_store.py)
+                   "graphfs: the object store is out of reach (", "graphfs: the object store is back")
 
 
 def check_stderr(text):

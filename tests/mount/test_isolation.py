@@ -58,6 +58,18 @@ def test_fstat_of_an_open_reader_answers_for_its_version_after_another_process_c
         assert reader.read() == jsonl(PEOPLE).encode()
 
 
+def test_an_open_right_after_another_process_commits_sees_its_commit(store, mounter):
+    # close-to-open: an open(2) of a live file refreshes at once, whatever the refresh interval
+    import_rows(store, "Person", PEOPLE)
+    m = mounter(store)
+    rows = list(PEOPLE)
+    for n in range(8):
+        assert m.read("tables", "Person.jsonl") == jsonl(rows)
+        rows.append({"id": f"r{n}", "name": f"R{n}"})
+        import_rows(store, "Person", rows[-1:], mode="merge")   # another process, acknowledged at its exit
+    assert m.read("tables", "Person.jsonl") == jsonl(rows)
+
+
 def test_an_open_history_file_and_a_live_file_differ_after_a_commit(store, mounter):
     import_rows(store, "Person", PEOPLE)
     m = mounter(store)

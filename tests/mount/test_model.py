@@ -33,8 +33,8 @@ SCHEMA = {"kind": "node", "properties": {"name": {"type": "string", "nullable": 
 KEY_ORDER = ("id", "name", "n")
 TABLE_NAMES = ("Ada", "Bob", "Cy", "Dee")
 BRANCH_NAMES = ("b1", "b2")
-# 40 runs of 40 steps; 300 under --soak, 10 under ASan and in quick
-MACHINE_SETTINGS = settings(max_examples=size(40, soak=300, small=10), stateful_step_count=40, deadline=None, database=None,
+# 30 runs of 40 steps; 300 under --soak, 10 under ASan and in quick
+MACHINE_SETTINGS = settings(max_examples=size(30, soak=300, small=10), stateful_step_count=40, deadline=None, database=None,
                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 ids = st.sampled_from("abcdef")

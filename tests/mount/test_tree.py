@@ -288,8 +288,10 @@ def test_stats_has_the_read_counters(populated, mounter):
 
 
 def manifest_reads(m):
+    """Pages and bytes read from the manifest (each open of a live file also reads the meta slots:
+    close-to-open, docs/MOUNT.md; those count as reads, never as pages)."""
     stats = m.stats()["manifest"]
-    return (stats["reads"], stats["pages"], stats["bytes"])
+    return (stats["pages"], stats["bytes"])
 
 
 def test_repeated_listings_and_reads_cost_no_manifest_page(populated, mounter):
@@ -306,7 +308,7 @@ def test_block_cache_0_reads_the_schema_blocks_each_time(populated, mounter):
     first = manifest_reads(m)
     m.sh("cat schema/* >/dev/null")
     second = manifest_reads(m)
-    assert second[1] > first[1]
+    assert second[0] > first[0]
 
 def test_version_file_names_binary_and_format(mnt):
     version = json.loads(mnt.read(".graphfs", "version"))
