@@ -150,11 +150,9 @@ static int load_fail(struct load *load, int code, const char *format, ...)
 {
 	va_list arguments;
 	va_start(arguments, format);
-	char message[sizeof load->error->message];
-	vsnprintf(message, sizeof message, format, arguments);
+	int rc = store_dump_fail_at(load->error, load->file, load->line, code, format, arguments);
 	va_end(arguments);
-	error_info_locate(load->error, load->file, load->line);
-	return error_info_set(load->error, code, "%s", message);
+	return rc;
 }
 
 static int load_table_get(struct load *load, const char *name, struct load_table **out)

@@ -444,12 +444,9 @@ static int replay_fail(struct replay *replay, int code, const char *format, ...)
 {
 	va_list arguments;
 	va_start(arguments, format);
-	char message[sizeof replay->error->message];
-	vsnprintf(message, sizeof message, format, arguments);
+	int rc = store_dump_fail_at(replay->error, replay->file, replay->line, code, format, arguments);
 	va_end(arguments);
-	error_info_clear(replay->error);
-	error_info_locate(replay->error, replay->file, replay->line);
-	return error_info_set(replay->error, code, "%s", message);
+	return rc;
 }
 
 /* This store's id of the stream's commit id (NULL: NULL): the same id unless its replay

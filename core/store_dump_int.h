@@ -6,6 +6,7 @@
 #ifndef GRAPHFS_STORE_DUMP_INT_H
 #define GRAPHFS_STORE_DUMP_INT_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +22,10 @@ struct store_dump_output {
 	void *progress_context;
 	uint64_t read, total;
 };
+
+/* A load's error at file:line (an earlier one replaced): code, with the message format makes. */
+int store_dump_fail_at(struct error_info *error, const char *file, uint64_t line, int code, const char *format,
+		       va_list arguments);
 
 /* Each returns 0 or the sticky error (-errno of write(2), -ENOMEM). */
 int store_dump_flush(struct store_dump_output *output);

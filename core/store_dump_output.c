@@ -8,11 +8,23 @@
 #include "store_envelope_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define DUMP_CHUNK (1u << 20)
+
+int store_dump_fail_at(struct error_info *error, const char *file, uint64_t line, int code, const char *format,
+		       va_list arguments)
+{
+	char message[sizeof error->message];
+	vsnprintf(message, sizeof message, format, arguments);   /* before the clear: an argument may be in error */
+	error_info_clear(error);
+	error_info_locate(error, file, line);
+	return error_info_set(error, code, "%s", message);
+}
 
 int store_dump_flush(struct store_dump_output *output)
 {
