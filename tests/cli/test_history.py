@@ -108,7 +108,7 @@ def test_heads_row_counts_at_every_version_match_the_model(cli, store):
     rng = random.Random(77)
     model = Model()
     counts = {}
-    for step in range(1, (size(20, soak=60) if is_remote(store) else 60) + 1):
+    for step in range(1, (size(20, soak=60) if is_remote(store) else size(60, small=30)) + 1):
         table, mode, lines = random_commit(rng, model)
         version = cli.import_rows(store, table, lines, mode=mode)
         counts[version] = {name: len(rows) for name, rows in model.tables.items()}

@@ -333,7 +333,7 @@ def commit(cli, store, branch, operations):
         assert result.returncode == 0, result.stderr
 
 
-@settings(max_examples=size(25, soak=200, small=10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=size(25, soak=200, small=6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(start=st.lists(operation, max_size=5), ours=st.lists(operation, max_size=4),
        theirs=st.lists(operation, max_size=4), strategy=st.sampled_from([None, "theirs", "ours"]))
 def test_random_two_branch_histories_merge_as_the_model_says(graphfs, tmp_path_factory, start, ours, theirs,
