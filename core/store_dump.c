@@ -68,8 +68,6 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 	struct dump_tables tables = { NULL, NULL, 0, 0 };
 	struct store_dump_output output = { .fd = fd, .progress = progress, .progress_context = progress_context };
 	buf_init(&output.pending);
-	struct buf schema;
-	buf_init(&schema);
 	int rc = store_snapshot_open(store, branch, version, &snapshot, error);
 	if (rc < 0)
 		return rc;
@@ -79,22 +77,10 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 	}
 	output.total = tables.bytes;
 	/* schemas: node tables first (heads come in name order), then edge tables */
-	for (int pass = 0; rc == 0 && pass < 2; pass++) {
-		for (size_t i = 0; rc == 0 && i < tables.count; i++) {
-			if (tables.edge[i] != (pass == 1))
-				continue;
-			buf_reset(&schema);
-			if ((rc = store_snapshot_schema(snapshot, tables.names[i], &schema)) < 0) {
-				error_info_set(error, rc, "cannot read the schema of %s: %s", tables.names[i], io_strerror(rc));
-				break;
-			}
-			store_dump_text(&output, "{\"schema\":\"");
-			store_dump_text(&output, tables.names[i]);
-			store_dump_text(&output, "\",\"data\":");
-			store_dump_add(&output, schema.data, schema.size - 1);   /* without its "\n" */
-			rc = store_dump_text(&output, "}\n");
-		}
-	}
+	for (int pass = 0; rc == 0 && pass < 2; pass++)
+		for (size_t i = 0; rc == 0 && i < tables.count; i++)
+			if (tables.edge[i] == (pass == 1))
+				rc = store_dump_schema(&output, snapshot, tables.names[i], error);
 	for (int pass = 0; rc == 0 && pass < 2; pass++)
 		for (size_t i = 0; rc == 0 && i < tables.count; i++)
 			if (tables.edge[i] == (pass == 1))
@@ -106,7 +92,6 @@ int store_dump(struct store *store, const char *branch, uint64_t version, int fd
 out:
 	free(tables.names);
 	free(tables.edge);
-	buf_free(&schema);
 	buf_free(&output.pending);
 	store_snapshot_release(snapshot);
 	return rc;

@@ -80,21 +80,6 @@ static int emit_named(struct dump_all *dump, const char *key, const char *table,
 	return store_dump_text(&dump->output, rest);
 }
 
-static int emit_schema(struct dump_all *dump, struct store_snapshot *snapshot, const char *table)
-{
-	struct buf schema;
-	buf_init(&schema);
-	int rc = store_snapshot_schema(snapshot, table, &schema);
-	if (rc < 0) {
-		buf_free(&schema);
-		return error_info_set(dump->error, rc, "cannot read the schema of %s: %s", table, io_strerror(rc));
-	}
-	emit_named(dump, "schema", table, ",\"data\":");
-	store_dump_add(&dump->output, schema.data, schema.size - 1);   /* without its "\n" */
-	buf_free(&schema);
-	return store_dump_text(&dump->output, "}\n");
-}
-
 /*
  * An edge table's schema in a commit that renamed node tables: the rename itself rewrites
  * the edge schemas that name the node table (a replay stages the rename first, and the
@@ -106,7 +91,7 @@ static int emit_edge_schema(struct dump_all *dump, struct store_snapshot *before
 			    const struct head_row *old, const char *table, json_t *renames)
 {
 	if (json_array_size(renames) == 0)
-		return emit_schema(dump, after, table);
+		return store_dump_schema(&dump->output, after, table, dump->error);
 	struct buf text;
 	buf_init(&text);
 	json_t *schema = NULL, *previous = NULL;
@@ -226,7 +211,7 @@ static int emit_changes(struct dump_all *dump, struct store_snapshot *before, st
 			    (old && strcmp(old->schema_hash, head->schema_hash) == 0))
 				continue;
 			rc = pass == 1 ? emit_edge_schema(dump, before, after, old, head->name, renames)
-				       : emit_schema(dump, after, head->name);
+				       : store_dump_schema(&dump->output, after, head->name, dump->error);
 		}
 	for (int pass = 0; rc == 0 && pass < 2; pass++)
 		for (size_t i = 0; rc == 0 && i < is.count; i++) {

@@ -31,6 +31,10 @@ int store_dump_fail_at(struct error_info *error, const char *file, uint64_t line
 int store_dump_flush(struct store_dump_output *output);
 int store_dump_add(struct store_dump_output *output, const void *bytes, size_t size);
 int store_dump_text(struct store_dump_output *output, const char *text);
+/* {"schema":TABLE,"data":SCHEMA}: the table's canonical schema as of snapshot. 0 or -errno
+ * with error set. */
+int store_dump_schema(struct store_dump_output *output, struct store_snapshot *snapshot, const char *table,
+		      struct error_info *error);
 /* The rows of table from byte offset from of its rendering (a row's start) to its end, one
  * envelope line each ({"type":…} or {"edge":…}). 0 or -errno with error set. */
 int store_dump_rows(struct store_dump_output *output, struct store_snapshot *snapshot, const char *table, bool edge,

@@ -26,6 +26,24 @@ int store_dump_fail_at(struct error_info *error, const char *file, uint64_t line
 	return error_info_set(error, code, "%s", message);
 }
 
+int store_dump_schema(struct store_dump_output *output, struct store_snapshot *snapshot, const char *table,
+		      struct error_info *error)
+{
+	struct buf schema;
+	buf_init(&schema);
+	int rc = store_snapshot_schema(snapshot, table, &schema);
+	if (rc < 0) {
+		buf_free(&schema);
+		return error_info_set(error, rc, "cannot read the schema of %s: %s", table, io_strerror(rc));
+	}
+	store_dump_text(output, "{\"schema\":\"");
+	store_dump_text(output, table);
+	store_dump_text(output, "\",\"data\":");
+	store_dump_add(output, schema.data, schema.size - 1);   /* without its "\n" */
+	buf_free(&schema);
+	return store_dump_text(output, "}\n");
+}
+
 int store_dump_flush(struct store_dump_output *output)
 {
 	size_t done = 0;
