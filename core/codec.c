@@ -327,7 +327,7 @@ int codec_file_header_decode(const uint8_t *bytes, struct file_header *out)
 	if (memcmp(bytes, file_magic, sizeof file_magic) != 0)
 		return -EIO;
 	out->format_version = buf_load_u32(bytes + 8);
-	if (out->format_version != FILE_FORMAT_VERSION)
+	if (out->format_version < FILE_FORMAT_OLDEST || out->format_version > FILE_FORMAT_VERSION)
 		return -EPROTO;
 	if (buf_load_u64(bytes + 48) != codec_hash(bytes, 48))
 		return -EIO;

@@ -121,7 +121,8 @@ struct block_address codec_get_address(struct buf_reader *reader);
 /* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
 
 #define FILE_HEADER_SIZE 4096
-#define FILE_FORMAT_VERSION 6          /* the store format this binary reads and writes */
+#define FILE_FORMAT_VERSION 7          /* the store format this binary creates */
+#define FILE_FORMAT_OLDEST 6           /* the oldest it reads and writes (in that format's layout) */
 #define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
 
 enum file_kind {
@@ -143,8 +144,8 @@ void codec_file_header_encode(const struct file_header *header, uint8_t *out);
 
 /*
  * Decodes FILE_HEADER_SIZE bytes. Checks the magic first (-EIO if it is not
- * a graphfs file), then the format version: if it is not FILE_FORMAT_VERSION
- * it returns -EPROTO with only out->format_version filled (a different
+ * a graphfs file), then the format version: if it is not between
+ * FILE_FORMAT_OLDEST and FILE_FORMAT_VERSION it returns -EPROTO with only out->format_version filled (a different
  * format may lay out or checksum the rest differently). Then verifies the
  * checksum and the kind (-EIO). Returns 0, -EIO or -EPROTO.
  */

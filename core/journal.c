@@ -293,7 +293,12 @@ void journal_commit_record_free(struct commit_record *record)
 	journal_commit_record_init(record);
 }
 
-int journal_commit_record_encode(const struct commit_record *record, struct buf *out)
+/* Extension tags of a format-7 commit record (docs/FORMAT.md §9). */
+enum commit_extension {
+	COMMIT_EXTENSION_BASED_ON = 1,   /* 8 bytes: the version a based write read */
+};
+
+int journal_commit_record_encode(const struct commit_record *record, uint32_t format_version, struct buf *out)
 {
 	size_t start = out->size;
 	const char *actor = record->actor ? record->actor : "";
@@ -342,6 +347,14 @@ int journal_commit_record_encode(const struct commit_record *record, struct buf 
 		    (rc = buf_append(out, head.data, head.size)) < 0)
 			goto out;
 	}
+	if (format_version >= 7) {
+		bool based = record->based_on != 0;
+		if ((rc = buf_put_u8(out, based ? 1 : 0)) < 0)
+			goto out;
+		if (based && ((rc = buf_put_u8(out, COMMIT_EXTENSION_BASED_ON)) < 0 ||
+			      (rc = buf_put_u16(out, 8)) < 0 || (rc = buf_put_u64(out, record->based_on)) < 0))
+			goto out;
+	}
 out:
 	buf_free(&head);
 	if (rc < 0)
@@ -369,7 +382,8 @@ static char *copy_text(const uint8_t *bytes, size_t length, int *rc)
 /* Smallest encoding of one change: op, rows, empty previous name, head length, smallest head. */
 #define CHANGE_MIN_SIZE (1 + 8 + 2 + 2 + 4 + 16 + 16 + 2 + 8 + 2 + 8 + 8 + 16 + 16 + 8 + 16)
 
-int journal_commit_record_decode(const void *bytes, size_t size, struct commit_record *record)
+int journal_commit_record_decode(const void *bytes, size_t size, uint32_t format_version,
+				 struct commit_record *record)
 {
 	struct buf_reader reader;
 	buf_reader_init(&reader, bytes, size);
@@ -425,6 +439,24 @@ int journal_commit_record_decode(const void *bytes, size_t size, struct commit_r
 			goto corrupt;
 		reader.position += head_length;
 	}
+	if (format_version >= 7) {
+		uint8_t extension_count = buf_get_u8(&reader);
+		for (uint8_t i = 0; i < extension_count && !reader.failed; i++) {
+			uint8_t tag = buf_get_u8(&reader);
+			uint16_t length = buf_get_u16(&reader);
+			if (reader.failed || buf_reader_remaining(&reader) < length)
+				goto corrupt;
+			if (tag == COMMIT_EXTENSION_BASED_ON) {
+				if (length != 8)
+					goto corrupt;
+				record->based_on = buf_get_u64(&reader);
+				if (record->based_on == 0 || record->based_on >= record->version)
+					goto corrupt;
+			} else {
+				reader.position += length;   /* a later graphfs's: skipped (FORMAT.md §9) */
+			}
+		}
+	}
 	if (reader.failed || buf_reader_remaining(&reader) != 0)
 		goto corrupt;
 	return 0;
@@ -464,8 +496,12 @@ int journal_commit_record_render_json(const struct commit_record *record, struct
 	    (rc = buf_printf(out, ",\"time\":\"%s\",\"actor\":", time_text)) < 0 ||
 	    (rc = json_put_cstring(out, actor)) < 0 ||
 	    (rc = buf_append_string(out, ",\"message\":")) < 0 ||
-	    (rc = json_put_cstring(out, message)) < 0 ||
-	    (rc = buf_append_string(out, ",\"changes\":[")) < 0)
+	    (rc = json_put_cstring(out, message)) < 0)
+		goto out;
+	if (record->based_on &&
+	    (rc = buf_printf(out, ",\"based_on\":%llu", (unsigned long long)record->based_on)) < 0)
+		goto out;
+	if ((rc = buf_append_string(out, ",\"changes\":[")) < 0)
 		goto out;
 	for (size_t i = 0; i < record->change_count; i++) {
 		const struct change *change = &record->changes[i];

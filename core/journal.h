@@ -86,19 +86,25 @@ struct commit_record {
 	char *message;                           /* owned, NUL-terminated */
 	size_t change_count;
 	struct change *changes;                  /* owned */
+	uint64_t based_on;                       /* a based write's commit: the version its writer read
+						    (docs/FORMAT.md §9, extension 1; format 7); 0: none */
 	bool reclaimed;                          /* not encoded: a commit gc reclaimed, of which only the
 						    version and id are known (its child names it) */
 };
 
 void journal_commit_record_init(struct commit_record *record);
 void journal_commit_record_free(struct commit_record *record);
-/* Appends the record's payload encoding (not yet a block) to out. 0 or -errno. */
-int journal_commit_record_encode(const struct commit_record *record, struct buf *out);
-/* Decodes a payload into record (initialised by the callee). 0, -EIO, -ENOMEM. */
-int journal_commit_record_decode(const void *bytes, size_t size, struct commit_record *record);
+/* Appends the record's payload encoding (not yet a block) in the layout of the store
+ * format format_version to out: from format 7 on the extensions follow the changes (a
+ * format-6 record has none: based_on is left out). 0 or -errno; out unchanged on error. */
+int journal_commit_record_encode(const struct commit_record *record, uint32_t format_version, struct buf *out);
+/* Decodes a payload written in store format format_version into record (initialised by
+ * the callee). 0, -EIO (damaged), -ENOMEM; record empty on error. */
+int journal_commit_record_decode(const void *bytes, size_t size, uint32_t format_version,
+				 struct commit_record *record);
 /*
  * Renders one `log` line (docs/MOUNT.md "The tree"): {"version","commit","parents","branch",
- * "time" (RFC 3339 UTC with µs),"actor","message","changes":[{"table","op","rows"}]}
+ * "time" (RFC 3339 UTC with µs),"actor","message",["based_on",]"changes":[{"table","op","rows"}]}
  * followed by "\n".
  */
 int journal_commit_record_render_json(const struct commit_record *record, struct buf *out);   /* reclaimed: {"version","commit","reclaimed":true} */

@@ -928,3 +928,8 @@ int manifest_branch_list_add(const struct branch_record *branch, void *context)
 	list->branches[list->count++] = *branch;
 	return 0;
 }
+
+uint32_t manifest_format_version(const struct manifest *manifest)
+{
+	return pager_format_version(manifest->pager);
+}

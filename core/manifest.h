@@ -50,7 +50,8 @@
 #include "table.h"
 #include "ulid.h"
 
-#define MANIFEST_FORMAT_VERSION 6   /* the store format this binary reads and writes */
+#define MANIFEST_FORMAT_VERSION FILE_FORMAT_VERSION   /* the store format this binary creates */
+#define MANIFEST_FORMAT_OLDEST FILE_FORMAT_OLDEST     /* the oldest one it opens (docs/FORMAT.md §2) */
 #define MANIFEST_GRANULE_OFFSET 56  /* u32 in the manifest's file header (FORMAT.md §2) */
 #define MANIFEST_GRANULE 65536u     /* what it may say besides 0: tails start at its multiples (§23) */
 #define MANIFEST_SIDECAR_VERSION 1  /* recovery sidecars have their own version space */
@@ -106,6 +107,11 @@ enum manifest_open_flags {
  * (version 0, branch main with no tables). Returns 0 or -errno.
  */
 int manifest_create(const char *path, struct error_info *error);
+/* The same in store format format_version (MANIFEST_FORMAT_OLDEST..MANIFEST_FORMAT_VERSION;
+ * otherwise -EINVAL): a store that an older graphfs can still open. */
+int manifest_create_format(const char *path, uint32_t format_version, struct error_info *error);
+/* The store's format (its manifest header's). */
+uint32_t manifest_format_version(const struct manifest *manifest);
 
 /*
  * Opens a store: reads and checks the format version first (older: -EPROTO
@@ -303,6 +309,8 @@ struct manifest_op {
 	char expected_schema_hash[17];            /* WRITE to an existing table: "" or the hash the rows were validated against (-EBUSY if it changed) */
 	uint64_t based_on_version;                /* non-zero: the table must still be at this version (-EBUSY) */
 	bool optimize;                            /* WRITE, an overwrite with the table's own rows: recorded as op optimize */
+	bool based;                               /* WRITE, an overwrite that a based write merged three ways
+						   * (the request's based_on): recorded as op merge */
 	bool adopt_identity;                      /* RESTORE of a table this branch never had (a merge takes a
 						   * table the other branch created): it keeps its stable id */
 	struct ulid based_on_incarnation;
@@ -321,6 +329,8 @@ struct manifest_commit_request {
 	struct ulid origin_id;                    /* non-zero: the commit id's base (a replayed commit's id) */
 	uint64_t time_us;                         /* non-zero: the commit's time (a replayed commit's; the caller
 						   * keeps commit times in version order, FORMAT.md §16.3) */
+	uint64_t based_on;                        /* non-zero: the version a based write read (recorded in
+						   * the commit record from format 7 on, FORMAT.md §9) */
 };
 
 struct manifest_commit_result {

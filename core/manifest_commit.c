@@ -265,9 +265,9 @@ static int written_head(struct commit_state *state, const struct manifest_op *op
 			const struct table_info *info, struct block_address address, const struct schema *schema,
 			struct change *change)
 {
-	change->op = table_stage_mode(op->stage) == TABLE_MERGE ? CHANGE_MERGE
-		     : op->optimize			       ? CHANGE_OPTIMIZE
-							       : CHANGE_OVERWRITE;
+	change->op = table_stage_mode(op->stage) == TABLE_MERGE || op->based ? CHANGE_MERGE
+		     : op->optimize					    ? CHANGE_OPTIMIZE
+									    : CHANGE_OVERWRITE;
 	change->rows = table_stage_rows(op->stage);
 	change->head_after = *head;
 	struct head_row *after = &change->head_after;
@@ -922,6 +922,7 @@ static int commit_once(struct manifest *manifest, const struct manifest_commit_r
 	}
 	record.actor = strdup(request->actor ? request->actor : "");
 	record.message = strdup(request->message ? request->message : "");
+	record.based_on = request->based_on;
 	if (!record.actor || !record.message) {
 		rc = -ENOMEM;
 		goto out;

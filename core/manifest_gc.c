@@ -520,7 +520,8 @@ static int pack_retained(struct gc *gc, struct gc_mark *mark, uint64_t below)
 	struct pack_writer *writer = NULL;
 	struct buf bytes;
 	buf_init(&bytes);
-	int rc = pack_writer_begin(manifest->directory, pager_store_id(manifest->pager), below, &writer);
+	int rc = pack_writer_begin(manifest->directory, pager_store_id(manifest->pager),
+				   pager_format_version(manifest->pager), below, &writer);
 	for (size_t i = 0; rc == 0 && i < mark->interval_count && mark->intervals[i].start < below; i++) {
 		const struct interval *block = &mark->intervals[i];
 		buf_reset(&bytes);

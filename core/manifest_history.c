@@ -194,7 +194,7 @@ int manifest_commit_read(struct manifest *manifest, struct block_address address
 	buf_init(&raw);
 	int rc = pager_read(manifest->pager, address, BLOCK_COMMIT, &raw);
 	if (rc == 0) {
-		rc = journal_commit_record_decode(raw.data, raw.size, out);
+		rc = journal_commit_record_decode(raw.data, raw.size, manifest_format_version(manifest), out);
 		if (rc == -EIO)
 			io_log(LOG_ERR, "%s/manifest: commit record at offset %llu is damaged",
 				manifest->path, (unsigned long long)address.offset);

@@ -61,14 +61,14 @@ static int header_check(const char *path, const uint8_t *bytes, struct ulid *sto
 		return error_info_set(error, -EINVAL, "%s is not a graphfs store (its manifest header is of kind %u)",
 				      path, kind);
 	uint32_t format = buf_load_u32(bytes + 8);
-	if (format < MANIFEST_FORMAT_VERSION)
+	if (format < MANIFEST_FORMAT_OLDEST)
 		return error_info_set(error, -EPROTO,
-				      "store format %u is older than this graphfs (format %d): dump it with the graphfs version that wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
-				      format, MANIFEST_FORMAT_VERSION);
+				      "store format %u is older than this graphfs (formats %d to %d): dump it with the graphfs version that wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import each table)",
+				      format, MANIFEST_FORMAT_OLDEST, MANIFEST_FORMAT_VERSION);
 	if (format > MANIFEST_FORMAT_VERSION)
 		return error_info_set(error, -EPROTO,
-				      "store format %u is newer than this graphfs (format %d): upgrade graphfs",
-				      format, MANIFEST_FORMAT_VERSION);
+				      "store format %u is newer than this graphfs (formats %d to %d): upgrade graphfs",
+				      format, MANIFEST_FORMAT_OLDEST, MANIFEST_FORMAT_VERSION);
 	memcpy(store_id->bytes, bytes + 16, 16);
 	return 0;
 }
@@ -151,6 +151,14 @@ int manifest_directory_prepare(const char *path, bool *created, struct error_inf
 
 int manifest_create(const char *path, struct error_info *error)
 {
+	return manifest_create_format(path, MANIFEST_FORMAT_VERSION, error);
+}
+
+int manifest_create_format(const char *path, uint32_t format_version, struct error_info *error)
+{
+	if (format_version < MANIFEST_FORMAT_OLDEST || format_version > MANIFEST_FORMAT_VERSION)
+		return error_info_set(error, -EINVAL, "this graphfs creates stores of format %d to %d, not %u",
+				      MANIFEST_FORMAT_OLDEST, MANIFEST_FORMAT_VERSION, format_version);
 	bool created;
 	int directory = manifest_directory_prepare(path, &created, error);
 	if (directory < 0)
@@ -176,7 +184,7 @@ int manifest_create(const char *path, struct error_info *error)
 	if ((rc = buf_reserve(&bytes, MANIFEST_FIRST_BLOCK)) < 0)
 		goto out;
 	memset(bytes.data, 0, MANIFEST_FIRST_BLOCK);
-	header_build(&store_id, MANIFEST_FORMAT_VERSION, bytes.data);
+	header_build(&store_id, format_version, bytes.data);
 	if ((rc = io_pwrite(&file, bytes.data, MANIFEST_FIRST_BLOCK, 0)) < 0 ||
 	    (rc = pager_init(directory, &file, &pager)) < 0)
 		goto failed_write;

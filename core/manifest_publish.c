@@ -334,7 +334,7 @@ int manifest_publish_history(struct manifest_publish *publish, const struct bran
 		record->parent_records[record->parent_count++] = merge_record;
 	}
 	int rc;
-	if ((rc = journal_commit_record_encode(record, &bytes)) < 0 ||
+	if ((rc = journal_commit_record_encode(record, manifest_format_version(publish->manifest), &bytes)) < 0 ||
 	    (rc = pager_append_block(publish->append, BLOCK_COMMIT, CODEC_ZSTD, bytes.data, bytes.size,
 				     &publish->commit_record)) < 0) {
 		error_info_set(error, rc, "cannot encode the commit record: %s", io_strerror(rc));

@@ -163,7 +163,7 @@ static int walk_dropped_commits(struct manifest *manifest, uint64_t offset,
 			struct commit_record record;
 			buf_reset(&raw);
 			if (pager_read(manifest->pager, (struct block_address){ 0, offset }, BLOCK_COMMIT, &raw) == 0 &&
-			    journal_commit_record_decode(raw.data, raw.size, &record) == 0) {
+			    journal_commit_record_decode(raw.data, raw.size, manifest_format_version(manifest), &record) == 0) {
 				(*count)++;
 				rc = dropped ? dropped(&record, context) : 0;
 				journal_commit_record_free(&record);

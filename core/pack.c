@@ -492,8 +492,8 @@ static int store_writer_fail(struct pack_writer *writer, int rc)
 	return rc;
 }
 
-int pack_writer_begin(int store_directory, const struct ulid *store_id, uint64_t covered_below,
-		      struct pack_writer **out)
+int pack_writer_begin(int store_directory, const struct ulid *store_id, uint32_t format_version,
+		      uint64_t covered_below, struct pack_writer **out)
 {
 	if (covered_below <= MANIFEST_FIRST_BLOCK)
 		return -EINVAL;
@@ -519,7 +519,7 @@ int pack_writer_begin(int store_directory, const struct ulid *store_id, uint64_t
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	struct file_header header = {
-		.format_version = FILE_FORMAT_VERSION,
+		.format_version = format_version,
 		.kind = FILE_KIND_PACK,
 		.store_id = *store_id,
 		.segment_id = covered_below,

@@ -79,10 +79,10 @@ struct pack_writer;
 
 /*
  * Creates packs/<covered_below>.tmp (replacing any left by a crash; packs/ is
- * created if missing) and writes its file header. Returns 0 or -errno.
+ * created if missing) and writes its file header (the store's format_version). Returns 0 or -errno.
  */
-int pack_writer_begin(int store_directory, const struct ulid *store_id, uint64_t covered_below,
-		      struct pack_writer **out);
+int pack_writer_begin(int store_directory, const struct ulid *store_id, uint32_t format_version,
+		      uint64_t covered_below, struct pack_writer **out);
 /*
  * Adds size bytes that live at manifest offset (whole blocks). Offsets must
  * increase, not overlap what was added before, and stay below covered_below

@@ -110,6 +110,7 @@ struct pager {
 	int store_directory;
 	struct io_file *manifest;
 	struct ulid store_id;
+	uint32_t format_version;        /* the manifest header's: segments are written in it */
 	pthread_mutex_t pack_lock;   /* guards pack and every pack_use's users */
 	struct pack_use *pack;       /* the newest pack seen, or NULL */
 	pthread_mutex_t lock;   /* guards the segment cache */
@@ -370,6 +371,7 @@ int pager_init(int store_directory, struct io_file *manifest, struct pager **out
 	pager->store_directory = store_directory;
 	pager->manifest = manifest;
 	pager->store_id = header.store_id;
+	pager->format_version = header.format_version;
 	for (int i = 0; i < SEGMENT_CACHE_SIZE; i++)
 		pager->slots[i].file.descriptor = -1;
 	/* a damaged newest pack is reported by the reads that need it (and verify), not here */
@@ -489,6 +491,11 @@ int pager_pack_verify(struct pager *pager, void (*report)(uint64_t offset, const
 	int rc = use ? pack_verify(use->pack, report, context) : 0;
 	pack_release(pager, use);
 	return rc;
+}
+
+uint32_t pager_format_version(const struct pager *pager)
+{
+	return pager->format_version;
 }
 
 const struct ulid *pager_store_id(const struct pager *pager)
@@ -1087,7 +1094,7 @@ int pager_segment_create(struct pager *pager, uint64_t segment_id, struct pager_
 	if (rc < 0)
 		goto cleanup;
 	struct file_header header = {
-		.format_version = FILE_FORMAT_VERSION,
+		.format_version = pager->format_version,
 		.kind = FILE_KIND_SEGMENT,
 		.store_id = pager->store_id,
 		.segment_id = segment_id,

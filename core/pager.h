@@ -64,6 +64,9 @@ int pager_init(int store_directory, struct io_file *manifest, struct pager **out
 void pager_free(struct pager *pager);
 /* The store ULID from the manifest header. */
 const struct ulid *pager_store_id(const struct pager *pager);
+/* The store's format (its manifest header's, docs/FORMAT.md §2): records and file headers are
+ * written in that format's layout. */
+uint32_t pager_format_version(const struct pager *pager);
 
 /*
  * Reads the block at address, verifies it and appends its raw payload to

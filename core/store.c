@@ -59,8 +59,18 @@ int store_unsupported_remotely(const char *path, const char *what, struct error_
 
 int store_init(const char *path, struct error_info *error)
 {
+	return store_init_format(path, STORE_FORMAT_VERSION, error);
+}
+
+int store_init_format(const char *path, uint32_t format_version, struct error_info *error)
+{
 	int rc = store_location_check(path, error);
-	return rc ? rc : manifest_create(path, error);
+	return rc ? rc : manifest_create_format(path, format_version, error);
+}
+
+uint32_t store_format_version(const struct store *store)
+{
+	return manifest_format_version(store->manifest);
 }
 
 static void default_actor(char out[STORE_ACTOR_MAX])
@@ -739,7 +749,7 @@ int store_stats_json(struct store *store, struct buf *out)
 				 counters_json(IO_DATA, "blocks"), "object_store", object_store_json(), "store", "version",
 				 (json_int_t)store_version(store), "horizon", (json_int_t)store_horizon(store),
 				 "manifest_end", (json_int_t)manifest_end(store->manifest), "path", store->path,
-				 "format", STORE_FORMAT_VERSION);
+				 "format", (int)store_format_version(store));
 	return json_to_buf(root, out);
 }
 

@@ -39,7 +39,8 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 6    /* same as MANIFEST_FORMAT_VERSION */
+#define STORE_FORMAT_VERSION 7    /* same as MANIFEST_FORMAT_VERSION: the format init creates */
+#define STORE_FORMAT_OLDEST 6     /* the oldest format this graphfs opens, reads and writes */
 
 struct store;
 struct store_snapshot;
@@ -76,6 +77,11 @@ int store_location_check(const char *path, struct error_info *error);
 int store_unsupported_remotely(const char *path, const char *what, struct error_info *error);
 /* Creates an empty store (branch main, version 0) in path. 0, -EEXIST (not empty), -errno. */
 int store_init(const char *path, struct error_info *error);
+/* The same in store format format_version (STORE_FORMAT_OLDEST..STORE_FORMAT_VERSION, otherwise
+ * -EINVAL with a message): a store an older graphfs can still open (docs/FORMAT.md §2). */
+int store_init_format(const char *path, uint32_t format_version, struct error_info *error);
+/* The store's format (docs/FORMAT.md §2): STORE_FORMAT_OLDEST..STORE_FORMAT_VERSION. */
+uint32_t store_format_version(const struct store *store);
 /* Opens (and, unless read_only, recovers) the store at path. options may be NULL
  * (all defaults). Returns 0, -EPROTO (format too old / too new: the message
  * says what to do), -ENOENT / -EINVAL (not a store), -ENOMEM, -EIO. */
@@ -346,6 +352,10 @@ struct store_commit_origin {
 	bool empty_allowed;
 };
 int store_txn_set_origin(struct store_txn *txn, const struct store_commit_origin *origin);
+/* The next commit is a based write's (docs/MOUNT.md "Based writes"): version is what its writer
+ * read. Its log line says "based_on":version (a store of format 6 cannot record it: nothing
+ * is). Applies to the next commit only. */
+void store_txn_set_based_on(struct store_txn *txn, uint64_t version);
 /* Records commit_text (a retained commit's ULID) as the second parent of the next commit.
  * 0, -ENOENT (no such commit), -EINVAL. */
 int store_txn_set_merge_commit(struct store_txn *txn, const char *commit_text, struct error_info *error);

@@ -7,7 +7,8 @@
  *   {"graphfs":"dump","format":1,"all":true}
  *   per retained commit, in version order (a parent always comes before its child):
  *     {"commit":ID,"version":V,"branch":B,"parents":[ID…],"time":T,"time_us":µs,"actor":A,"message":M}
- *       ("full":true when its first parent's state is not in the stream: changes from nothing)
+ *       ("full":true when its first parent's state is not in the stream: changes from nothing;
+ *        "based_on":V when a based write made it: the version its writer read)
  *     {"drop":T}  {"rename":T,"to":U}  {"schema":T,"data":SCHEMA}  {"overwrite":T}
  *     {"delete":T,"id":ID}  and row envelopes, as `dump` writes them
  *   {"branch":B,"head":ID}                            every live branch
@@ -29,7 +30,7 @@
  *   2. dump --all → init → load → dump --all gives the same stream when no version
  *      was reclaimed: same commit ids (an id carries its version: a store whose early
  *      versions were reclaimed loads with new version digits, and load reports each
- *      id it changed), times, actors, messages, parents, tags and table bytes.
+ *      id it changed), times, actors, messages, bases, parents, tags and table bytes.
  *   3. load replays only into a store without commits, one commit per commit
  *      line, and refuses a stream without its end line (nothing after the last
  *      complete commit is lost: load again into a new store).
@@ -241,6 +242,8 @@ static int emit_commit_line(struct dump_all *dump, const struct commit_record *r
 				 "message", record->message);
 	if (line && full)
 		json_object_set_new(line, "full", json_true());
+	if (line && record->based_on)
+		json_object_set_new(line, "based_on", json_integer((json_int_t)record->based_on));
 	return emit_object(dump, line);
 }
 
@@ -406,6 +409,7 @@ struct replay {
 	uint64_t line;
 	struct error_info *error;
 	json_t *ids;                  /* the stream's commit id -> this store's, where they differ */
+	json_t *versions;             /* the stream's version (text) -> this store's, where they differ */
 	store_mapped_fn mapped;       /* hears each id that changed */
 	void *mapped_context;
 	uint64_t commits;
@@ -414,6 +418,8 @@ struct replay {
 	/* the commit being replayed */
 	struct store_txn *txn;
 	char id[ULID_TEXT_SIZE];
+	uint64_t version;             /* its version in the stream */
+	uint64_t based_on;            /* a based write's: the version it read, in the stream (0: none) */
 	char *message;
 	bool full;
 	struct replay_writer *writers;
@@ -542,6 +548,18 @@ static int drop_unnamed_table(const struct head_row *head, void *context)
 }
 
 /* Publishes the commit being replayed, if any. */
+/* The version the commit being replayed was based on, in this store's numbering: the same when
+ * no version was renumbered, the replayed commit's new one when its version was, and 0 (none) for
+ * a version the stream does not carry (gc reclaimed it in the source). */
+static uint64_t replay_based_on(const struct replay *replay)
+{
+	if (!replay->based_on || json_object_size(replay->versions) == 0)
+		return replay->based_on;
+	char key[24];
+	snprintf(key, sizeof key, "%llu", (unsigned long long)replay->based_on);
+	return (uint64_t)json_integer_value(json_object_get(replay->versions, key));
+}
+
 static int replay_commit(struct replay *replay)
 {
 	if (!replay->txn)
@@ -558,10 +576,16 @@ static int replay_commit(struct replay *replay)
 		if (rc == 0)
 			rc = drop.rc;
 	}
+	store_txn_set_based_on(replay->txn, replay_based_on(replay));
 	struct store_commit_result result;
 	if (rc == 0 && (rc = store_txn_commit(replay->txn, replay->message, &result, &error)) < 0)
 		replay_fail(replay, rc, "cannot replay commit %s: %s", replay->id, error.message);
 	if (rc == 0) {
+		if (replay->version && replay->version != result.version) {
+			char key[24];
+			snprintf(key, sizeof key, "%llu", (unsigned long long)replay->version);
+			json_object_set_new(replay->versions, key, json_integer((json_int_t)result.version));
+		}
 		if (strcmp(replay->id, result.commit) != 0) {
 			json_object_set_new(replay->ids, replay->id, json_string(result.commit));
 			if (replay->mapped)
@@ -584,11 +608,12 @@ static int replay_begin_commit(struct replay *replay, json_t *line)
 {
 	const char *id = NULL, *branch = NULL, *actor = NULL, *message = NULL;
 	json_t *parents = NULL;
-	json_int_t time_us = 0;
+	json_int_t time_us = 0, version = 0, based_on = 0;
 	int full = 0;
-	if (json_unpack(line, "{s:s, s:s, s:o, s:I, s:s, s:s, s?b}", "commit", &id, "branch", &branch, "parents",
-			&parents, "time_us", &time_us, "actor", &actor, "message", &message, "full", &full) < 0 ||
-	    !json_is_array(parents) || time_us < 0)
+	if (json_unpack(line, "{s:s, s?I, s:s, s:o, s:I, s:s, s:s, s?b, s?I}", "commit", &id, "version", &version,
+			"branch", &branch, "parents", &parents, "time_us", &time_us, "actor", &actor, "message",
+			&message, "full", &full, "based_on", &based_on) < 0 ||
+	    !json_is_array(parents) || time_us < 0 || version < 0 || based_on < 0)
 		return replay_fail(replay, -EINVAL, "a commit line needs commit, branch, parents, time_us, actor and message");
 	if ((uint64_t)time_us < replay->time_us)
 		return replay_fail(replay, -EINVAL, "commit %s is older than the commit before it: commits come in version order", id);
@@ -608,6 +633,8 @@ static int replay_begin_commit(struct replay *replay, json_t *line)
 	if ((rc = store_txn_begin(replay->store, branch, &replay->txn, &error)) < 0)
 		return replay_fail(replay, rc, "%s", error.message);
 	snprintf(replay->id, sizeof replay->id, "%s", id);
+	replay->version = (uint64_t)version;
+	replay->based_on = (uint64_t)based_on;
 	replay->full = full;
 	replay->message = strdup(message);
 	if (!replay->message)
@@ -763,10 +790,11 @@ int store_load_all(struct store *store, FILE *input, const char *file, const cha
 	buf_init(&replay.row);
 	store_envelope_init(&replay.envelope);
 	replay.ids = json_object();
+	replay.versions = json_object();
 	replay.named = json_object();
 	json_t *kept = json_object();
 	struct live_branches live = { kept, json_array() };
-	int rc = replay.ids && replay.named && kept && live.extra ? 0 : -ENOMEM;
+	int rc = replay.ids && replay.versions && replay.named && kept && live.extra ? 0 : -ENOMEM;
 	json_t *opening = json_loadb(header, header_size, 0, NULL);
 	json_int_t format = json_integer_value(json_object_get(opening, "format"));
 	json_decref(opening);
@@ -816,6 +844,7 @@ int store_load_all(struct store *store, FILE *input, const char *file, const cha
 	buf_free(&replay.row);
 	store_envelope_free(&replay.envelope);
 	json_decref(replay.ids);
+	json_decref(replay.versions);
 	json_decref(replay.named);
 	json_decref(kept);
 	json_decref(live.extra);

@@ -573,6 +573,11 @@ int store_txn_restore(struct store_txn *txn, const char *table, struct block_add
 	return rc;
 }
 
+void store_txn_set_based_on(struct store_txn *txn, uint64_t version)
+{
+	txn->based_on = version;
+}
+
 int store_txn_set_origin(struct store_txn *txn, const struct store_commit_origin *origin)
 {
 	pthread_mutex_lock(&txn->lock);
@@ -815,6 +820,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		request_op->based_on_version = writer->based_on_version;
 		request_op->based_on_incarnation = writer->based_on_incarnation;
 		request_op->optimize = writer->optimize;
+		request_op->based = txn->based_on != 0;
 		if (writer->creates) {
 			schema_free(&writer->inferred);
 			rc = schema_inference_finish(writer->inference, &writer->inferred);
@@ -863,6 +869,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		.merge_parent_record = txn->merge_parent_record,
 		.origin_id = txn->origin.id,
 		.time_us = txn->origin.time_us,
+		.based_on = txn->based_on,
 	};
 	if (txn->intent)
 		manifest_request_attach_intent(&request, txn->intent);
@@ -881,6 +888,7 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	memset(&txn->condition, 0, sizeof txn->condition);   /* it held for this commit */
 	memset(&txn->merge_parent, 0, sizeof txn->merge_parent);
 	memset(&txn->origin, 0, sizeof txn->origin);
+	txn->based_on = 0;
 	if (result) {
 		result->version = published.version;
 		ulid_format(&published.commit, result->commit);

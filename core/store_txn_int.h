@@ -115,6 +115,7 @@ struct store_txn {
 	struct ulid merge_parent;       /* non-zero: the next commit is a merge with this second parent */
 	struct block_address merge_parent_record;
 	struct store_commit_origin origin;   /* the next commit's id and time (zero: new, now) */
+	uint64_t based_on;                   /* the next commit is a based write that read this version (0: not) */
 };
 
 /* store_txn.c */

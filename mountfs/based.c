@@ -396,6 +396,8 @@ static int based_attempt(struct mountfs *mount, const struct based_write *write,
 		snprintf(message, sizeof message, "%s, read at version %llu, merged with %zu row%s changed since",
 			 write->path, (unsigned long long)write->base_version, changes.count,
 			 changes.count == 1 ? "" : "s");
+	if (moved)
+		store_txn_set_based_on(txn, write->base_version);
 	rc = mount_commit_retryable(mount, txn, moved ? message : NULL, write->path, NULL);
 	if (rc == 0)
 		*merged = moved;

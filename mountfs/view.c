@@ -484,6 +484,6 @@ int view_render_errors(struct mountfs *mount, const struct node *node, struct st
 int view_render_version(struct mountfs *mount, const struct node *node, struct store_snapshot *snapshot,
 			struct buf *out)
 {
-	return buf_printf(out, "{\"graphfs\":\"%s\",\"format\":%d}\n", GRAPHFS_VERSION_STRING,
-			  STORE_FORMAT_VERSION);
+	return buf_printf(out, "{\"graphfs\":\"%s\",\"format\":%u}\n", GRAPHFS_VERSION_STRING,
+			  store_format_version(mount->store));
 }

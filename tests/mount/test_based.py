@@ -42,7 +42,11 @@ def test_a_rename_keeps_a_row_committed_between_read_and_write(m):
              commit_elsewhere(m, [{"id": "c", "name": "Cy", "age": 5}]))
     assert rows(m) == sorted(jsonl([{"id": "a", "name": "Ada L.", "age": 36}, {"id": "b", "name": "Bob", "age": 40},
                                     {"id": "c", "name": "Cy", "age": 5}]).splitlines())
-    assert "merged with 1 row changed since" in m.log()[0]["message"]
+    line, meanwhile = m.log()[:2]
+    assert "merged with 1 row changed since" in line["message"]
+    assert line["based_on"] == meanwhile["version"] - 1   # what the scratch file was made from
+    assert line["changes"] == [{"table": "Person", "op": "merge", "rows": 3}]
+    assert "based_on" not in meanwhile
 
 
 def test_changes_to_different_properties_of_one_row_are_both_kept(m):
@@ -106,6 +110,9 @@ def test_an_o_trunc_write_back_keeps_a_row_committed_after_the_read(m):
                       commit_elsewhere(m, [{"id": "c", "name": "Cy", "age": 5}]))
     assert rows(m) == sorted(jsonl([{"id": "a", "name": "Ada", "age": 36}, {"id": "b", "name": "Robert", "age": 40},
                                     {"id": "c", "name": "Cy", "age": 5}]).splitlines())
+    line, meanwhile = m.log()[:2]
+    assert line["based_on"] == meanwhile["version"] - 1   # the version the process read
+    assert line["changes"][0]["op"] == "merge"
 
 
 def test_a_conflicting_o_trunc_write_back_fails_its_close_and_keeps_a_rej_file(m):

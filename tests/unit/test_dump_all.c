@@ -26,6 +26,8 @@ static struct store *open_named(const char *name)
 	return store;
 }
 
+static uint64_t next_based_on;   /* non-zero: the next commit_ops commit is a based write's */
+
 /* One commit of operations: "schema T JSON", "overwrite T ROWS", "merge T ROWS", "drop T",
  * "rename T U" (ROWS: lines joined by '\n'). */
 static int commit_ops(struct store *store, const char *message, const char *const *ops, size_t count)
@@ -34,6 +36,9 @@ static int commit_ops(struct store *store, const char *message, const char *cons
 	struct error_info error;
 	error_info_clear(&error);
 	int rc = store_txn_begin(store, "main", &txn, &error);
+	if (rc == 0)
+		store_txn_set_based_on(txn, next_based_on);
+	next_based_on = 0;
 	for (size_t i = 0; rc == 0 && i < count; i++) {
 		char verb[16], table[64], rest[512] = "";
 		if (sscanf(ops[i], "%15s %63s %511[^\a]", verb, table, rest) < 2)
@@ -132,6 +137,63 @@ TEST(renames_drops_a_name_used_again_and_moved_rows_replay_to_the_same_stream)
 	CHECK(strcmp(again_stream, stream) == 0);
 	free(again_stream);
 	free(stream);
+	store_close(loaded);
+	store_close(store);
+}
+
+/* Loads the stream at name (in the temporary directory) into a new store of format; 0 or the rc. */
+static int load_into(struct store *loaded, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", harness_temp_directory(), name);
+	struct store_load_replay replay = { 0 };
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = store_load(loaded, "main", path, NULL, NULL, NULL, NULL, &replay, NULL, &error);
+	if (rc < 0)
+		fprintf(stderr, "    load: %s\n", error.message);
+	return rc;
+}
+
+TEST(a_based_commit_keeps_its_base_through_dump_all_and_load_and_a_format_6_store_leaves_it_out)
+{
+	struct store *store = open_named("based");
+	CHECK(store);
+	const char *first[] = { "overwrite Person {\"id\":\"a\",\"name\":\"A\"}\n" };
+	CHECK_EQ(commit_ops(store, "one row", first, 1), 0);
+	const char *meanwhile[] = { "merge Person {\"id\":\"b\",\"name\":\"B\"}\n" };
+	CHECK_EQ(commit_ops(store, "another row meanwhile", meanwhile, 1), 0);
+	const char *based[] = { "overwrite Person {\"id\":\"a\",\"name\":\"Ay\"}\n{\"id\":\"b\",\"name\":\"B\"}\n" };
+	next_based_on = 1;
+	CHECK_EQ(commit_ops(store, "edited what version 1 showed", based, 1), 0);
+	char *stream = dump_all(store, "based.ndjson");
+	CHECK(stream);
+	CHECK(strstr(stream, "\"message\":\"edited what version 1 showed\",\"based_on\":1}\n"));
+
+	struct store *loaded = open_named("based-loaded");
+	CHECK(loaded);
+	CHECK_EQ(load_into(loaded, "based.ndjson"), 0);
+	char *again = dump_all(loaded, "based-loaded.ndjson");
+	CHECK(again && strcmp(again, stream) == 0);
+	struct buf line;
+	buf_init(&line);
+	CHECK_EQ(store_commit_line(loaded, 3, &line), 0);
+	CHECK(strstr(buf_cstr(&line), "\"based_on\":1,"));
+
+	char path[4096];
+	snprintf(path, sizeof path, "%s/six", harness_temp_directory());
+	struct error_info error;
+	struct store *six = NULL;
+	CHECK_EQ(store_init_format(path, 6, &error), 0);
+	CHECK_EQ(store_open(path, NULL, &six, &error), 0);
+	CHECK_EQ(load_into(six, "based.ndjson"), 0);
+	buf_reset(&line);
+	CHECK_EQ(store_commit_line(six, 3, &line), 0);
+	CHECK(strstr(buf_cstr(&line), "based_on") == NULL);
+	buf_free(&line);
+	free(again);
+	free(stream);
+	store_close(six);
 	store_close(loaded);
 	store_close(store);
 }

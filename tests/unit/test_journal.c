@@ -87,7 +87,8 @@ static int commits_equal(const struct commit_record *a, const struct commit_reco
 	if (a->version != b->version || memcmp(&a->id, &b->id, 16) != 0 ||
 	    strcmp(a->branch, b->branch) != 0 || a->parent_count != b->parent_count ||
 	    a->time_us != b->time_us || strcmp(a->actor, b->actor) != 0 ||
-	    strcmp(a->message, b->message) != 0 || a->change_count != b->change_count)
+	    strcmp(a->message, b->message) != 0 || a->change_count != b->change_count ||
+	    a->based_on != b->based_on)
 		return 0;
 	for (size_t i = 0; i < a->parent_count; i++)
 		if (memcmp(&a->parents[i], &b->parents[i], 16) != 0 ||
@@ -256,8 +257,8 @@ TEST(a_commit_record_with_renames_two_parents_and_a_long_message_round_trips)
 	sample_commit(&record, 200000);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), 0);
 	CHECK(commits_equal(&record, &decoded));
 	journal_commit_record_free(&decoded);
 	journal_commit_record_free(&record);
@@ -273,8 +274,8 @@ TEST(a_first_commit_without_parents_or_changes_round_trips)
 	strcpy(record.branch, "main");
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), 0);
 	CHECK_EQ(decoded.parent_count, 0);
 	CHECK_EQ(decoded.change_count, 0);
 	CHECK(strcmp(decoded.actor, "") == 0);
@@ -290,11 +291,11 @@ TEST(every_truncation_of_a_commit_record_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	for (size_t size = 0; size < encoded.size; size++) {
 		uint8_t *copy = malloc(size ? size : 1);
 		memcpy(copy, encoded.data, size);
-		CHECK_EQ(journal_commit_record_decode(copy, size, &decoded), -EIO);
+		CHECK_EQ(journal_commit_record_decode(copy, size, FILE_FORMAT_VERSION, &decoded), -EIO);
 		CHECK(decoded.changes == NULL && decoded.actor == NULL);
 		free(copy);
 	}
@@ -308,11 +309,11 @@ TEST(a_commit_record_with_more_than_two_parents_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	size_t parent_count_at = 8 + 16 + 2 + strlen(record.branch) + 8;
 	CHECK_EQ(encoded.data[parent_count_at], 2);
 	encoded.data[parent_count_at] = 3;
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), -EIO);
 	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
@@ -324,10 +325,10 @@ TEST(a_commit_record_claiming_billions_of_changes_is_refused_without_allocating)
 	strcpy(record.branch, "main");
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
-	/* The change count is the last field of a record without changes. */
+	CHECK_EQ(journal_commit_record_encode(&record, 6, &encoded), 0);
+	/* The change count is the last field of a format-6 record without changes. */
 	buf_store_u32(encoded.data + encoded.size - 4, 0xffffffffu);
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, 6, &decoded), -EIO);
 	buf_free(&encoded);
 }
 
@@ -342,13 +343,13 @@ TEST(a_commit_record_with_an_unknown_change_op_is_corruption)
 	sample_head(&record.changes[0].head_after);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	size_t op_at = 8 + 16 + 2 + 4 + 8 + 1 + 2 + 4 + 4;
 	CHECK_EQ(encoded.data[op_at], CHANGE_MERGE);
 	encoded.data[op_at] = 0;
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), -EIO);
 	encoded.data[op_at] = CHANGE_OPTIMIZE + 1;
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), -EIO);
 	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
@@ -359,9 +360,76 @@ TEST(a_commit_record_with_trailing_bytes_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	CHECK_EQ(buf_put_u8(&encoded, 0), 0);
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), -EIO);
+	journal_commit_record_free(&record);
+	buf_free(&encoded);
+}
+
+TEST(a_based_commit_record_keeps_its_base_version_and_its_log_line_says_based_on)
+{
+	struct commit_record record, decoded;
+	sample_commit(&record, 10);
+	record.based_on = 17;
+	struct buf encoded, line;
+	buf_init(&encoded);
+	buf_init(&line);
+	CHECK_EQ(journal_commit_record_encode(&record, 7, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, 7, &decoded), 0);
+	CHECK(commits_equal(&record, &decoded));
+	CHECK_EQ(journal_commit_record_render_json(&decoded, &line), 0);
+	CHECK(strstr(buf_cstr(&line), "\"message\":\"abcdefghij\",\"based_on\":17,\"changes\":[") != NULL);
+	journal_commit_record_free(&decoded);
+	journal_commit_record_free(&record);
+	buf_free(&encoded);
+	buf_free(&line);
+}
+
+TEST(a_format_6_record_has_no_room_for_a_base_and_leaves_it_out)
+{
+	struct commit_record record, decoded;
+	sample_commit(&record, 10);
+	record.based_on = 17;
+	struct buf six, seven;
+	buf_init(&six);
+	buf_init(&seven);
+	CHECK_EQ(journal_commit_record_encode(&record, 6, &six), 0);
+	record.based_on = 0;
+	CHECK_EQ(journal_commit_record_encode(&record, 7, &seven), 0);
+	CHECK_EQ(seven.size, six.size + 1);   /* format 7: an extension count of 0 */
+	CHECK_EQ(journal_commit_record_decode(six.data, six.size, 6, &decoded), 0);
+	CHECK_EQ(decoded.based_on, 0);
+	journal_commit_record_free(&decoded);
+	/* read as the other format, either is damaged */
+	CHECK_EQ(journal_commit_record_decode(six.data, six.size, 7, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(seven.data, seven.size, 6, &decoded), -EIO);
+	journal_commit_record_free(&record);
+	buf_free(&six);
+	buf_free(&seven);
+}
+
+TEST(an_extension_a_later_graphfs_added_is_skipped_and_a_base_not_below_the_commit_is_corruption)
+{
+	struct commit_record record, decoded;
+	sample_commit(&record, 10);
+	struct buf encoded;
+	buf_init(&encoded);
+	CHECK_EQ(journal_commit_record_encode(&record, 7, &encoded), 0);
+	encoded.data[encoded.size - 1] = 1;   /* one extension: tag 200, 3 bytes */
+	CHECK_EQ(buf_put_u8(&encoded, 200), 0);
+	CHECK_EQ(buf_put_u16(&encoded, 3), 0);
+	CHECK_EQ(buf_append(&encoded, "abc", 3), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, 7, &decoded), 0);
+	CHECK(commits_equal(&record, &decoded));
+	journal_commit_record_free(&decoded);
+	encoded.size--;   /* its bytes cut short */
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, 7, &decoded), -EIO);
+
+	buf_reset(&encoded);
+	record.based_on = record.version;   /* a commit cannot be based on itself or later */
+	CHECK_EQ(journal_commit_record_encode(&record, 7, &encoded), 0);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, 7, &decoded), -EIO);
 	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
@@ -372,11 +440,11 @@ TEST(a_commit_record_with_a_nul_inside_its_message_is_corruption)
 	sample_commit(&record, 10);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	uint8_t *message = memmem(encoded.data, encoded.size, record.message, 10);
 	CHECK(message != NULL);
 	message[3] = 0;
-	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, &decoded), -EIO);
+	CHECK_EQ(journal_commit_record_decode(encoded.data, encoded.size, FILE_FORMAT_VERSION, &decoded), -EIO);
 	journal_commit_record_free(&record);
 	buf_free(&encoded);
 }
@@ -387,7 +455,7 @@ TEST(commit_record_decode_survives_random_corruption)
 	sample_commit(&record, 50);
 	struct buf encoded;
 	buf_init(&encoded);
-	CHECK_EQ(journal_commit_record_encode(&record, &encoded), 0);
+	CHECK_EQ(journal_commit_record_encode(&record, FILE_FORMAT_VERSION, &encoded), 0);
 	uint8_t *copy = malloc(encoded.size);
 	unsigned seed = 12345;
 	for (int round = 0; round < 20000; round++) {
@@ -399,7 +467,7 @@ TEST(commit_record_decode_survives_random_corruption)
 			seed = seed * 1103515245u + 12345u;
 			copy[at] ^= (uint8_t)(1 + (seed >> 16) % 255);
 		}
-		int rc = journal_commit_record_decode(copy, encoded.size, &decoded);
+		int rc = journal_commit_record_decode(copy, encoded.size, FILE_FORMAT_VERSION, &decoded);
 		CHECK(rc == 0 || rc == -EIO);
 		if (rc == 0)
 			journal_commit_record_free(&decoded);

@@ -1313,7 +1313,7 @@ static int pack_even_blocks(struct store *store, const struct block_address *add
 	struct pack_writer *writer = NULL;
 	struct buf bytes;
 	buf_init(&bytes);
-	int rc = pack_writer_begin(store->directory, &store->id, covered_below, &writer);
+	int rc = pack_writer_begin(store->directory, &store->id, FILE_FORMAT_VERSION, covered_below, &writer);
 	for (int i = 0; rc == 0 && i < count; i += 2) {
 		uint64_t size;
 		buf_reset(&bytes);

@@ -1593,6 +1593,59 @@ TEST(a_read_only_store_refuses_writes)
 	store_close(store);
 }
 
+/* A based write's commit in a store of format; returns its log line (owned by line). */
+static void based_commit_line(uint32_t format, struct buf *line)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/store%u", harness_temp_directory(), format);
+	struct error_info error;
+	error_info_clear(&error);
+	CHECK_EQ(store_init_format(path, format, &error), 0);
+	struct store *store = NULL;
+	CHECK_EQ(store_open(path, NULL, &store, &error), 0);
+	CHECK_EQ(store_format_version(store), format);
+	struct store_commit_result first, second;
+	CHECK_EQ(write_table(store, "Person", STORE_OVERWRITE, person_rows, &first, &error), 0);
+	struct store_txn *txn = NULL;
+	struct store_writer *writer = NULL;
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_writer(txn, "Person", STORE_OVERWRITE, 0, "Person.jsonl", &writer, &error), 0);
+	CHECK_EQ(store_writer_write(writer, person_rows, strlen(person_rows), &error), 0);
+	CHECK_EQ(store_writer_finish(writer, &error), 0);
+	store_txn_set_based_on(txn, first.version);
+	CHECK_EQ(store_txn_commit(txn, "based", &second, &error), 0);
+	store_txn_free(txn);
+	CHECK_EQ(store_commit_line(store, second.version, line), 0);
+	CHECK_EQ(store_verify(store, NULL, NULL), 0);
+	store_close(store);
+	/* the store keeps its format when it is opened again */
+	CHECK_EQ(store_open(path, NULL, &store, &error), 0);
+	CHECK_EQ(store_format_version(store), format);
+	store_close(store);
+}
+
+TEST(a_based_commit_is_a_merge_whose_log_line_says_based_on_in_a_format_7_store)
+{
+	struct buf line;
+	buf_init(&line);
+	based_commit_line(7, &line);
+	CHECK(strstr(buf_cstr(&line), "\"based_on\":1,\"changes\":[{\"table\":\"Person\",\"op\":\"merge\""));
+	buf_free(&line);
+}
+
+TEST(a_format_6_store_is_read_and_written_as_format_6_and_its_log_lines_have_no_base)
+{
+	struct buf line;
+	buf_init(&line);
+	based_commit_line(6, &line);
+	CHECK(strstr(buf_cstr(&line), "based_on") == NULL);
+	CHECK(strstr(buf_cstr(&line), "\"op\":\"merge\""));
+	buf_free(&line);
+	struct error_info error;
+	CHECK_EQ(store_init_format(harness_temp_directory(), 5, &error), -EINVAL);
+	CHECK(strstr(error.message, "stores of format 6 to 7"));
+}
+
 TEST(a_store_stamped_with_another_format_is_refused)
 {
 	struct store *store = open_store();

@@ -69,7 +69,8 @@ int main(int argc, char **argv)
 		return cli_finish_stdout(CLI_EXIT_OK);
 	}
 	if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
-		printf("graphfs %s (store format %d)\n", GRAPHFS_VERSION_STRING, STORE_FORMAT_VERSION);
+		printf("graphfs %s (store format %d; opens formats %d to %d)\n", GRAPHFS_VERSION_STRING,
+		       STORE_FORMAT_VERSION, STORE_FORMAT_OLDEST, STORE_FORMAT_VERSION);
 		return cli_finish_stdout(CLI_EXIT_OK);
 	}
 	if (strcmp(name, "help") == 0 && argc >= 3) {
