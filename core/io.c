@@ -214,6 +214,13 @@ int io_size(struct io_file *file, uint64_t *size_out)
 	return of_file(file)->size(file, size_out);
 }
 
+void io_prefetch(struct io_file *file, const uint64_t *offsets, size_t count)
+{
+	const struct io_methods *methods = of_file(file);
+	if (methods->prefetch && count > 0)
+		methods->prefetch(file, offsets, count);
+}
+
 uint64_t io_last_append_start(struct io_file *file)
 {
 	return of_file(file)->last_append_start(file);

@@ -37,6 +37,12 @@ struct io_cache_counters {
 	uint64_t stores;         /* pieces this process put into it */
 };
 void io_cache_counters_get(struct io_cache_counters *out);
+/* What this process's prefetches sent (io_prefetch; exact: tests assert on them). */
+struct io_prefetch_counters {
+	uint64_t gets;           /* GETs made by prefetch threads (also counted among the object store's) */
+	uint64_t rounds;         /* prefetches that sent any: each waited about one round trip */
+};
+void io_prefetch_counters_get(struct io_prefetch_counters *out);
 /* The directory of one store's state on this host, "<cache root>/<store id in hex>" (the
  * root: GRAPHFS_CACHE_DIR, else $XDG_CACHE_HOME/graphfs, else ~/.cache/graphfs), whether or not
  * the cache is on; not created. 0, -ENOENT (no root can be named), -ENAMETOOLONG. */
@@ -101,6 +107,11 @@ int io_scratch_open(int directory, const char *subdirectory, enum io_class class
 int io_pread(struct io_file *file, void *out, size_t size, uint64_t offset);
 /* Reads up to size bytes; returns the byte count (0 at end of file) or -errno. Counts one read. */
 ssize_t io_pread_some(struct io_file *file, void *out, size_t size, uint64_t offset);
+/* A hint: reads at these offsets (blocks, ascending) come soon. An object store's manifest
+ * fetches what it does not hold of them now, many requests at once (io_pieced.c invariant 6),
+ * and returns when they are answered; a local file does nothing. Nothing is reported: a
+ * read that needs what failed here asks again and hears why. */
+void io_prefetch(struct io_file *file, const uint64_t *offsets, size_t count);
 /* Writes exactly size bytes at offset; returns 0 or -errno. */
 int io_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset);
 int io_fsync(struct io_file *file);

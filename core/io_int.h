@@ -48,6 +48,7 @@ struct io_methods {
 	int (*scratch_open)(int directory, const char *subdirectory, enum io_class class, struct io_file *out);
 	void (*file_close)(struct io_file *file);
 	ssize_t (*pread)(struct io_file *file, void *out, size_t size, uint64_t offset);   /* bytes read, or -errno */
+	void (*prefetch)(struct io_file *file, const uint64_t *offsets, size_t count);      /* NULL: none */
 	int (*pwrite)(struct io_file *file, const void *bytes, size_t size, uint64_t offset, size_t *done);
 	int (*fsync)(struct io_file *file);
 	int (*datasync)(struct io_file *file);

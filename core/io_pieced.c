@@ -40,6 +40,14 @@
  *      fetches that part alone: the same bytes however long the history. The
  *      hint only moves where a fetch starts; what is read is always the
  *      piece's own bytes, checked by the reader.
+ *   6. Prefetch: a reader that knows which blocks it reads next (a table's
+ *      fragments) asks for them at once; what is neither cached nor in the
+ *      host cache is planned as the GETs a read would make (invariant 5, and
+ *      piece_discover's for a granule whose piece is not known), which
+ *      io_remote.c runs in parallel without the lock, and the answers are
+ *      kept as a read's would be. A failed GET keeps nothing: the read asks
+ *      again and hears why. A cold read of N pieces so costs about N / width
+ *      round trips instead of N.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -354,6 +362,26 @@ static void part_name(uint64_t start, char out[32])
 	snprintf(out, 32, "piece-%016llx", (unsigned long long)start);
 }
 
+/* Keeps what a GET of [from, …) of the piece at start (whole_size bytes long) answered:
+ * in the host cache where invariants 4 and 5 allow, and as a cached range (bytes taken over). */
+static void piece_keep(struct io_remote_file *file, uint64_t start, uint64_t from, struct buf *bytes,
+		       uint64_t whole_size)
+{
+	if (start == 0 && from == 0 && !file->cache && bytes->size >= 32) {
+		file->cache = io_cache_open(bytes->data + 16);   /* the header names the store (FORMAT.md §2) */
+		file->store_id_note(file->directory, bytes->data + 16);   /* for its segments' chunks */
+	}
+	if (start >= BLOCKS_START && from == start && bytes->size == whole_size) {
+		io_cache_put(file->cache, NULL, start, bytes->data, bytes->size);   /* a whole piece (invariant 4) */
+	} else if (start >= BLOCKS_START && whole_size <= WHOLE_MAX &&
+		   (from == start || from - start + bytes->size == whole_size)) {
+		char name[32];   /* the piece from there to its end, or up to there (invariants 4 and 5) */
+		part_name(start, name);
+		io_cache_put(file->cache, name, from, bytes->data, bytes->size);
+	}
+	range_keep(file, from, bytes);
+}
+
 /* GETs [from, from + length) of the piece at start into a new cached range (or
  * asks for the granule's piece when size is unknown: *object_size). */
 static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t from, uint64_t length,
@@ -369,20 +397,8 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 	int rc = s3_get_sized(file->directory->client, key, from - start, length, &bytes, &whole_size, &error);
 	if (object_size)
 		*object_size = whole_size;
-	if (rc == 0 && start == 0 && from == 0 && !file->cache && bytes.size >= 32) {
-		file->cache = io_cache_open(bytes.data + 16);   /* the header names the store (FORMAT.md §2) */
-		file->store_id_note(file->directory, bytes.data + 16);   /* for its segments' chunks */
-	}
-	if (rc == 0 && start >= BLOCKS_START && from == start && bytes.size == whole_size) {
-		io_cache_put(file->cache, NULL, start, bytes.data, bytes.size);   /* a whole piece (invariant 4) */
-	} else if (rc == 0 && start >= BLOCKS_START && whole_size <= WHOLE_MAX &&
-		   (from == start || from - start + bytes.size == whole_size)) {
-		char name[32];   /* the piece from there to its end, or up to there (invariants 4 and 5) */
-		part_name(start, name);
-		io_cache_put(file->cache, name, from, bytes.data, bytes.size);
-	}
 	if (rc == 0)
-		range_keep(file, from, &bytes);
+		piece_keep(file, start, from, &bytes, whole_size);
 	else if (rc != -ENOENT && rc != -ERANGE)
 		io_log_failure(&error);
 	buf_free(&bytes);
@@ -532,6 +548,92 @@ static ssize_t piece_copy(struct io_remote_file *file, const struct piece *piece
 		take = want;
 	memcpy(out, range->bytes.data + from, take);
 	return (ssize_t)take;
+}
+
+/* ---- prefetching (invariant 6) -------------------------------------------------------- */
+
+/* What the host cache holds of the granule's piece from offset on, into the cached ranges and
+ * the table of pieces (as piece_discover's first look): true if found. */
+static bool granule_from_host_cache(struct io_remote_file *file, uint64_t granule, uint64_t offset)
+{
+	struct buf cached;
+	buf_init(&cached);
+	if (io_cache_get(file->cache, NULL, granule, &cached) == 0) {
+		uint64_t size = cached.size;
+		range_keep(file, granule, &cached);
+		return piece_insert(file, granule, size) == 0;
+	}
+	char name[32];
+	part_name(granule, name);
+	if (offset > granule && io_cache_get(file->cache, name, offset, &cached) == 0) {
+		uint64_t size = offset - granule + cached.size;
+		range_keep(file, offset, &cached);
+		return piece_insert(file, granule, size) == 0;
+	}
+	buf_free(&cached);
+	return false;
+}
+
+static bool prefetch_planned(const struct io_prefetch_get *gets, size_t count, uint64_t start)
+{
+	for (size_t i = 0; i < count; i++)
+		if (gets[i].start == start)
+			return true;
+	return false;
+}
+
+size_t io_pieced_prefetch_plan(struct io_remote_file *file, const uint64_t *offsets, size_t count,
+			       struct io_prefetch_get *gets, size_t capacity)
+{
+	size_t planned = 0;
+	for (size_t i = 0; i < count && planned < capacity; i++) {
+		uint64_t offset = offsets[i];
+		if (offset < BLOCKS_START || range_holding(file, offset))
+			continue;
+		const struct piece *piece = NULL;
+		uint64_t gap_end = 0, from, until;
+		switch (piece_lookup(file, offset, UINT64_MAX, &piece, &gap_end)) {
+		case PIECE_FOUND:
+			if (piece->size > WHOLE_MAX || prefetch_planned(gets, planned, piece->start))
+				continue;   /* a large piece is read as needed, a page at a time */
+			piece_part(file, piece, offset, &from, &until);
+			if (piece_from_host_cache(file, piece, from, until))
+				continue;
+			gets[planned++] = (struct io_prefetch_get){ .start = piece->start, .from = from,
+								    .length = until - from };
+			break;
+		case PIECE_UNKNOWN: {
+			uint64_t granule = granule_of(offset);
+			if (prefetch_planned(gets, planned, granule) || granule_from_host_cache(file, granule, offset))
+				continue;
+			/* as piece_discover: from offset to the end of the granule, whose answer names
+			 * the piece's size (a piece longer than a granule is left to the read) */
+			gets[planned++] = (struct io_prefetch_get){ .start = granule, .from = offset,
+								    .length = granule + GRANULE - offset,
+								    .discover = true };
+			break;
+		}
+		default:
+			break;   /* zeros, or beyond what is known: nothing to fetch */
+		}
+	}
+	for (size_t i = 0; i < planned; i++)
+		piece_key(file, gets[i].start, gets[i].key);
+	return planned;
+}
+
+void io_pieced_prefetch_keep(struct io_remote_file *file, struct io_prefetch_get *gets, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		struct io_prefetch_get *get = &gets[i];
+		bool usable = get->rc == 0 && get->bytes.size > 0 &&
+			      get->from - get->start + get->bytes.size <= get->whole_size;
+		if (usable && get->discover)
+			usable = piece_insert(file, get->start, get->whole_size) == 0;
+		if (usable)
+			piece_keep(file, get->start, get->from, &get->bytes, get->whole_size);
+		buf_free(&get->bytes);
+	}
 }
 
 /* A meta slot's 4096 bytes (zeros if never written, as in a new local manifest). 0 or -errno. */

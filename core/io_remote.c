@@ -359,6 +359,9 @@ static void io_remote_file_close(struct io_file *file)
 	pthread_mutex_unlock(&remote->lock);
 	if (remote->readahead_client)
 		s3_client_free(remote->readahead_client);
+	for (int i = 0; i < IO_PREFETCH_WIDTH; i++)
+		if (remote->prefetch_clients[i])
+			s3_client_free(remote->prefetch_clients[i]);
 	io_pieced_free(remote);
 	for (int i = 0; i < CHUNKS; i++)
 		buf_free(&remote->chunks[i].bytes);
@@ -710,6 +713,121 @@ static ssize_t io_remote_pread(struct io_file *file, void *out, size_t size, uin
 	return got;
 }
 
+static uint64_t prefetch_gets_sent, prefetch_rounds;   /* io_prefetch_counters (atomic) */
+
+void io_prefetch_counters_get(struct io_prefetch_counters *out)
+{
+	out->gets = __atomic_load_n(&prefetch_gets_sent, __ATOMIC_RELAXED);
+	out->rounds = __atomic_load_n(&prefetch_rounds, __ATOMIC_RELAXED);
+}
+
+/* One prefetch thread: the GETs numbered worker, worker + width, … on its own connection. */
+struct prefetch_run {
+	struct io_remote_file *file;
+	struct io_prefetch_get *gets;
+	size_t count, width, worker;
+};
+
+static void *prefetch_worker(void *argument)
+{
+	struct prefetch_run *run = argument;
+	struct s3_client *client = run->file->prefetch_clients[run->worker];
+	for (size_t i = run->worker; i < run->count; i += run->width) {
+		struct io_prefetch_get *get = &run->gets[i];
+		struct error_info error;
+		error_info_clear(&error);
+		get->rc = io_failpoint("object_store.prefetch");
+		if (get->rc == 0) {
+			__atomic_add_fetch(&prefetch_gets_sent, 1, __ATOMIC_RELAXED);
+			get->rc = s3_get_sized(client, get->key, get->from - get->start, get->length, &get->bytes,
+					       &get->whole_size, &error);
+		}
+	}
+	return NULL;
+}
+
+/* GETs a prefetch has in flight at most: GRAPHFS_S3_PREFETCH (0 turns prefetching off),
+ * else IO_PREFETCH_WIDTH. Read once. */
+static size_t prefetch_width(void)
+{
+	static size_t width = SIZE_MAX;
+	size_t known = __atomic_load_n(&width, __ATOMIC_RELAXED);
+	if (known != SIZE_MAX)
+		return known;
+	const char *text = getenv("GRAPHFS_S3_PREFETCH");
+	char *end = NULL;
+	unsigned long value = text && *text ? strtoul(text, &end, 10) : IO_PREFETCH_WIDTH;
+	known = end && *end ? IO_PREFETCH_WIDTH : value > IO_PREFETCH_WIDTH ? IO_PREFETCH_WIDTH : (size_t)value;
+	__atomic_store_n(&width, known, __ATOMIC_RELAXED);
+	return known;
+}
+
+/* Opens the connections a prefetch of count GETs uses (caller holds the lock): how many it has. */
+static size_t prefetch_clients_open(struct io_remote_file *file, size_t count)
+{
+	size_t width = count < prefetch_width() ? count : prefetch_width();
+	struct s3_location location;
+	struct error_info error;
+	error_info_clear(&error);
+	if (s3_location_parse(file->directory->location, &location, &error) < 0)
+		return 0;
+	for (size_t i = 0; i < width; i++)
+		if (!file->prefetch_clients[i] && s3_client_open(&location, &file->prefetch_clients[i], &error) < 0) {
+			file->prefetch_clients[i] = NULL;
+			return i;
+		}
+	return width;
+}
+
+/*
+ * io_pieced.c invariant 6: plans under the lock, runs the GETs on up to IO_PREFETCH_WIDTH
+ * threads of its own without it (a read of this file meanwhile proceeds), keeps the answers
+ * under the lock. The threads end before it returns; none starts while a fork is near.
+ */
+static void io_remote_prefetch(struct io_file *file, const uint64_t *offsets, size_t count)
+{
+	struct io_remote_file *remote = file->remote;
+	if (remote->kind != REMOTE_PIECED)
+		return;
+	struct io_prefetch_get gets[IO_PREFETCH_GETS];
+	memset(gets, 0, sizeof gets);
+	pthread_mutex_lock(&remote->lock);
+	size_t planned = 0, width = 0;
+	if (!remote->prefetching && prefetch_width() > 0) {
+		planned = io_pieced_prefetch_plan(remote, offsets, count, gets, IO_PREFETCH_GETS);
+		width = planned > 1 ? prefetch_clients_open(remote, planned) : 0;
+		remote->prefetching = width > 0;
+	}
+	pthread_mutex_unlock(&remote->lock);
+	if (width == 0 || !readahead_admit()) {   /* one GET: the read itself makes it */
+		if (width > 0) {
+			pthread_mutex_lock(&remote->lock);
+			remote->prefetching = false;
+			pthread_mutex_unlock(&remote->lock);
+		}
+		return;
+	}
+	__atomic_add_fetch(&prefetch_rounds, 1, __ATOMIC_RELAXED);
+	pthread_t threads[IO_PREFETCH_WIDTH];
+	struct prefetch_run runs[IO_PREFETCH_WIDTH];
+	bool started[IO_PREFETCH_WIDTH] = { false };
+	for (size_t i = 0; i < width; i++) {
+		runs[i] = (struct prefetch_run){ remote, gets, planned, width, i };
+		started[i] = pthread_create(&threads[i], NULL, prefetch_worker, &runs[i]) == 0;
+		if (!started[i])
+			for (size_t j = i; j < planned; j += width)
+				gets[j].rc = -EAGAIN;   /* not fetched: the read makes it */
+	}
+	for (size_t i = 0; i < width; i++)
+		if (started[i])
+			pthread_join(threads[i], NULL);
+	readahead_leave();
+	pthread_mutex_lock(&remote->lock);
+	io_pieced_prefetch_keep(remote, gets, planned);
+	remote->prefetching = false;
+	pthread_mutex_unlock(&remote->lock);
+}
+
 static int io_remote_pwrite(struct io_file *file, const void *bytes, size_t size, uint64_t offset)
 {
 	io_failure_note(0, "");   /* io_strerror speaks of the last request only */
@@ -1012,6 +1130,7 @@ const struct io_methods io_remote_methods = {
 	.scratch_open = remote_scratch_open,
 	.file_close = io_remote_file_close,
 	.pread = io_remote_pread,
+	.prefetch = io_remote_prefetch,
 	.pwrite = remote_pwrite,
 	.fsync = io_remote_sync,
 	.datasync = io_remote_sync,

@@ -18,6 +18,8 @@
 
 #define IO_REMOTE_RANGES 64            /* cached ranges of pieces (io_pieced.c invariant 1) */
 #define IO_REMOTE_CHUNKS 4             /* cached 1 MiB chunks of a WHOLE file being read */
+#define IO_PREFETCH_WIDTH 16           /* GETs a prefetch has in flight at once (io_pieced.c invariant 6) */
+#define IO_PREFETCH_GETS 32            /* GETs one prefetch makes at most (half the cached ranges) */
 
 struct remote_directory {
 	char key[S3_KEY_MAX];          /* "" (the store's root) or "name/" */
@@ -70,6 +72,8 @@ struct io_remote_file {
 	uint64_t chunk_tick;
 	uint64_t next_sequential;      /* where the next chunk of a sequential reader starts (UINT64_MAX: none) */
 	struct s3_client *readahead_client;   /* its own connection, opened by the first readahead */
+	struct s3_client *prefetch_clients[IO_PREFETCH_WIDTH];   /* a prefetch's connections (opened as needed) */
+	bool prefetching;              /* a prefetch is running on them (another one does nothing) */
 	pthread_t readahead;
 	bool readahead_started;        /* a readahead thread exists (to be joined) */
 	pid_t readahead_pid;           /* the process that started it (a forked child has no threads) */
@@ -101,6 +105,22 @@ ssize_t io_pieced_pread(struct io_remote_file *file, uint8_t *out, size_t size, 
 /* Writes the header, a meta slot or a new piece at the end. 0, -ESTALE (another writer
  * appended at offset first: nothing written) or -errno. */
 int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t size, uint64_t offset);
+/* One GET a prefetch makes (io_pieced.c invariant 6): planned under the lock, run without it. */
+struct io_prefetch_get {
+	uint64_t start;                /* the piece's start (the granule's, when discovering it) */
+	uint64_t from, length;         /* what to GET: [from, from + length) of the store's bytes */
+	bool discover;                 /* the piece is not known yet: its size comes with the answer */
+	char key[S3_KEY_MAX + 20];     /* the piece's object */
+	struct buf bytes;              /* the answer */
+	uint64_t whole_size;           /* the object's size, from the answer */
+	int rc;
+};
+/* Plans up to capacity GETs for the blocks at offsets: none for what is cached (in memory or
+ * in the host cache, which it takes in now) or not known to be a piece. Returns the count. */
+size_t io_pieced_prefetch_plan(struct io_remote_file *file, const uint64_t *offsets, size_t count,
+			       struct io_prefetch_get *gets, size_t capacity);
+/* Keeps what the planned GETs answered (as a read keeps it) and frees their buffers. */
+void io_pieced_prefetch_keep(struct io_remote_file *file, struct io_prefetch_get *gets, size_t count);
 /* Removes the pieces beyond size; -EINVAL if one straddles it. 0 or -errno. */
 int io_pieced_truncate(struct io_remote_file *file, uint64_t size);
 /* The end after a LIST of what other writers appended. 0 or -errno. */

@@ -786,6 +786,19 @@ out:
 	return rc;
 }
 
+void pager_prefetch(struct pager *pager, const struct block_address *addresses, size_t count)
+{
+	uint64_t offsets[64];
+	struct pack_use *use = pack_acquire(pager);
+	uint64_t packed_below = use ? pack_covered_below(use->pack) : 0;
+	pack_release(pager, use);
+	size_t planned = 0;
+	for (size_t i = 0; i < count && planned < sizeof offsets / sizeof offsets[0]; i++)
+		if (addresses[i].segment == 0 && addresses[i].offset >= packed_below && addresses[i].offset != 0)
+			offsets[planned++] = addresses[i].offset;
+	io_prefetch(pager->manifest, offsets, planned);
+}
+
 int pager_read(struct pager *pager, struct block_address address, enum block_type expected_type,
 	       struct buf *raw_out)
 {

@@ -69,6 +69,14 @@ const struct ulid *pager_store_id(const struct pager *pager);
 uint32_t pager_format_version(const struct pager *pager);
 
 /*
+ * A hint that the blocks at addresses (count of them, in reading order) are read soon:
+ * those in the manifest above the pack in use are asked of the io layer at once
+ * (io_prefetch: in an object store, fetched in parallel). Nothing is verified or reported
+ * here; each pager_read still reads and checks its block.
+ */
+void pager_prefetch(struct pager *pager, const struct block_address *addresses, size_t count);
+
+/*
  * Reads the block at address, verifies it and appends its raw payload to
  * raw_out (from the block cache when it holds it: no I/O, nothing counted).
  * expected_type 0 accepts any type. Returns 0, -EIO (checksum,

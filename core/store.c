@@ -712,14 +712,17 @@ static json_t *object_store_json(void)
 {
 	struct s3_counters counters;
 	struct io_cache_counters cache;
+	struct io_prefetch_counters prefetch;
 	s3_counters_process(&counters);
 	io_cache_counters_get(&cache);
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "gets", (json_int_t)counters.gets, "puts",
+	io_prefetch_counters_get(&prefetch);
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "gets", (json_int_t)counters.gets, "puts",
 			 (json_int_t)counters.puts, "heads", (json_int_t)counters.heads, "deletes",
 			 (json_int_t)counters.deletes, "lists", (json_int_t)counters.lists, "bytes_sent",
 			 (json_int_t)counters.bytes_sent, "bytes_received", (json_int_t)counters.bytes_received,
 			 "cache_hits", (json_int_t)cache.hits, "cache_bytes", (json_int_t)cache.bytes, "cache_stores",
-			 (json_int_t)cache.stores);
+			 (json_int_t)cache.stores, "prefetch_gets", (json_int_t)prefetch.gets, "prefetch_rounds",
+			 (json_int_t)prefetch.rounds);
 }
 
 static int json_to_buf(json_t *root, struct buf *out)

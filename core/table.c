@@ -373,7 +373,10 @@ struct table_reader {
 	uint32_t *live_start;           /* their rendered offsets within the fragment */
 	uint32_t live_count;
 	size_t live_capacity;           /* of both arrays */
+	size_t prefetched_until;        /* fragments below this were asked for (pager_prefetch) */
 };
+
+#define PREFETCH_FRAGMENTS 16       /* fragments (and their bitmaps) asked for at once */
 
 int table_reader_open(struct pager *pager, const struct table_info *info, struct table_reader **out)
 {
@@ -453,11 +456,32 @@ uint64_t table_reader_size(const struct table_reader *reader)
 	return reader->size;
 }
 
+/* Before fragment index is read, when it was not asked for yet: asks for it and the
+ * PREFETCH_FRAGMENTS - 1 after it at once, so that a store in an object store fetches them
+ * in parallel (pager_prefetch; the call returns when they are there). */
+static void reader_prefetch(struct table_reader *reader, size_t index)
+{
+	if (index < reader->prefetched_until && index >= reader->prefetched_until - PREFETCH_FRAGMENTS)
+		return;
+	struct block_address addresses[2 * PREFETCH_FRAGMENTS];
+	size_t count = 0, until = index;
+	for (; until < reader->fragment_count && until < index + PREFETCH_FRAGMENTS; until++) {
+		const struct fragment_descriptor *descriptor = &reader->fragments[until].descriptor;
+		addresses[count++] = descriptor->block;
+		if (!block_address_is_null(descriptor->bitmap))
+			addresses[count++] = descriptor->bitmap;
+	}
+	reader->prefetched_until = until;
+	if (until - index > 1)   /* one fragment: its read fetches it */
+		pager_prefetch(reader->pager, addresses, count);
+}
+
 /* Makes fragment index the decoded one (with its live-row map). 0 or -errno. */
 static int reader_decode(struct table_reader *reader, size_t index)
 {
 	if (reader->cached == index)
 		return 0;
+	reader_prefetch(reader, index);
 	reader->cached = SIZE_MAX;
 	reader->live_count = 0;
 	int rc = table_fragment_view_load(reader->pager, &reader->fragments[index].descriptor, &reader->view);

@@ -136,15 +136,17 @@ class Cli:
         lines = self.ok(*args).stdout.decode().splitlines()
         return [json.loads(line) for line in lines]
 
-    def commits(self, store, count, tables=1, prefix="T"):
+    def commits(self, store, count, tables=1, prefix="T", distinct=False):
         """`count` one-row merge commits, each its own durable publish, from one process
         (graphfs-bench commits, tools/bench.d/graphfs_bench.c): commit V merges
-        {"id":"r","value":V} into table <prefix>00 (round robin over <prefix>00.. with tables > 1).
+        {"id":"r","value":V} into table <prefix>00 (round robin over <prefix>00.. with tables > 1;
+        distinct: id "r<V>", a new row, so each commit leaves a fragment of its own).
         For a long history without a launch per commit."""
         bench = Path(self.binary).parent / "graphfs-bench"
         environment = quieter_leak_checks(dict(os.environ), self.leak_checked)
         result = subprocess.run([str(bench), "commits", str(store), str(count), "--tables", str(tables),
-                                 "--prefix", prefix], capture_output=True, env=environment, timeout=600)
+                                 "--prefix", prefix] + (["--distinct"] if distinct else []),
+                                capture_output=True, env=environment, timeout=600)
         assert result.returncode == 0, f"graphfs-bench commits failed: {result.stderr.decode(errors='replace')}"
 
     def set_schema(self, store, table, schema, branch=None):

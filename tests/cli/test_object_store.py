@@ -287,6 +287,29 @@ def test_a_cold_open_asks_the_same_requests_however_long_the_history(cli, tmp_pa
     assert asked[48][2] <= 3   # the manifest's recent pieces, packs/, recovery/
 
 
+def test_a_cold_read_of_a_table_of_many_commits_fetches_its_fragments_sixteen_at_a_time(cli, tmp_path):
+    # 40 one-row commits of new rows: 40 fragments, each in the piece its commit appended; a cold
+    # reader asks for 16 at once (io_pieced.c invariant 6): 3 rounds instead of 40 sequential GETs,
+    # and not one GET more than reading them one by one (GRAPHFS_S3_PREFETCH=0), also when a
+    # prefetch GET fails (the read fetches that fragment itself)
+    location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
+    cli.ok("init", location)
+    cli.commits(location, 40, distinct=True)
+    sent, rows = {}, {}
+    for name, extra in (("parallel", {}), ("one by one", {"GRAPHFS_S3_PREFETCH": "0"}),
+                        ("one failing", {"GRAPHFS_FAILPOINT": "object_store.prefetch=error@5"})):
+        cold = {"GRAPHFS_CACHE_DIR": str(tmp_path / f"cold-{len(sent)}"), "GRAPHFS_S3_REFRESH_MS": "600000"}
+        report = tmp_path / f"io-{len(sent)}.jsonl"
+        rows[name] = cli.ok("export", location, "T00", env={"GRAPHFS_IO_REPORT": str(report), **cold, **extra}).stdout
+        sent[name] = json.loads(report.read_text().splitlines()[-1])["object_store"]
+    assert len(rows["parallel"].splitlines()) == 40
+    assert rows["parallel"] == rows["one by one"] == rows["one failing"]
+    assert sent["parallel"]["gets"] == sent["one by one"]["gets"] == sent["one failing"]["gets"]
+    assert sent["parallel"]["prefetch_gets"] >= 38 and sent["parallel"]["prefetch_rounds"] == 3
+    assert sent["one failing"]["prefetch_gets"] == sent["parallel"]["prefetch_gets"] - 1
+    assert sent["one by one"]["prefetch_gets"] == sent["one by one"]["prefetch_rounds"] == 0
+
+
 def test_a_cold_read_of_every_head_receives_the_same_bytes_however_long_the_history(cli, tmp_path):
     # the newest tail's version index leaf holds 15 entries in one store and 48 in the other (and
     # every tail's commit record names its version): a cold `heads` fetches the newest piece from
