@@ -48,6 +48,10 @@
  *      kept as a read's would be. A failed GET keeps nothing: the read asks
  *      again and hears why. A cold read of N pieces so costs about N / width
  *      round trips instead of N.
+ *   7. A writer whose conditional create found the offset taken learns the
+ *      winner's piece with one GET of it from its start (its size comes with
+ *      the answer, its bytes are what the retry reads), not with a listing:
+ *      a lost race costs the failed PUT and that GET.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -764,8 +768,15 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 			piece_key(file, offset, key);
 			rc = s3_put(file->directory->client, key, bytes, size, S3_IF_ABSENT, &error);
 			if (rc == -EEXIST) {
-				pieces_refresh(file);
-				return -ESTALE;   /* another writer appended here first */
+				/* another writer appended here first: its piece is the one to build on next.
+				 * One GET learns its size and brings its bytes (the retry reads its root);
+				 * a listing only if that fails. Pieces after it, if any, the next lost
+				 * race finds the same way (invariant 7). */
+				uint64_t winner = 0;
+				if (piece_fetch(file, offset, offset, GRANULE, &winner) < 0 || winner == 0 ||
+				    piece_insert(file, offset, winner) < 0)
+					pieces_refresh(file);
+				return -ESTALE;
 			}
 			if (rc == 0) {
 				uint64_t noted = file->state_start_noted;

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import jsonl
-from tier import SANITIZED
+from tier import SANITIZED, quieter_leak_checks
 
 pytestmark = pytest.mark.skipif(not os.environ.get("GRAPHFS_TEST_BUCKET"),
                                 reason="no object store (tools/test starts one: tools/objectstore)")
@@ -308,6 +308,40 @@ def test_a_cold_read_of_a_table_of_many_commits_fetches_its_fragments_sixteen_at
     assert sent["parallel"]["prefetch_gets"] >= 38 and sent["parallel"]["prefetch_rounds"] == 3
     assert sent["one failing"]["prefetch_gets"] == sent["parallel"]["prefetch_gets"] - 1
     assert sent["one by one"]["prefetch_gets"] == sent["one by one"]["prefetch_rounds"] == 0
+
+
+def test_a_writer_that_lost_the_race_learns_the_winners_piece_with_one_get_and_no_listing(cli, tmp_path):
+    # a long-lived writer (graphfs-bench serve) commits, then another process commits, then the
+    # writer commits again on what it knew: its conditional create finds the offset taken, one GET
+    # of the winner's piece tells it the new end and brings the root it builds on, and it wins the
+    # retry (io_pieced.c invariant 7)
+    location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/cli-{uuid.uuid4().hex[:12]}"
+    cli.ok("init", location)
+    bench = Path(cli.binary).parent / "graphfs-bench"
+    quiet = {**quieter_leak_checks(dict(os.environ), cli.leak_checked), "GRAPHFS_S3_REFRESH_MS": "600000",
+             "GRAPHFS_CACHE_DIR": str(tmp_path / "writer")}
+    writer = subprocess.Popen([str(bench), "serve", location, "--tables", "1", "--prefix", "S"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=quiet)
+    try:
+        writer.stdin.write(b"commit\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().startswith(b"ok 1 ")
+        cli.import_rows(location, "Person", [{"id": "ada"}])   # version 2, from another process
+        writer.stdin.write(b"commit\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().startswith(b"ok 3 ")
+        output, _ = writer.communicate(timeout=60)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    stats = json.loads(output)
+    sent = {kind: stats["stats_after"]["object_store"][kind] - stats["stats_before"]["object_store"][kind]
+            for kind in ("puts", "gets", "lists")}
+    # the same two commits without the other process send 4 PUTs (a piece and a meta slot each),
+    # 1 GET and no LIST; the lost race adds the create that lost and one GET, the winner's piece
+    assert sent == {"puts": 5, "gets": 2, "lists": 0}
+    assert [line["version"] for line in cli.log(location)] == [3, 2, 1]
 
 
 def test_a_cold_read_of_every_head_receives_the_same_bytes_however_long_the_history(cli, tmp_path):
