@@ -18,6 +18,12 @@
  *      holds one while it is named, every open file one more.
  *   4. A pending name exists exactly while a handle that creates it is open
  *      and has not published.
+ *   5. A named scratch file of tables/ with a base (the branch version it was
+ *      made from) has <workspace directory>/bases/<name> holding that version
+ *      in decimal, written when it is created and moved, removed with its
+ *      name, read back when the workspace is loaded: a rename onto a table
+ *      after a remount is still a based write. A backing file without one (or
+ *      with one that does not parse) has no base.
  * States of a scratch: named (in its directory, backed) -> unnamed (removed,
  * renamed over, published or committed; no backing name) -> freed (no
  * references).
@@ -220,6 +226,58 @@ static int scratch_backing_path(const struct scratch *scratch, char *out, size_t
 {
 	return backing_path(scratch->workspace, scratch->directory, scratch->write_mode, scratch->name,
 			    out, size);
+}
+
+/* "<workspace directory>/bases/<name>" (invariant 5). 0 or -ENAMETOOLONG. */
+static int base_path(const struct workspace *workspace, const char *name, char *out, size_t size)
+{
+	size_t length = (size_t)snprintf(out, size, "%s/bases/%s", workspace->directory, name);
+	return length >= size ? -ENAMETOOLONG : 0;
+}
+
+/* Keeps the base of a scratch of tables/ beside its backing file (invariant 5); best effort:
+ * without it the scratch file has no base after a remount (a plain overwrite, logged). */
+static void base_keep(const struct scratch *scratch)
+{
+	char path[BACKING_PATH_MAX], text[24];
+	if (scratch->directory != SCRATCH_TABLES || !scratch->base_version ||
+	    base_path(scratch->workspace, scratch->name, path, sizeof path) < 0)
+		return;
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	(void)mkdir(path, 0700);
+	*slash = '/';
+	int length = snprintf(text, sizeof text, "%llu\n", (unsigned long long)scratch->base_version);
+	int descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (descriptor < 0 || scratch_write_all(descriptor, text, (size_t)length, 0) < 0)
+		mount_log(scratch->workspace->mount, LOG_WARNING,
+			  "cannot keep the base of the scratch file %s (%s): after a remount it has none",
+			  scratch->name, strerror(errno));
+	if (descriptor >= 0)
+		close(descriptor);
+}
+
+/* The base a scratch file of tables/ kept (invariant 5): the version, or 0. */
+static uint64_t base_read(const struct workspace *workspace, const char *name)
+{
+	char path[BACKING_PATH_MAX], text[24] = "";
+	if (base_path(workspace, name, path, sizeof path) < 0)
+		return 0;
+	int descriptor = open(path, O_RDONLY | O_CLOEXEC);
+	if (descriptor < 0)
+		return 0;
+	ssize_t got = read(descriptor, text, sizeof text - 1);
+	close(descriptor);
+	char *end = NULL;
+	unsigned long long version = got > 0 ? strtoull(text, &end, 10) : 0;
+	return end && end != text && *end == '\n' ? (uint64_t)version : 0;
+}
+
+static void base_forget(const struct workspace *workspace, const char *name)
+{
+	char path[BACKING_PATH_MAX];
+	if (base_path(workspace, name, path, sizeof path) == 0)
+		(void)unlink(path);
 }
 
 /* Opens a backing file for reading and writing without moving its atime (the
@@ -431,6 +489,8 @@ static void workspace_load(struct mountfs *mount, struct workspace *workspace)
 			scratch->mtime = st.st_mtim;
 			scratch->ctime = st.st_ctim;
 			scratch->atime = st.st_atim;
+			if (kinds[k].directory == SCRATCH_TABLES)
+				scratch->base_version = base_read(workspace, entry->d_name);
 		}
 		closedir(listing);
 	}
@@ -575,9 +635,12 @@ void scratch_rename(struct workspace *workspace, struct scratch *scratch, const 
 	if (scratch_backing_path(scratch, from, sizeof from) == 0 &&
 	    backing_path(workspace, scratch->directory, scratch->write_mode, new_name, to, sizeof to) == 0)
 		(void)rename(from, to);
+	if (scratch->directory == SCRATCH_TABLES)
+		base_forget(workspace, scratch->name);
 	index_remove(workspace, scratch);
 	snprintf(scratch->name, sizeof scratch->name, "%s", new_name);
 	(void)index_add(workspace, scratch);   /* the table only grows when a name is added */
+	base_keep(scratch);
 	clock_gettime(CLOCK_REALTIME, &workspace->changed);
 }
 
@@ -595,6 +658,8 @@ void scratch_unname(struct workspace *workspace, struct scratch *scratch)
 	char path[BACKING_PATH_MAX];
 	if (scratch->named && scratch_backing_path(scratch, path, sizeof path) == 0)
 		(void)unlink(path);   /* an open file keeps its descriptor (invariant 2) */
+	if (scratch->named && scratch->directory == SCRATCH_TABLES)
+		base_forget(workspace, scratch->name);
 	scratch->named = false;
 	if (scratch->writer) {
 		store_writer_discard(scratch->writer);
@@ -678,6 +743,8 @@ struct scratch *scratch_new(struct mountfs *mount, struct workspace *workspace,
 		*rc = descriptor;
 		return NULL;
 	}
+	if (directory == SCRATCH_TABLES)
+		base_forget(workspace, name);   /* a new file: an earlier one's base is not its own */
 	/* the mode outlives the mount (a daemon that is not root keeps the owner's rw) */
 	(void)fchmod(descriptor, geteuid() == 0 ? mode & 07777 : (mode & 07777) | S_IRUSR | S_IWUSR);
 	close(descriptor);
@@ -754,6 +821,7 @@ int scratch_create(struct mountfs *mount, const struct node *directory, const ch
 			scratch->uid = uid;
 			scratch->gid = gid;
 			backing_keep_attributes(scratch, false);
+			base_keep(scratch);
 		}
 	}
 	pthread_mutex_unlock(&workspace->lock);

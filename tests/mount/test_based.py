@@ -131,3 +131,19 @@ def test_a_process_that_never_read_the_table_replaces_it(m):
     with open(m.path("tables", "Person.jsonl"), "w") as handle:
         handle.write(jsonl([{"id": "z", "name": "Zed", "age": 1}]))
     assert rows(m) == ['{"id":"z","name":"Zed","age":1}']
+
+
+def test_a_scratch_file_made_before_a_remount_keeps_its_base(m, mounter):
+    # the base lives beside the backing file (mountfs/scratch.c invariant 5): a rename after a
+    # remount still merges with what was committed since the scratch file was made
+    m.path("tables", "Person.edit").write_text(jsonl(PEOPLE).replace('"Ada"', '"Ada L."'))
+    made_from = m.log()[0]["version"]
+    mounter.unmount(m)
+    import_rows(m.store, "Person", [{"id": "c", "name": "Cy", "age": 5}], mode="merge")
+    m = mounter(m.store)
+    os.rename(m.path("tables", "Person.edit"), m.path("tables", "Person.jsonl"))
+    assert rows(m) == sorted(jsonl([{"id": "a", "name": "Ada L.", "age": 36}, {"id": "b", "name": "Bob", "age": 40},
+                                    {"id": "c", "name": "Cy", "age": 5}]).splitlines())
+    assert m.log()[0]["based_on"] == made_from
+    assert not (m.store / "scratch" / "main" / "bases").exists() or \
+        not list((m.store / "scratch" / "main" / "bases").iterdir())   # gone with its scratch file
