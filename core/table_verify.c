@@ -25,6 +25,32 @@
 typedef int (*live_row_visit)(const uint8_t *id, size_t id_size, const struct key_value *location,
 			      const uint8_t *line, void *context, char *message, size_t message_size);
 
+/* Asks at once for the next PREFETCH_FRAGMENTS fragments (and their bitmaps) that ahead — a
+ * second iterator of the fragment tree, as far along as what was asked for — walks to, so that
+ * a store in an object store fetches them in parallel (pager_prefetch). Returns how many it
+ * walked (0 at the end). */
+#define PREFETCH_FRAGMENTS 16
+static size_t prefetch_ahead(struct pager *pager, struct btree_iterator *ahead)
+{
+	struct block_address addresses[2 * PREFETCH_FRAGMENTS];
+	size_t count = 0, walked = 0;
+	while (walked < PREFETCH_FRAGMENTS) {
+		const uint8_t *key, *encoded;
+		size_t key_size, encoded_size;
+		struct fragment_descriptor descriptor;
+		if (btree_iterator_next(ahead, &key, &key_size, &encoded, &encoded_size) <= 0 ||
+		    table_descriptor_decode(encoded, encoded_size, &descriptor) < 0)
+			break;   /* the walk itself finds and reports what is wrong */
+		walked++;
+		addresses[count++] = descriptor.block;
+		if (!block_address_is_null(descriptor.bitmap))
+			addresses[count++] = descriptor.bitmap;
+	}
+	if (walked > 1)
+		pager_prefetch(pager, addresses, count);
+	return walked;
+}
+
 /*
  * Walks every live row of a table version in row order, each fragment
  * decoded once, checking the fragment tree's entries, that every fragment
@@ -35,7 +61,8 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 			  uint64_t *live_rows, uint64_t *live_bytes, char *message, size_t message_size)
 {
 	struct btree *fragments = NULL;
-	struct btree_iterator *iterator = NULL;
+	struct btree_iterator *iterator = NULL, *ahead = NULL;
+	size_t walked = 0, asked = 0;   /* fragments loaded, and asked for through ahead */
 	struct fragment_view view;
 	table_fragment_view_init(&view);
 	struct buf scratch;
@@ -50,7 +77,8 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 		goto out;                                               \
 	} while (0)
 	if ((rc = btree_open(pager, info->fragments, &fragments)) < 0 ||
-	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0)
+	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0 ||
+	    (rc = btree_iterator_open(fragments, NULL, 0, &ahead)) < 0)
 		FAIL("the fragment tree cannot be opened (%d)", rc);
 	for (;;) {
 		const uint8_t *key, *encoded;
@@ -67,6 +95,8 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 		if (sequence >= info->next_fragment)
 			FAIL("fragment %llu is beyond the next fragment number %llu",
 			     (unsigned long long)sequence, (unsigned long long)info->next_fragment);
+		if (walked++ == asked)
+			asked += prefetch_ahead(pager, ahead);
 		if ((rc = table_fragment_view_load(pager, &descriptor, &view)) < 0)
 			FAIL("fragment %llu at %llu:%llu is corrupt or unreadable (%d)",
 			     (unsigned long long)sequence, (unsigned long long)descriptor.block.segment,
@@ -90,6 +120,7 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 	rc = 0;
 #undef FAIL
 out:
+	btree_iterator_free(ahead);
 	btree_iterator_free(iterator);
 	btree_free(fragments);
 	table_fragment_view_clear(&view);
