@@ -221,6 +221,11 @@ int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, u
  * 0; -ENOENT when version is 0, above the latest or reclaimed by gc; -EIO. One version-index
  * lookup, one root and one commit record read. */
 int manifest_commit_at(struct manifest *manifest, uint64_t version, struct commit_record *out);
+/* A hint: the commit records of version and the versions after it (first_parent: its first
+ * parent's, and so on down the chain; otherwise version + 1, …) are read next. In an object
+ * store, asks for up to 16 of them at once (their roots, then the records those name: two
+ * rounds of parallel GETs instead of a GET each, one after another); elsewhere nothing. */
+void manifest_prefetch_commits(struct manifest *manifest, uint64_t version, bool first_parent);
 /* One version of a branch's log, as the version index records it. */
 struct manifest_log_version {
 	uint64_t version;

@@ -205,6 +205,34 @@ int manifest_commit_read(struct manifest *manifest, struct block_address address
 	return rc;
 }
 
+#define PREFETCH_COMMITS 16
+
+void manifest_prefetch_commits(struct manifest *manifest, uint64_t version, bool first_parent)
+{
+	struct root_record latest;
+	if (!io_file_is_remote(&manifest->file) || manifest_latest(manifest, &latest) < 0)
+		return;
+	struct block_address roots[PREFETCH_COMMITS], records[PREFETCH_COMMITS];
+	size_t count = 0, named = 0;
+	/* the latest version's root is the one in hand; reclaimed versions have none */
+	while (count < PREFETCH_COMMITS && version > latest.horizon && version < latest.version) {
+		struct manifest_version_entry entry;
+		if (manifest_versions_get(manifest->pager, NULL, latest.versions, version, &entry) < 0)
+			break;
+		roots[count++] = entry.root;
+		version = first_parent ? entry.parent_version : version + 1;
+	}
+	if (count < 2)
+		return;   /* one record: its read fetches it */
+	pager_prefetch(manifest->pager, roots, count);
+	for (size_t i = 0; i < count; i++) {
+		struct root_record root;
+		if (manifest_root_read(manifest->pager, roots[i], &root) == 0 && !block_address_is_null(root.commit))
+			records[named++] = root.commit;
+	}
+	pager_prefetch(manifest->pager, records, named);
+}
+
 int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
 		      int (*visit)(const struct commit_record *record, void *context),
 		      void *context)
@@ -216,9 +244,13 @@ int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot 
 	if (rc < 0)
 		return rc;
 	struct ulid expected = snapshot->branch.head_commit;
-	while (!block_address_is_null(address)) {
+	for (uint64_t walked = 0; !block_address_is_null(address); walked++) {
 		struct commit_record record;
 		uint64_t version = manifest_commit_id_version(&expected);
+		/* past the head and its parent the walk goes on (a mount's log reads on only to the
+		 * commits it already rendered): the next ones are asked for at once */
+		if (walked % PREFETCH_COMMITS == 2)
+			manifest_prefetch_commits(manifest, version, true);
 		if (latest.horizon && version <= latest.horizon && version < snapshot->branch.head_version) {
 			/* gc reclaimed it (a head's own record is kept): the line says so, and the walk ends */
 			journal_commit_record_init(&record);

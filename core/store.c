@@ -551,6 +551,11 @@ int store_commit_line(struct store *store, uint64_t version, struct buf *out)
 	return rc < 0 ? rc : 0;
 }
 
+void store_prefetch_commit_lines(struct store *store, uint64_t version)
+{
+	manifest_prefetch_commits(store->manifest, version, false);
+}
+
 struct log_versions_visit {
 	int (*visit)(const struct store_log_version *version, void *context);
 	void *context;

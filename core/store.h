@@ -161,6 +161,9 @@ int store_commit_at(struct store *store, uint64_t version, struct commit_record 
  * {"version":V,"reclaimed":true} when gc reclaimed it. 0; -ENOENT when version is 0 or
  * above the store's version (store_version); -EIO, -ENOMEM (out may hold part of a line). */
 int store_commit_line(struct store *store, uint64_t version, struct buf *out);
+/* A hint before store_commit_line of version, version + 1, …: an s3:// store fetches their
+ * records sixteen at a time (manifest_prefetch_commits); a local one does nothing. */
+void store_prefetch_commit_lines(struct store *store, uint64_t version);
 /* One version of a branch's log without its record: what history/ lists. */
 struct store_log_version {
 	uint64_t version;

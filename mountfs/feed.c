@@ -73,6 +73,8 @@ static int catch_up_locked(struct mountfs *mount, struct feed *feed)
 	buf_init(&batch);
 	uint64_t version = feed->through_version;
 	while (version < latest) {
+		if ((version - feed->through_version) % 16 == 0)
+			store_prefetch_commit_lines(mount->store, version + 1);   /* an s3:// store: in parallel */
 		rc = store_commit_line(mount->store, version + 1, &batch);
 		if (rc < 0)
 			goto out;

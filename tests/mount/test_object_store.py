@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Mount, graphfs, jsonl, kill_daemon, start_daemon, tear_down, call_failed, wait_for
+from conftest import GRAPHFS, Mount, graphfs, jsonl, kill_daemon, start_daemon, tear_down, call_failed, wait_for
 
 pytestmark = pytest.mark.skipif(not os.environ.get("GRAPHFS_TEST_BUCKET"),
                                 reason="no object store (tools/test starts one: tools/objectstore)")
@@ -258,3 +258,24 @@ def test_a_mount_that_daemonizes_keeps_renewing_its_lease(remote, tmp_path):
         if subprocess.run([FUSERMOUNT, "-u", str(mountpoint)], capture_output=True).returncode != 0:
             lazy_unmount(mountpoint)   # the daemon ends once unmounted
     assert wait_for(lambda: graphfs("branch", remote, "delete", "dev", check=False).returncode == 0, timeout=10.0)
+
+
+def test_a_cold_mount_reads_the_feed_and_the_log_of_many_commits_sixteen_records_at_a_time(remote, remote_mounter,
+                                                                                             tmp_path):
+    # 40 commits, each record in the piece its commit appended: a mount on a host that never read
+    # them asks for 16 at once (their roots, then their records: core/manifest_history.c
+    # manifest_prefetch_commits) and renders what a mount reading them one by one renders
+    bench = Path(GRAPHFS).parent / "graphfs-bench"
+    subprocess.run([str(bench), "commits", remote, "40", "--tables", "4"], check=True, capture_output=True,
+                   env={**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / "writer")})
+    seen = {}
+    for name, width in (("parallel", "16"), ("one by one", "0")):
+        m = remote_mounter(remote, env={"GRAPHFS_CACHE_DIR": str(tmp_path / f"cold-{width}"),
+                                        "GRAPHFS_S3_PREFETCH": width})
+        before = json.loads(m.read(".graphfs", "stats"))["object_store"]
+        seen[name] = (m.read(".graphfs", "feed"), m.read("log"))
+        after = json.loads(m.read(".graphfs", "stats"))["object_store"]
+        seen[name] += (after["prefetch_rounds"] - before["prefetch_rounds"],)
+    assert seen["parallel"][:2] == seen["one by one"][:2]
+    assert [json.loads(line)["version"] for line in seen["parallel"][0].splitlines()] == list(range(1, 41))
+    assert seen["parallel"][2] >= 4 and seen["one by one"][2] == 0
