@@ -145,5 +145,6 @@ def test_a_scratch_file_made_before_a_remount_keeps_its_base(m, mounter):
     assert rows(m) == sorted(jsonl([{"id": "a", "name": "Ada L.", "age": 36}, {"id": "b", "name": "Bob", "age": 40},
                                     {"id": "c", "name": "Cy", "age": 5}]).splitlines())
     assert m.log()[0]["based_on"] == made_from
-    assert not (m.store / "scratch" / "main" / "bases").exists() or \
-        not list((m.store / "scratch" / "main" / "bases").iterdir())   # gone with its scratch file
+    if not str(m.store).startswith("s3://"):   # (an s3:// store's scratch files are in the host's cache)
+        bases = m.store / "scratch" / "main" / "bases"
+        assert not bases.exists() or not list(bases.iterdir())   # gone with its scratch file
