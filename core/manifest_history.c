@@ -210,7 +210,7 @@ int manifest_commit_read(struct manifest *manifest, struct block_address address
 void manifest_prefetch_commits(struct manifest *manifest, uint64_t version, bool first_parent)
 {
 	struct root_record latest;
-	if (!io_file_is_remote(&manifest->file) || manifest_latest(manifest, &latest) < 0)
+	if (!pager_prefetches(manifest->pager) || manifest_latest(manifest, &latest) < 0)
 		return;
 	struct block_address roots[PREFETCH_COMMITS], records[PREFETCH_COMMITS];
 	size_t count = 0, named = 0;

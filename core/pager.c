@@ -786,8 +786,15 @@ out:
 	return rc;
 }
 
+bool pager_prefetches(const struct pager *pager)
+{
+	return io_file_is_remote(pager->manifest);
+}
+
 void pager_prefetch(struct pager *pager, const struct block_address *addresses, size_t count)
 {
+	if (!pager_prefetches(pager))
+		return;
 	uint64_t offsets[64];
 	struct pack_use *use = pack_acquire(pager);
 	uint64_t packed_below = use ? pack_covered_below(use->pack) : 0;

@@ -75,6 +75,9 @@ uint32_t pager_format_version(const struct pager *pager);
  * here; each pager_read still reads and checks its block.
  */
 void pager_prefetch(struct pager *pager, const struct block_address *addresses, size_t count);
+/* Whether pager_prefetch does anything here (the manifest is in an object store): callers skip
+ * working out what to ask for when it does not. */
+bool pager_prefetches(const struct pager *pager);
 
 /*
  * Reads the block at address, verifies it and appends its raw payload to

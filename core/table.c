@@ -461,7 +461,8 @@ uint64_t table_reader_size(const struct table_reader *reader)
  * in parallel (pager_prefetch; the call returns when they are there). */
 static void reader_prefetch(struct table_reader *reader, size_t index)
 {
-	if (index < reader->prefetched_until && index >= reader->prefetched_until - PREFETCH_FRAGMENTS)
+	if (!pager_prefetches(reader->pager) ||
+	    (index < reader->prefetched_until && index >= reader->prefetched_until - PREFETCH_FRAGMENTS))
 		return;
 	struct block_address addresses[2 * PREFETCH_FRAGMENTS];
 	size_t count = 0, until = index;

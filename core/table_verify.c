@@ -78,7 +78,7 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 	} while (0)
 	if ((rc = btree_open(pager, info->fragments, &fragments)) < 0 ||
 	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0 ||
-	    (rc = btree_iterator_open(fragments, NULL, 0, &ahead)) < 0)
+	    (pager_prefetches(pager) && (rc = btree_iterator_open(fragments, NULL, 0, &ahead)) < 0))
 		FAIL("the fragment tree cannot be opened (%d)", rc);
 	for (;;) {
 		const uint8_t *key, *encoded;
@@ -95,7 +95,7 @@ static int walk_live_rows(struct pager *pager, const struct table_info *info, li
 		if (sequence >= info->next_fragment)
 			FAIL("fragment %llu is beyond the next fragment number %llu",
 			     (unsigned long long)sequence, (unsigned long long)info->next_fragment);
-		if (walked++ == asked)
+		if (ahead && walked++ == asked)   /* (none where prefetching does nothing) */
 			asked += prefetch_ahead(pager, ahead);
 		if ((rc = table_fragment_view_load(pager, &descriptor, &view)) < 0)
 			FAIL("fragment %llu at %llu:%llu is corrupt or unreadable (%d)",
