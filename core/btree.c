@@ -394,6 +394,67 @@ int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *
 	}
 }
 
+/* The child slot of the last entry below a node: descends by last children. */
+static int rightmost_entry(struct btree *tree, struct btree_child slot, struct buf *key_out, struct buf *value_out)
+{
+	for (;;) {
+		const struct btree_node *node = slot.node;
+		if (!node) {
+			if (block_address_is_null(slot.address))
+				return -ENOENT;
+			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
+			if (rc)
+				return rc;
+			node = &tree->scratch;
+		}
+		if (node->count == 0)
+			return -EIO;   /* only an empty root leaf has no entries, and it has no left sibling */
+		if (!node->leaf) {
+			slot = node->entries[node->count - 1].child;
+			continue;
+		}
+		const struct btree_entry *entry = &node->entries[node->count - 1];
+		int rc = buf_append(key_out, entry->key, entry->key_size);
+		return rc < 0 ? rc : buf_append(value_out, entry->value, entry->value_size);
+	}
+}
+
+int btree_get_floor(struct btree *tree, const void *key, size_t key_size, struct buf *key_out,
+		    struct buf *value_out)
+{
+	struct btree_child slot = tree->root, left = { 0 };
+	bool have_left = false;
+	for (;;) {
+		const struct btree_node *node = slot.node;
+		if (!node) {
+			if (block_address_is_null(slot.address))
+				return -ENOENT;
+			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
+			if (rc)
+				return rc;
+			node = &tree->scratch;
+		}
+		if (!node->leaf) {
+			size_t index = btree_node_child_index(node, key, key_size);
+			if (index > 0) {   /* the subtree just left of the one taken: the floor's if this one has none */
+				left = index == 1 ? node->first_child : node->entries[index - 2].child;
+				have_left = true;
+			}
+			slot = index == 0 ? node->first_child : node->entries[index - 1].child;
+			continue;
+		}
+		size_t index = btree_node_lower_bound(node, key, key_size);
+		if (index < node->count &&
+		    btree_key_compare(node->entries[index].key, node->entries[index].key_size, key, key_size) == 0)
+			index++;
+		if (index == 0)
+			return have_left ? rightmost_entry(tree, left, key_out, value_out) : -ENOENT;
+		const struct btree_entry *entry = &node->entries[index - 1];
+		int rc = buf_append(key_out, entry->key, entry->key_size);
+		return rc < 0 ? rc : buf_append(value_out, entry->value, entry->value_size);
+	}
+}
+
 /* ---- flush -------------------------------------------------------------- */
 
 

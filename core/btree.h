@@ -72,6 +72,11 @@ void btree_free(struct btree *tree);
 /* Looks key up. Returns 0 and appends the value to value_out, -ENOENT, or -EIO/-ENOMEM. */
 int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *value_out);
 
+/* The entry with the greatest key at or below key: appends its key and value. 0, -ENOENT
+ * (every key is above it), -EIO/-ENOMEM. */
+int btree_get_floor(struct btree *tree, const void *key, size_t key_size, struct buf *key_out,
+		    struct buf *value_out);
+
 /* Inserts or replaces. Returns 0, -ENAMETOOLONG, -E2BIG, -EIO, -ENOMEM. On error the tree is unchanged. */
 int btree_put(struct btree *tree, const void *key, size_t key_size, const void *value,
 	      size_t value_size);

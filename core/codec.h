@@ -121,7 +121,7 @@ struct block_address codec_get_address(struct buf_reader *reader);
 /* ---- file headers (docs/FORMAT.md §2) ------------------------------------ */
 
 #define FILE_HEADER_SIZE 4096
-#define FILE_FORMAT_VERSION 7          /* the store format this binary creates */
+#define FILE_FORMAT_VERSION 8          /* the store format this binary creates */
 #define FILE_FORMAT_OLDEST 6           /* the oldest it reads and writes (in that format's layout) */
 #define MANIFEST_FIRST_BLOCK 12288     /* after the file header and the two meta slots */
 

@@ -378,6 +378,16 @@ void manifest_set_delete_check(struct manifest *manifest,
  * Returns fn's result, or the lock's error. */
 int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *manifest, void *context),
 			void *context, struct error_info *error);
+/*
+ * Publishes a compaction (core/table_compact.c) of branch's table stable_id, made
+ * from the table version record at `table`: a root of the same version whose
+ * heads name the compacted version (core/manifest_compact.c). *published says
+ * whether it was published — false, with 0, when the branch or table is gone or
+ * its head no longer names `table`. Returns 0 or -errno (nothing published).
+ */
+int manifest_compact(struct manifest *manifest, const char *branch, const struct ulid *stable_id,
+		     struct block_address table, const struct table_compaction *compaction, enum codec_kind codec,
+		     bool *published, struct error_info *error);
 /* Unless force: -ENOTEMPTY when no other branch or tag holds the branch's head commit
  * (manifest_branches.c invariant 3). */
 int manifest_branch_delete(struct manifest *manifest, const char *name, const char *mounted_branch, bool force,

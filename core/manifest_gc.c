@@ -256,13 +256,16 @@ static bool pinned_between(uint64_t first, uint64_t last, void *context)
 /*
  * The chain of roots from latest back to the first at or below the horizon
  * (which stays, so that verify's walk of the chain ends on a readable root):
- * their records only.
+ * their records, and the states of those above the horizon — a version's
+ * earlier roots too, not only the last one the version index names: a reader
+ * that resolved the latest root before a compaction republished its version
+ * (core/manifest_compact.c) reads the fragments that root names.
  */
 static int mark_chain(struct gc_mark *mark, const struct root_record *latest)
 {
 	struct root_record root = *latest;
 	for (;;) {
-		int rc = mark_block(root.self, mark);
+		int rc = root.version > mark->horizon ? mark_root_states(mark, &root) : mark_block(root.self, mark);
 		if (rc < 0)
 			return rc;
 		if (root.version <= mark->horizon || block_address_is_null(root.previous))

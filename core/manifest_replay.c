@@ -109,6 +109,37 @@ static int replay_seed(struct manifest *manifest, uint64_t version, const struct
  * (or, if even that commit is below the horizon, there is nothing to replay
  * and the branch's heads are the replay). Returns 0, or -EIO with problem set.
  */
+/*
+ * A compaction (core/manifest_compact.c) stores a head's table version anew without a
+ * commit: where the branch's head row equals the replayed one in every field but the
+ * table address, the replay takes the head's address (the same table version, its
+ * fragments merged), so that verify reads, and repair keeps, what the branch holds.
+ * 0, -EIO, -ENOMEM (an unreadable heads tree is the comparison's finding, not this one's).
+ */
+static int adopt_compacted(struct manifest *manifest, const struct branch_record *branch,
+			   struct manifest_replay *replay)
+{
+	struct btree *heads = NULL;
+	struct buf value;
+	buf_init(&value);
+	if (block_address_is_null(branch->heads) || btree_open(manifest->pager, branch->heads, &heads) < 0)
+		return 0;
+	for (size_t i = 0; i < replay->count; i++) {
+		struct head_row *replayed = &replay->heads[i], head;
+		buf_reset(&value);
+		if (replayed->state != HEAD_LIVE ||
+		    btree_get(heads, replayed->stable_id.bytes, sizeof replayed->stable_id.bytes, &value) < 0 ||
+		    journal_head_row_decode(value.data, value.size, &head) < 0)
+			continue;
+		const char *field = manifest_replay_head_difference(&head, replayed);
+		if (field && strcmp(field, "table version record") == 0)
+			replayed->table = head.table;
+	}
+	buf_free(&value);
+	btree_free(heads);
+	return 0;
+}
+
 int manifest_replay_branch(struct manifest *manifest, const struct branch_record *branch,
 			 struct manifest_replay *out, char *problem, size_t problem_size)
 {
@@ -189,6 +220,7 @@ int manifest_replay_branch(struct manifest *manifest, const struct branch_record
 		if (rc < 0)
 			goto out;
 	}
+	rc = adopt_compacted(manifest, branch, out);
 out:
 	free(chain);
 	return rc;

@@ -102,6 +102,7 @@ int store_handle_open(const char *path, const struct store_options *options, str
 		return error_info_set(error, -ENOMEM, "out of memory");
 	store->serving.descriptor = -1;
 	pthread_mutex_init(&store->schemas_lock, NULL);
+	pthread_mutex_init(&store->compact_lock, NULL);
 	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++)
 		schema_init(&store->schemas[i].schema);
 	store->path = strdup(path);
@@ -136,6 +137,7 @@ int store_handle_open(const char *path, const struct store_options *options, str
 	return 0;
 cleanup:
 	pthread_mutex_destroy(&store->schemas_lock);
+	pthread_mutex_destroy(&store->compact_lock);
 	free(store->path);
 	free(store);
 	return rc;
@@ -150,6 +152,8 @@ void store_handle_close(struct store *store)
 	for (size_t i = 0; i < STORE_SCHEMA_CACHE; i++)
 		schema_free(&store->schemas[i].schema);
 	pthread_mutex_destroy(&store->schemas_lock);
+	pthread_mutex_destroy(&store->compact_lock);
+	free(store->compact_notes);
 	free(store->path);
 	free(store);
 }

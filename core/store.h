@@ -39,7 +39,7 @@
 #include "ulid.h"
 
 #define STORE_LATEST UINT64_MAX   /* "the newest version" for snapshot and export */
-#define STORE_FORMAT_VERSION 7    /* same as MANIFEST_FORMAT_VERSION: the format init creates */
+#define STORE_FORMAT_VERSION 8    /* same as MANIFEST_FORMAT_VERSION: the format init creates */
 #define STORE_FORMAT_OLDEST 6     /* the oldest format this graphfs opens, reads and writes */
 
 struct store;
@@ -678,6 +678,13 @@ struct store_gc_result {
  */
 int store_gc(struct store *store, const struct store_gc_options *options, store_progress_fn progress,
 	     void *progress_context, struct store_gc_result *out, struct error_info *error);
+/*
+ * Flushes the fragments of every table this handle merged rows into (core/store_compact.c)
+ * where the rows it wrote since the last flush are worth the rewrite: fewer, fuller
+ * fragments, the same rows, no new version. Store formats before 8 are left alone;
+ * errors are logged. Returns the live rows rewritten. store_close runs it after commits.
+ */
+uint64_t store_compact_flush(struct store *store);
 /* What store_keep_itself did: how many versions the policy allowed to reclaim, and the gc
  * it ran (ran false: none was due). */
 struct store_upkeep {

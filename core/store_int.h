@@ -57,7 +57,28 @@ struct store {
 		uint64_t used;                /* schemas_clock when last handed out */
 	} schemas[STORE_SCHEMA_CACHE];
 	uint64_t schemas_clock;
+	/* store_compact.c: the tables this handle merged rows into, and the rows since each one's
+	 * last flush (invariant 3 there) */
+	pthread_mutex_t compact_lock;
+	struct store_compact_note {
+		char branch[JOURNAL_NAME_MAX + 1];
+		char table[JOURNAL_NAME_MAX + 1];
+		uint64_t rows_written;
+	} *compact_notes;
+	size_t compact_note_count, compact_note_capacity;
 };
+
+/*
+ * Compacts one table of branch (core/store_compact.c): plans mode's compaction of its
+ * current version and publishes it — a FLUSH only when min_written rows are at least an
+ * eighth of the rows it would rewrite. *rows_rewritten: the live rows rewritten (0: none,
+ * also when a commit came first). 0 or -errno with error set.
+ */
+int store_compact_table(struct store *store, const char *branch, const char *table, enum table_compact_mode mode,
+			uint64_t min_written, uint64_t *rows_rewritten, struct error_info *error);
+/* After a commit that merged rows rows into table: notes them, runs a TIERED compaction if due
+ * (errors logged, invariant 2). */
+void store_compact_after_commit(struct store *store, const char *branch, const char *table, uint64_t rows);
 
 /*
  * The handle alone (store.c): options checked, the manifest opened, the schema

@@ -32,7 +32,10 @@ void store_close(struct store *store)
 {
 	if (!store)
 		return;
-	/* after a command's commits: the retention policy, if due (store_config.c invariant 2) */
+	/* after a command's commits: its tables' fragments flushed when worth it (store_compact.c),
+	 * then the retention policy, if due (store_config.c invariant 2) */
+	if (store->upkeep_at_close && store_version(store) > store->opened_version)
+		store_compact_flush(store);
 	if (store->upkeep_at_close && store_version(store) > store->opened_version) {
 		struct store_upkeep upkeep;
 		struct error_info error;

@@ -742,9 +742,16 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 	size_t included_count = 0;
 	struct buf summary;
 	buf_init(&summary);
+	struct merged_table {
+		char name[JOURNAL_NAME_MAX + 1];
+		uint64_t rows;
+	} *merged = NULL;   /* the tables the commit merged rows into: compacted after it */
+	size_t merged_count = 0;
+	char branch[JOURNAL_NAME_MAX + 1];
 	int rc = 0;
 	error_info_clear(error);
 	pthread_mutex_lock(&txn->lock);
+	snprintf(branch, sizeof branch, "%s", txn->branch);
 
 	/* 1. Every writer: not busy, not failed, no partial last line. */
 	for (; locked_writers < txn->op_count; locked_writers++) {
@@ -894,8 +901,14 @@ int store_txn_commit(struct store_txn *txn, const char *message, struct store_co
 		ulid_format(&published.commit, result->commit);
 		result->time_us = published.time_us;
 	}
+	merged = calloc(txn->op_count ? txn->op_count : 1, sizeof *merged);
 	for (size_t i = 0; i < txn->op_count; i++) {
 		struct txn_op *op = txn->ops[i];
+		if (op->kind == MANIFEST_WRITE && op->writer->mode != STORE_OVERWRITE && merged &&
+		    atomic_load(&op->writer->lines) > 0) {
+			snprintf(merged[merged_count].name, sizeof merged[merged_count].name, "%s", op->name);
+			merged[merged_count++].rows = (uint64_t)atomic_load(&op->writer->lines);
+		}
 		if (op->kind == MANIFEST_WRITE)
 			pthread_mutex_unlock(&op->writer->lock);
 		txn_op_free(op);
@@ -920,6 +933,10 @@ cleanup:
 	free(included);
 	free(manifest_ops);
 	buf_free(&summary);
+	/* 8. Committed: the fragments it added, compacted when due (core/store_compact.c) */
+	for (size_t i = 0; rc == 0 && i < merged_count; i++)
+		store_compact_after_commit(store, branch, merged[i].name, merged[i].rows);
+	free(merged);
 	return rc;
 }
 

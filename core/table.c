@@ -294,9 +294,12 @@ int table_fragment_view_load(struct pager *pager, const struct fragment_descript
 	view->lines = view->raw.data + header;
 	view->lines_size = view->raw.size - header;
 	size_t end = 0;
+	uint32_t empty_slots = 0;   /* a compacted fragment's slots of rows deleted before (deleted here too) */
 	for (uint32_t row = 0; row < rows; row++) {
 		size_t length = buf_load_u32(view->raw.data + 4 + 4 * (size_t)row);
-		if (length == 0 || length > view->lines_size - end || view->lines[end + length - 1] != '\n')
+		if (length == 0)
+			empty_slots++;
+		else if (length > view->lines_size - end || view->lines[end + length - 1] != '\n')
 			goto out;
 		end += length;
 		view->ends[row] = (uint32_t)end;
@@ -323,6 +326,12 @@ int table_fragment_view_load(struct pager *pager, const struct fragment_descript
 	}
 	if (view->live_rows != descriptor->live_rows || view->live_bytes != descriptor->live_bytes)
 		goto out;
+	for (uint32_t row = 0; empty_slots > 0 && row < rows; row++)
+		if (table_line_start(view, row) == table_line_end(view, row)) {
+			if (!view->deleted || !roaring_bitmap_contains(view->deleted, row))
+				goto out;   /* an empty line must be a deleted slot */
+			empty_slots--;
+		}
 	rc = 0;
 out:
 	if (rc < 0) {
@@ -350,6 +359,37 @@ int table_descriptor_get(struct btree *fragments, uint64_t sequence, struct frag
 	int rc = btree_get(fragments, key, sizeof key, &value);
 	if (rc == 0)
 		rc = table_descriptor_decode(value.data, value.size, out);
+	buf_free(&value);
+	return rc;
+}
+
+int table_descriptor_locate(struct btree *fragments, uint64_t sequence, uint32_t row_index,
+			    struct fragment_descriptor *out, uint32_t *row_out)
+{
+	int rc = table_descriptor_get(fragments, sequence, out);
+	if (rc == 0 && row_index < out->rows) {
+		*row_out = row_index;
+		return 0;
+	}
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	uint64_t slot = sequence + row_index;
+	uint8_t key[SEQUENCE_KEY_SIZE];
+	table_sequence_key(slot, key);
+	struct buf found_key, value;
+	buf_init(&found_key);
+	buf_init(&value);
+	rc = btree_get_floor(fragments, key, sizeof key, &found_key, &value);
+	if (rc == 0 && found_key.size != SEQUENCE_KEY_SIZE)
+		rc = -EIO;
+	if (rc == 0 && (rc = table_descriptor_decode(value.data, value.size, out)) == 0) {
+		uint64_t base = table_sequence_from_key(found_key.data);
+		if (slot - base >= out->rows)
+			rc = -ENOENT;
+		else
+			*row_out = (uint32_t)(slot - base);
+	}
+	buf_free(&found_key);
 	buf_free(&value);
 	return rc;
 }
@@ -600,7 +640,8 @@ int table_lookup(struct pager *pager, const struct table_info *info, const void 
 	if ((rc = table_key_value_decode(value.data, value.size, &location)) < 0 ||
 	    (rc = btree_open(pager, info->fragments, &fragments)) < 0)
 		goto out;
-	rc = table_descriptor_get(fragments, location.sequence, &descriptor);
+	rc = table_descriptor_locate(fragments, location.sequence, location.row_index, &descriptor,
+				     &location.row_index);
 	if (rc == -ENOENT)
 		rc = -EIO; /* the key tree names a fragment the table does not have */
 	if (rc < 0 || (rc = table_fragment_view_load(pager, &descriptor, &view)) < 0)

@@ -24,8 +24,7 @@
 
 /* ---- apply ------------------------------------------------------------------------------ */
 
-/* Appends a deletion bitmap block. 0 or -errno. */
-static int bitmap_append(struct pager_append *append, const roaring_bitmap_t *bitmap,
+int table_bitmap_append(struct pager_append *append, const roaring_bitmap_t *bitmap,
 			 struct block_address *address_out)
 {
 	size_t size = roaring_bitmap_portable_size_in_bytes(bitmap);
@@ -69,7 +68,7 @@ static int apply_fragments(struct pager_append *append, const struct table_stage
 			return rc;
 		}
 		if (fragment->live_rows < fragment->rows &&
-		    (rc = bitmap_append(append, fragment->dead, &descriptor->bitmap)) < 0)
+		    (rc = table_bitmap_append(append, fragment->dead, &descriptor->bitmap)) < 0)
 			return rc;
 	}
 	return 0;
@@ -87,7 +86,7 @@ static int apply_bulk(struct pager_append *append, const struct table_stage *sta
 		if (state->descriptors[i].live_rows == 0)
 			continue;
 		uint8_t key[SEQUENCE_KEY_SIZE], value[DESCRIPTOR_SIZE];
-		table_sequence_key(state->first_sequence + i, key);
+		table_sequence_key(state->first_sequence + stage->fragments[i].slot, key);
 		table_descriptor_encode(&state->descriptors[i], value);
 		if ((rc = btree_builder_add(builder, key, sizeof key, value, sizeof value)) < 0)
 			goto out;
@@ -196,6 +195,69 @@ static int compare_touched(const void *a, const void *b)
 }
 
 /*
+ * Names each touched fragment by the number it has in the base's fragment tree
+ * and its rows by their index there: a key entry may name a fragment that
+ * compaction merged into a larger one (table_descriptor_locate), whose rows
+ * then sit further in; entries that land in one fragment are joined. Leaves
+ * the items sorted by sequence. 0, -EIO (no such fragment), -ENOMEM.
+ */
+static int touched_resolve(struct pager *pager, struct pager_append *append, const struct table_info *base,
+			   struct touched *touched)
+{
+	if (touched->count == 0)
+		return 0;
+	struct btree *fragments = NULL;
+	int rc = btree_open_layout(pager, base->fragments, BTREE_PACKED, &fragments);
+	if (rc == 0)
+		btree_attach_append(fragments, append);   /* the base may be in this same publish */
+	for (size_t i = 0; rc == 0 && i < touched->count; i++) {
+		struct touched_fragment *item = &touched->items[i];
+		struct fragment_descriptor descriptor;
+		uint32_t last = roaring_bitmap_maximum(item->rows), row;
+		if ((rc = table_descriptor_locate(fragments, item->sequence, last, &descriptor, &row)) < 0)
+			break;
+		if (row == last)
+			continue;   /* the fragment of that number */
+		uint64_t shift = row - last;   /* rows before the original fragment's in the merged one */
+		roaring_bitmap_t *moved = roaring_bitmap_create();
+		if (!moved) {
+			rc = -ENOMEM;
+			break;
+		}
+		roaring_uint32_iterator_t rows;
+		roaring_init_iterator(item->rows, &rows);
+		for (; rows.has_value; roaring_advance_uint32_iterator(&rows))
+			roaring_bitmap_add(moved, (uint32_t)(rows.current_value + shift));
+		roaring_bitmap_free(item->rows);
+		item->rows = moved;
+		item->sequence -= shift;
+	}
+	btree_free(fragments);
+	if (rc == -ENOENT)
+		rc = -EIO; /* the key tree names a fragment the table does not have */
+	if (rc < 0)
+		return rc;
+	qsort(touched->items, touched->count, sizeof *touched->items, compare_touched);
+	size_t kept = 0;
+	for (size_t i = 0; i < touched->count; i++) {
+		struct touched_fragment *item = &touched->items[i];
+		if (kept > 0 && touched->items[kept - 1].sequence == item->sequence) {
+			struct touched_fragment *into = &touched->items[kept - 1];
+			if (roaring_bitmap_intersect(into->rows, item->rows))
+				return -EIO;   /* one row named twice */
+			roaring_bitmap_or_inplace(into->rows, item->rows);
+			into->bytes += item->bytes;
+			roaring_bitmap_free(item->rows);
+			item->rows = NULL;
+			continue;
+		}
+		touched->items[kept++] = *item;
+	}
+	touched->count = kept;   /* (the sequence map is not used after this) */
+	return 0;
+}
+
+/*
  * Marks the rows of one old fragment deleted: a new bitmap and descriptor,
  * or the fragment leaves the tree when no live row remains. -EIO if the
  * rows are not live rows of the fragment.
@@ -237,7 +299,7 @@ static int apply_old_fragment(struct pager *pager, struct pager_append *append, 
 	}
 	roaring_bitmap_or_inplace(bitmap, old->rows);
 	roaring_bitmap_run_optimize(bitmap);
-	if ((rc = bitmap_append(append, bitmap, &descriptor.bitmap)) < 0)
+	if ((rc = table_bitmap_append(append, bitmap, &descriptor.bitmap)) < 0)
 		goto out;
 	uint8_t value[DESCRIPTOR_SIZE];
 	table_descriptor_encode(&descriptor, value);
@@ -312,7 +374,7 @@ static int apply_merge_fragments(struct pager *pager, struct pager_append *appen
 		if (state->descriptors[i].live_rows == 0)
 			continue;
 		uint8_t key[SEQUENCE_KEY_SIZE], descriptor[DESCRIPTOR_SIZE];
-		table_sequence_key(state->first_sequence + i, key);
+		table_sequence_key(state->first_sequence + stage->fragments[i].slot, key);
 		table_descriptor_encode(&state->descriptors[i], descriptor);
 		if ((rc = btree_put(fragments, key, sizeof key, descriptor, sizeof descriptor)) < 0)
 			goto out;
@@ -365,13 +427,14 @@ static int apply_merge(struct pager *pager, struct pager_append *append, const s
 			rc = existed ? btree_delete(keys, id, entry.id_size) : 0;
 		} else {
 			uint8_t location[KEY_VALUE_SIZE];
-			table_stage_record_location(state->first_sequence, &entry, location);
+			table_stage_record_location(stage, state->first_sequence, &entry, location);
 			rc = btree_put(keys, id, entry.id_size, location, sizeof location);
 		}
 		if (rc < 0)
 			goto out;
 	}
-	if (rc == 0 && (rc = touched_remove_edges(pager, append, base, &touched, edges)) == 0 &&
+	if (rc == 0 && (rc = touched_resolve(pager, append, base, &touched)) == 0 &&
+	    (rc = touched_remove_edges(pager, append, base, &touched, edges)) == 0 &&
 	    (rc = apply_merge_fragments(pager, append, base, stage, state, &touched, info)) == 0)
 		rc = btree_flush(keys, append, &info->keys);
 out:
@@ -428,7 +491,7 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 			rc = 0;
 			if (!entry.is_delete) {
 				uint8_t location[KEY_VALUE_SIZE];
-				table_stage_record_location(state->first_sequence, &entry, location);
+				table_stage_record_location(stage, state->first_sequence, &entry, location);
 				rc = btree_builder_add(builder, entry.id, entry.id_size, location, sizeof location);
 			}
 		}
@@ -445,6 +508,8 @@ static int apply_merge_streaming(struct pager *pager, struct pager_append *appen
 	}
 	rc = btree_builder_finish(builder, &info->keys);
 	builder = NULL;
+	if (rc == 0)
+		rc = touched_resolve(pager, append, base, &touched);
 	if (rc == 0)
 		rc = touched_remove_edges(pager, append, base, &touched, edges);
 	if (rc == 0)
@@ -480,7 +545,8 @@ int table_apply(struct pager *pager, struct pager_append *append, const struct t
 		.descriptors = NULL,
 		.first_sequence = base && stage->mode != TABLE_OVERWRITE ? base->next_fragment : 0,
 	};
-	info.next_fragment = state.first_sequence + stage->fragment_count;
+	info.next_fragment = state.first_sequence + (stage->fragment_count
+		? stage->fragments[stage->fragment_count - 1].slot + stage->fragments[stage->fragment_count - 1].rows : 0);
 	struct table_edges_update *edges = NULL;
 	int rc = apply_fragments(append, stage, &state);
 	if (rc < 0)

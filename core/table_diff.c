@@ -23,6 +23,7 @@ struct diff_side {
 	struct pager *pager;
 	const struct table_info *info;
 	struct btree_finder *fragments;
+	struct btree *merged;              /* opened for a key entry into a compacted fragment */
 	struct fragment_view view;
 	struct block_address loaded;       /* the fragment block in view (null: none) */
 };
@@ -33,9 +34,9 @@ struct diff_walk {
 	void *context;
 };
 
-/* The descriptor of the fragment a key-tree value names. 0 or -errno (-EIO: no such fragment). */
-static int side_descriptor(struct diff_side *side, const struct key_value *location,
-			   struct fragment_descriptor *out)
+/* The descriptor of the fragment a key-tree value names; its row index becomes the row's
+ * index in that fragment (table_descriptor_locate). 0 or -errno (-EIO: no such fragment). */
+static int side_descriptor(struct diff_side *side, struct key_value *location, struct fragment_descriptor *out)
 {
 	if (!side->fragments) {
 		int rc = btree_finder_open(side->pager, side->info->fragments, DIFF_FINDER_BUDGET, &side->fragments);
@@ -47,9 +48,16 @@ static int side_descriptor(struct diff_side *side, const struct key_value *locat
 	const uint8_t *value;
 	size_t value_size;
 	int rc = btree_finder_get(side->fragments, key, sizeof key, &value, &value_size);
-	if (rc == -ENOENT)
-		return -EIO;   /* the key tree names a fragment the table does not have */
-	return rc < 0 ? rc : table_descriptor_decode(value, value_size, out);
+	if (rc == 0 && (rc = table_descriptor_decode(value, value_size, out)) == 0 && location->row_index < out->rows)
+		return 0;
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	/* not a fragment of its own: a key entry into a fragment compaction made */
+	if (!side->merged &&
+	    (rc = btree_open_layout(side->pager, side->info->fragments, BTREE_PACKED, &side->merged)) < 0)
+		return rc;
+	rc = table_descriptor_locate(side->merged, location->sequence, location->row_index, out, &location->row_index);
+	return rc == -ENOENT ? -EIO : rc;   /* -EIO: the key tree names a fragment the table does not have */
 }
 
 /* The canonical line of the row at location (valid until the side loads another fragment). */
@@ -116,6 +124,7 @@ int table_diff(struct pager *pager, const struct table_info *a, const struct tab
 	int rc = btree_diff(pager, a->keys, b->keys, visit_candidate, &walk);
 	for (int i = 0; i < 2; i++) {
 		btree_finder_free(walk.sides[i].fragments);
+		btree_free(walk.sides[i].merged);
 		table_fragment_view_clear(&walk.sides[i].view);
 	}
 	return rc;

@@ -184,6 +184,8 @@ _Static_assert(TABLE_FRAGMENT_ROWS <= (1 << 13), "row indexes fit stage_entry.ro
 struct stage_fragment {
 	struct block_address address;   /* spilled: its block in the segment (set once written); inline: null */
 	struct buf payload;             /* inline: the raw payload, appended at apply */
+	uint64_t slot;                  /* its first row's slot within the stage: the rows cut before it
+					   (docs/FORMAT.md §12: a fragment's number is the slot of its first row) */
 	uint32_t rows;
 	uint32_t live_rows;
 	uint64_t live_bytes;
@@ -204,6 +206,7 @@ struct stage_job {
 	struct buf keys;                /* KEYS_STREAMED: the ids of its rows, in row order, each as
 					   u16 size (little-endian) then the id; empty otherwise */
 	uint32_t fragment;              /* stage fragment ordinal */
+	uint64_t slot;                  /* its slot (stage_fragment.slot): the writer thread reads no fragment */
 	struct block_address address;   /* written: the block's address */
 };
 
@@ -368,12 +371,26 @@ int table_bitmap_read(struct pager *pager, struct pager_append *append, struct b
  * structure against the descriptor and counts its rows as decoded data rows.
  * On error the view is cleared. Returns 0, -EIO, -ENOENT, -ENOMEM.
  */
+/* Appends a deletion bitmap block (docs/FORMAT.md §13). 0 or -errno. */
+int table_bitmap_append(struct pager_append *append, const roaring_bitmap_t *bitmap,
+			struct block_address *address_out);
 int table_fragment_view_load(struct pager *pager, const struct fragment_descriptor *descriptor,
 			      struct fragment_view *view);
 bool table_fragment_view_is_live(const struct fragment_view *view, uint32_t row);
 /* Looks a fragment descriptor up by sequence in the fragment tree. 0, -ENOENT, -errno. */
 int table_descriptor_get(struct btree *fragments, uint64_t sequence, struct fragment_descriptor *out);
-void table_stage_record_location(uint64_t first_sequence, const struct stage_record *record,
+/*
+ * The fragment that holds the row a key entry names (docs/FORMAT.md §12): the
+ * fragment numbered `sequence` when the table has it (row `row_index` of it), else
+ * the one whose slots cover sequence + row_index — a fragment that compaction made
+ * of several (core/table_compact.c): there the row is at sequence + row_index
+ * minus its number. Sets *out and *row_out. 0, -ENOENT (no such fragment or row),
+ * -EIO, -ENOMEM.
+ */
+int table_descriptor_locate(struct btree *fragments, uint64_t sequence, uint32_t row_index,
+			    struct fragment_descriptor *out, uint32_t *row_out);
+void table_stage_record_location(const struct table_stage *stage, uint64_t first_sequence,
+				 const struct stage_record *record,
 			    uint8_t value[KEY_VALUE_SIZE]);
 int table_stage_iterator_open(const struct table_stage *stage, struct stage_iterator *iterator);
 /* 1 with *out, 0 at the end, or -errno. */

@@ -525,6 +525,8 @@ static int stage_cut(struct table_stage *stage, size_t *cursor)
 	struct stage_fragment *fragment = &stage->fragments[stage->fragment_count];
 	memset(fragment, 0, sizeof *fragment);
 	buf_init(&fragment->payload);
+	if (stage->fragment_count > 0)
+		fragment->slot = fragment[-1].slot + fragment[-1].rows;
 	if (stage->segment) {
 		if ((rc = table_writer_submit(stage, (uint32_t)stage->fragment_count)) < 0)
 			return rc;
@@ -1028,12 +1030,12 @@ void table_stage_iterator_close(struct stage_iterator *iterator)
 	iterator->cursor = NULL;
 }
 
-void table_stage_record_location(uint64_t first_sequence, const struct stage_record *record,
-			    uint8_t value[KEY_VALUE_SIZE])
+void table_stage_record_location(const struct table_stage *stage, uint64_t first_sequence,
+				 const struct stage_record *record, uint8_t value[KEY_VALUE_SIZE])
 {
-	assert(!record->is_delete);
+	assert(!record->is_delete && record->fragment < stage->fragment_count);
 	struct key_value location = {
-		.sequence = first_sequence + record->fragment,
+		.sequence = first_sequence + stage->fragments[record->fragment].slot,
 		.row_index = record->row_index,
 		.row_size = record->line_size,
 	};
@@ -1056,7 +1058,7 @@ int table_stage_build_keys(const struct table_stage *stage, uint64_t first_seque
 			continue;
 		}
 		uint8_t value[KEY_VALUE_SIZE];
-		table_stage_record_location(first_sequence, &record, value);
+		table_stage_record_location(stage, first_sequence, &record, value);
 		rc = btree_builder_add(builder, record.id, record.id_size, value, sizeof value);
 	}
 	table_stage_iterator_close(&iterator);

@@ -128,12 +128,15 @@ out:
 	return rc;
 }
 
-/* What verify adds up for one (id, location) pair: a 64-bit hash of both. */
+/* What verify adds up for one (id, location) pair: a 64-bit hash of both, the location as
+ * the row's slot (sequence + row index: a key entry into a fragment compaction made names
+ * the row's first fragment, docs/FORMAT.md §12) and size. */
 static uint64_t pair_hash(const uint8_t *id, size_t id_size, const struct key_value *location,
 			  struct buf *scratch)
 {
 	uint8_t value[KEY_VALUE_SIZE];
-	table_key_value_encode(location, value);
+	struct key_value slot = { location->sequence + location->row_index, 0, location->row_size };
+	table_key_value_encode(&slot, value);
 	buf_reset(scratch);
 	if (buf_append(scratch, id, id_size) < 0 || buf_append(scratch, value, sizeof value) < 0)
 		return 0;
@@ -257,7 +260,7 @@ static int look_row_up(const uint8_t *id, size_t id_size, const struct key_value
 			 location->row_index, (unsigned long long)location->sequence, rc);
 		return -EIO;
 	}
-	if (found.sequence != location->sequence || found.row_index != location->row_index ||
+	if (found.sequence + found.row_index != location->sequence + location->row_index ||
 	    found.row_size != location->row_size) {
 		snprintf(message, message_size, "the key tree entry of live row %u of fragment %llu points elsewhere",
 			 location->row_index, (unsigned long long)location->sequence);

@@ -33,8 +33,8 @@ static void writer_harvest(struct table_stage *stage)
 
 /*
  * Adds the keys of the job's fragment to the streamed key tree (invariant 11):
- * row i of stage fragment f is at sequence f (an overwrite's sequences start
- * at 0), and its size is in the payload's table of line sizes. Writer thread
+ * row i of stage fragment f is at sequence f's slot, the rows cut before it
+ * (an overwrite's sequences start at 0), and its size is in the payload's table of line sizes. Writer thread
  * only. 0 or -errno (the builder then fails every later add).
  */
 static int writer_add_keys(struct table_stage *stage, const struct stage_job *job)
@@ -53,7 +53,7 @@ static int writer_add_keys(struct table_stage *stage, const struct stage_job *jo
 		if ((size_t)(end - at - 2) < id_size)
 			return -EIO;
 		struct key_value location = {
-			.sequence = job->fragment,
+			.sequence = job->slot,
 			.row_index = i,
 			.row_size = buf_load_u32(payload + 4 + 4 * (size_t)i),
 		};
@@ -166,6 +166,7 @@ int table_writer_submit(struct table_stage *stage, uint32_t fragment)
 	}
 	pthread_mutex_lock(&writer->lock);
 	writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].fragment = fragment;
+	writer->jobs[writer->submitted % STAGE_QUEUE_DEPTH].slot = stage->fragments[fragment].slot;
 	writer->submitted++;
 	pthread_cond_broadcast(&writer->changed);
 	pthread_mutex_unlock(&writer->lock);

@@ -1,8 +1,10 @@
 /*
- * upkeep — a mount keeps its store: a thread of its own applies the store's
- * retention policy (store_keep_itself, core/store_config.c) after this
- * mount's commits and at least every UPKEEP_INTERVAL_S seconds (for commits
- * made elsewhere), so that no request waits for a gc.
+ * upkeep — a mount keeps its store: a thread of its own flushes the fragments
+ * of the tables this mount wrote (store_compact_flush, core/store_compact.c)
+ * and applies the store's retention policy (store_keep_itself,
+ * core/store_config.c) after this mount's commits and at least every
+ * UPKEEP_INTERVAL_S seconds (for commits made elsewhere), so that no request
+ * waits for a flush or a gc.
  *
  * Invariants:
  *   1. The thread starts at the first poke, never before: by then the daemon
@@ -52,6 +54,9 @@ static void run_once(struct mountfs *mount)
 	struct store_upkeep done;
 	struct error_info error;
 	error_info_clear(&error);
+	uint64_t rewritten = store_compact_flush(mount->store);
+	if (rewritten)
+		mount_log(mount, LOG_DEBUG, "compacted: %llu rows into fewer fragments", (unsigned long long)rewritten);
 	int rc = store_keep_itself(mount->store, &done, &error);
 	if (rc < 0)
 		mount_log(mount, LOG_WARNING, "the retention policy's gc did not run: %s",

@@ -25,7 +25,7 @@ def test_each_command_has_help(cli, command):
 
 def test_version_prints_binary_version_and_store_format(cli):
     output = cli.ok("--version").stdout.decode()
-    assert re.fullmatch(r"graphfs \S+ \(store format 7; opens formats 6 to 7\)\n", output), output
+    assert re.fullmatch(r"graphfs \S+ \(store format 8; opens formats 6 to 8\)\n", output), output
 
 
 def test_no_command_is_a_usage_error(cli):

@@ -1,5 +1,5 @@
-"""Format versions: this graphfs creates format 7 and opens formats 6 and 7 (a format-6
-store is read and written as format 6); stores stamped older or newer are refused with
+"""Format versions: this graphfs creates format 8 and opens formats 6 to 8 (a format-6 or -7
+store is read and written in its own format); stores stamped older or newer are refused with
 their messages, before recovery runs (a pending sidecar stays as it is)."""
 import json
 import os
@@ -8,7 +8,7 @@ import pytest
 
 from conftest import store_digest
 
-FORMAT = 7  # docs/FORMAT.md §2: the store format this graphfs creates
+FORMAT = 8  # docs/FORMAT.md §2: the store format this graphfs creates
 OLDEST = 6  # the oldest it opens
 
 OLDER = ("older than this graphfs", "dump it with the graphfs version that wrote it",

@@ -21,7 +21,7 @@ def run_mount(store, mountpoint, *extra):
                           capture_output=True, timeout=60)
 
 
-@pytest.mark.parametrize("format_version,advice", [(8, "upgrade"), (5, "graphfs dump")])
+@pytest.mark.parametrize("format_version,advice", [(9, "upgrade"), (5, "graphfs dump")])
 def test_a_store_of_another_format_is_refused_before_mounting(store, tmp_path, format_version, advice):
     graphfs("debug", "stamp-format", store, format_version)
     mountpoint = tmp_path / "mnt"

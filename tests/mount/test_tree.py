@@ -312,7 +312,7 @@ def test_block_cache_0_reads_the_schema_blocks_each_time(populated, mounter):
 
 def test_version_file_names_binary_and_format(mnt):
     version = json.loads(mnt.read(".graphfs", "version"))
-    assert version["format"] == 7
+    assert version["format"] == 8
     assert re.match(r"\d+\.\d+", version["graphfs"])
 
 

@@ -605,7 +605,8 @@ TEST(optimize_rewrites_a_table_of_many_merges_into_few_fragments_with_the_same_b
 	fprintf(stderr, "    120 merges of 40 rows: %llu data blocks to read, %llu after optimize\n",
 		(unsigned long long)blocks_before, (unsigned long long)blocks_after);
 	CHECK(before && after && strcmp(before, after) == 0);
-	CHECK(blocks_after == 1 && blocks_before >= 40);
+	/* compaction (core/table_compact.c) keeps the 120 fragments few; optimize makes them one */
+	CHECK(blocks_after == 1 && blocks_before >= 2 && blocks_before < 40);
 	free(before);
 	free(after);
 	struct store_snapshot *snapshot = NULL;
@@ -619,6 +620,107 @@ TEST(optimize_rewrites_a_table_of_many_merges_into_few_fragments_with_the_same_b
 	buf_free(&lines);
 	CHECK_EQ(store_optimize(store, "main", "Nope", NULL, NULL, NULL, NULL, &result, &error), -ENOENT);
 	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	store_close(store);
+}
+
+/* ---- compaction (core/table_compact.c, core/store_compact.c) ------------------------- */
+
+/* count one-row merges into table, ids r000.., each a commit; every seventh deletes the row
+ * before it and every fifth replaces the row ten before it when delete_and_replace. */
+static int many_merges(struct store *store, const char *table, int count, bool delete_and_replace)
+{
+	for (int i = 0; i < count; i++) {
+		char line[96];
+		int length;
+		if (delete_and_replace && i % 7 == 6)
+			length = snprintf(line, sizeof line, "{\"id\":\"r%03d\",\"@delete\":true}\n", i - 1);
+		else if (delete_and_replace && i % 5 == 4 && i >= 10)
+			length = snprintf(line, sizeof line, "{\"id\":\"r%03d\",\"value\":%d}\n", i - 10, -i);
+		else
+			length = snprintf(line, sizeof line, "{\"id\":\"r%03d\",\"value\":%d}\n", i, i);
+		int rc = write_rows(store, "main", table, STORE_MERGE, line, (size_t)length);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+TEST(one_row_merges_read_like_a_fresh_import_once_their_writer_closes)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(many_merges(store, "Many", 300, false), 0);
+	char *during = NULL, *after = NULL;
+	uint64_t blocks_during = blocks_to_read(store, "Many", &during);
+	CHECK_EQ(store_version(store), 300);   /* compaction adds no version */
+	store_close(store);
+	store = open_store();
+	CHECK(store);
+	uint64_t blocks_after = blocks_to_read(store, "Many", &after);
+	fprintf(stderr, "    300 one-row merges: %llu data blocks to read while writing, %llu after close\n",
+		(unsigned long long)blocks_during, (unsigned long long)blocks_after);
+	CHECK(during && after && strcmp(during, after) == 0 && strlen(after) > 300 * 20);
+	CHECK(blocks_during >= 2 && blocks_during <= 16);   /* tiered: a few of each size class */
+	CHECK_EQ(blocks_after, 1);                         /* the close's flush */
+	CHECK_EQ(store_version(store), 300);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	free(during);
+	free(after);
+	store_close(store);
+}
+
+TEST(compaction_keeps_every_row_through_replaces_deletes_history_and_gc)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(many_merges(store, "Mixed", 240, true), 0);
+	char *at_100 = rows_at(store, "main", 100, "Mixed");
+	char *latest = rows_at(store, "main", STORE_LATEST, "Mixed");
+	CHECK(at_100 && latest);
+	store_close(store);   /* flush */
+	store = open_store();
+	CHECK(store);
+	char *again = rows_at(store, "main", STORE_LATEST, "Mixed"), *at_100_again = rows_at(store, "main", 100, "Mixed");
+	CHECK(again && strcmp(again, latest) == 0);
+	CHECK(at_100_again && strcmp(at_100_again, at_100) == 0);
+	/* rows that live in merged fragments are replaced and deleted by later merges */
+	const char *more = "{\"id\":\"r000\",\"value\":1000001}\n{\"id\":\"r123\",\"@delete\":true}\n"
+			   "{\"id\":\"r239\",\"value\":1000002}\n";
+	CHECK_EQ(write_rows(store, "main", "Mixed", STORE_MERGE, more, strlen(more)), 0);
+	char *changed = rows_at(store, "main", STORE_LATEST, "Mixed");
+	CHECK(changed && strstr(changed, "{\"id\":\"r000\",\"value\":1000001}\n") &&
+	      !strstr(changed, "\"r123\"") && strstr(changed, "{\"id\":\"r239\",\"value\":1000002}\n"));
+	CHECK(!strstr(changed, "{\"id\":\"r000\",\"value\":0}"));
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	struct store_gc_result result;
+	CHECK_EQ(gc_keep(store, 1, &result), 0);
+	char *after_gc = rows_at(store, "main", STORE_LATEST, "Mixed");
+	CHECK(after_gc && strcmp(after_gc, changed) == 0);
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	free(at_100);
+	free(latest);
+	free(again);
+	free(at_100_again);
+	free(changed);
+	free(after_gc);
+	store_close(store);
+}
+
+TEST(a_format_7_store_is_never_compacted)
+{
+	snprintf(store_path_text, sizeof store_path_text, "%s/store", harness_temp_directory());
+	struct error_info error;
+	CHECK_EQ(store_init_format(store_path_text, 7, &error), 0);
+	struct store *store = open_store();
+	CHECK(store);
+	CHECK_EQ(many_merges(store, "Many", 40, false), 0);
+	store_close(store);
+	store = open_store();
+	CHECK(store);
+	char *bytes = NULL;
+	CHECK_EQ(blocks_to_read(store, "Many", &bytes), 40);   /* an older graphfs reads every fragment */
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	free(bytes);
 	store_close(store);
 }
 

@@ -165,7 +165,7 @@ static void format_refused_before_recovery(uint32_t format, const char *expected
 TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 {
 	format_refused_before_recovery(
-		1, "store format 1 is older than this graphfs (formats 6 to 7): dump it with the graphfs version that "
+		1, "store format 1 is older than this graphfs (formats 6 to 8): dump it with the graphfs version that "
 		   "wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs "
 		   "without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: "
 		   "graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import "
@@ -174,13 +174,13 @@ TEST(an_older_format_is_refused_with_the_export_message_before_recovery)
 
 TEST(a_newer_format_is_refused_with_the_upgrade_message_before_recovery)
 {
-	format_refused_before_recovery(8, "store format 8 is newer than this graphfs (formats 6 to 7): upgrade graphfs");
+	format_refused_before_recovery(9, "store format 9 is newer than this graphfs (formats 6 to 8): upgrade graphfs");
 }
 
 TEST(a_format_5_store_is_refused_with_the_dump_message)
 {
 	format_refused_before_recovery(
-		5, "store format 5 is older than this graphfs (formats 6 to 7): dump it with the graphfs version that "
+		5, "store format 5 is older than this graphfs (formats 6 to 8): dump it with the graphfs version that "
 		   "wrote it, keeping every branch, tag and commit (graphfs dump STORE --all > history.ndjson; a graphfs "
 		   "without dump --all: graphfs dump STORE > graph.ndjson, the current state; format 1 has no dump: "
 		   "graphfs export each table), then graphfs init a new store and graphfs load it (or graphfs import "

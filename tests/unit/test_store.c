@@ -1643,7 +1643,7 @@ TEST(a_format_6_store_is_read_and_written_as_format_6_and_its_log_lines_have_no_
 	buf_free(&line);
 	struct error_info error;
 	CHECK_EQ(store_init_format(harness_temp_directory(), 5, &error), -EINVAL);
-	CHECK(strstr(error.message, "stores of format 6 to 7"));
+	CHECK(strstr(error.message, "stores of format 6 to 8"));
 }
 
 TEST(a_store_stamped_with_another_format_is_refused)

@@ -27,14 +27,14 @@ RUNGS = [
     ("codec", ["codec", "pack", "pager", "sorter", "schema", "schema_row", "schema_scan", "schema_infer"]),
     ("btree", ["btree_node", "btree", "btree_build", "btree_finder", "btree_diff", "journal"]),
     ("table", ["table", "table_stage", "table_writer", "table_apply", "table_verify", "table_runs",
-               "table_edges", "table_diff"]),
-    ("manifest", ["manifest", "manifest_records", "manifest_branches", "manifest_copy", "manifest_history",
+               "table_edges", "table_diff", "table_compact"]),
+    ("manifest", ["manifest", "manifest_records", "manifest_branches", "manifest_compact", "manifest_copy", "manifest_history",
                   "manifest_index", "manifest_pins", "manifest_gc", "manifest_publish", "manifest_commit",
                   "manifest_sync", "manifest_tags", "manifest_recovery", "manifest_verify", "manifest_repair", "manifest_replay",
                   "manifest_open", "manifest_config"]),
     ("store", ["store", "store_backup", "store_txn", "store_parse", "store_edges", "store_graph", "store_dump",
                "store_dump_all", "store_dump_output", "store_envelope", "store_names", "store_ops", "store_revert", "store_diff", "store_merge",
-               "store_merge_preview", "store_row_history", "store_retention", "store_config", "store_serving", "store_open", "store_txn_writers", "store_writer"]),
+               "store_merge_preview", "store_row_history", "store_retention", "store_config", "store_compact", "store_serving", "store_open", "store_txn_writers", "store_writer"]),
     ("mountfs", None),   # every file of mountfs/
     ("fuse", None),      # every file of fuse/
 ]

@@ -1,0 +1,321 @@
+/*
+ * table_compact — fewer, larger fragments for a table version whose rows came
+ * in many small commits (docs/ARCHITECTURE.md "Compaction", docs/FORMAT.md §12).
+ *
+ * A compaction reads a table version and writes another with the same rows,
+ * the same key tree, the same adjacency indexes and the same counts, whose
+ * fragment tree holds merged fragments in place of runs of small ones. No key
+ * entry is rewritten: a fragment is numbered by the slot of its first row (a
+ * new fragment's number is the previous number plus its rows), a key entry
+ * (n, i) names slot n + i, and a merged fragment numbered m holds the slots
+ * m .. m + rows - 1 in order — a slot whose row was deleted (or that no
+ * fragment held any more) is an empty line, deleted in its bitmap. Lookups
+ * find the fragment whose slots cover n + i (table_descriptor_locate).
+ *
+ * Which fragments merge (the policy; a fragment is "small" while its slots and
+ * its live bytes are below three quarters of a fragment's limits):
+ *   TIERED  among the table's trailing small fragments, the newest eight of one
+ *           size class (slots: 1, 8, 64, 512, 4096 and up) merge into one of the
+ *           next class; when eight would pass the limits, the newest that fit
+ *           (at least two). Repeated while it applies. Each row is rewritten
+ *           about once per class: amortized O(1) bytes per row written.
+ *   FLUSH   every trailing small fragment, packed from the oldest into as few
+ *           fragments as the limits allow. The caller runs it when the rows
+ *           written since its last flush are worth it (core/store_compact.c).
+ *
+ * Invariants kept:
+ *   1. The compacted version renders exactly the bytes of the input, row for
+ *      row, and every key entry of the input names the same row in it.
+ *   2. Only adjacent fragments merge, and a merged fragment stays within
+ *      TABLE_FRAGMENT_ROWS slots and TABLE_FRAGMENT_BYTES of live lines.
+ *   3. The input is never changed (table.h invariant 3): the compaction
+ *      appends new blocks and a new record.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "table_int.h"
+
+#define COMPACT_FANOUT 8
+
+struct compact_source {
+	uint64_t base;                      /* its number: the slot of its first row */
+	struct fragment_descriptor descriptor;
+};
+
+/* A run of adjacent sources [first, first + count) that becomes one fragment. */
+struct compact_group {
+	size_t first, count;
+};
+
+struct table_compaction {
+	struct table_info info;              /* the input */
+	struct compact_source *sources;      /* the input's fragments, in order */
+	size_t source_count, source_capacity;
+	struct compact_group *groups;        /* the fragments after the plan, in order */
+	size_t group_count, group_capacity;
+	uint64_t rows_rewritten;
+};
+
+void table_compaction_free(struct table_compaction *compaction)
+{
+	if (!compaction)
+		return;
+	free(compaction->sources);
+	free(compaction->groups);
+	free(compaction);
+}
+
+uint64_t table_compaction_rows(const struct table_compaction *compaction)
+{
+	return compaction ? compaction->rows_rewritten : 0;
+}
+
+static uint64_t group_slots(const struct table_compaction *c, const struct compact_group *group)
+{
+	const struct compact_source *first = &c->sources[group->first];
+	const struct compact_source *last = &c->sources[group->first + group->count - 1];
+	return last->base + last->descriptor.rows - first->base;
+}
+
+static uint64_t groups_bytes(const struct table_compaction *c, const struct compact_group *group, size_t count)
+{
+	uint64_t bytes = 0;
+	for (size_t g = 0; g < count; g++)
+		for (size_t i = group[g].first; i < group[g].first + group[g].count; i++)
+			bytes += c->sources[i].descriptor.live_bytes;
+	return bytes;
+}
+
+/* Whether groups [g, g + count) fit one fragment: their slots and live lines. */
+static bool groups_fit(const struct table_compaction *c, size_t g, size_t count)
+{
+	struct compact_group joined = { c->groups[g].first, 0 };
+	for (size_t i = g; i < g + count; i++)
+		joined.count += c->groups[i].count;
+	uint64_t slots = group_slots(c, &joined);
+	return slots <= TABLE_FRAGMENT_ROWS && groups_bytes(c, &c->groups[g], count) <= TABLE_FRAGMENT_BYTES &&
+	       4 + 4 * slots + groups_bytes(c, &c->groups[g], count) <= BLOCK_MAX_RAW_SIZE;
+}
+
+static bool group_small(const struct table_compaction *c, size_t g)
+{
+	return group_slots(c, &c->groups[g]) < TABLE_FRAGMENT_ROWS * 3 / 4 &&
+	       groups_bytes(c, &c->groups[g], 1) < TABLE_FRAGMENT_BYTES / 4 * 3;
+}
+
+static unsigned group_class(const struct table_compaction *c, size_t g)
+{
+	uint64_t slots = group_slots(c, &c->groups[g]);
+	unsigned class = 0;
+	while (slots >= COMPACT_FANOUT) {
+		slots /= COMPACT_FANOUT;
+		class++;
+	}
+	return class;
+}
+
+/* Joins groups [g, g + count) into one. */
+static void groups_join(struct table_compaction *c, size_t g, size_t count)
+{
+	for (size_t i = g + 1; i < g + count; i++)
+		c->groups[g].count += c->groups[i].count;
+	memmove(&c->groups[g + 1], &c->groups[g + count], (c->group_count - g - count) * sizeof *c->groups);
+	c->group_count -= count - 1;
+}
+
+/* The first group of the trailing run of small groups. */
+static size_t trailing_small(const struct table_compaction *c)
+{
+	size_t g = c->group_count;
+	while (g > 0 && group_small(c, g - 1))
+		g--;
+	return g;
+}
+
+static void plan_tiered(struct table_compaction *c)
+{
+	for (;;) {
+		size_t start = trailing_small(c), end = c->group_count;
+		if (end - start < 2)
+			return;
+		unsigned class = group_class(c, end - 1);
+		size_t same = 0;
+		while (same < COMPACT_FANOUT && same < end - start && group_class(c, end - 1 - same) == class)
+			same++;
+		size_t count = same;
+		while (count >= 2 && !groups_fit(c, end - count, count))
+			count--;
+		if (count < 2 || (same < COMPACT_FANOUT && count == same))
+			return;   /* fewer than eight of the class, and all of them fit: wait for more */
+		groups_join(c, end - count, count);
+	}
+}
+
+static void plan_flush(struct table_compaction *c)
+{
+	for (size_t g = trailing_small(c); g + 1 < c->group_count; g++) {
+		size_t count = 1;
+		while (g + count < c->group_count && groups_fit(c, g, count + 1))
+			count++;
+		if (count > 1)
+			groups_join(c, g, count);
+	}
+}
+
+int table_compaction_plan(struct pager *pager, const struct table_info *info, enum table_compact_mode mode,
+			  struct table_compaction **out)
+{
+	*out = NULL;
+	struct table_compaction *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	c->info = *info;
+	struct btree *fragments = NULL;
+	struct btree_iterator *iterator = NULL;
+	int rc = 0;
+	if (block_address_is_null(info->fragments))
+		goto out;
+	if ((rc = btree_open_layout(pager, info->fragments, BTREE_PACKED, &fragments)) < 0 ||
+	    (rc = btree_iterator_open(fragments, NULL, 0, &iterator)) < 0)
+		goto out;
+	const uint8_t *key, *value;
+	size_t key_size, value_size;
+	while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1) {
+		if (key_size != SEQUENCE_KEY_SIZE) {
+			rc = -EIO;
+			goto out;
+		}
+		if ((rc = table_grow_array((void **)&c->sources, &c->source_capacity, c->source_count + 1,
+					   sizeof *c->sources)) < 0 ||
+		    (rc = table_grow_array((void **)&c->groups, &c->group_capacity, c->source_count + 1,
+					   sizeof *c->groups)) < 0)
+			goto out;
+		struct compact_source *source = &c->sources[c->source_count];
+		source->base = table_sequence_from_key(key);
+		if ((rc = table_descriptor_decode(value, value_size, &source->descriptor)) < 0)
+			goto out;
+		if (c->source_count > 0 && source->base < source[-1].base + source[-1].descriptor.rows) {
+			rc = -EIO;   /* slots overlap: not numbered by slot (docs/FORMAT.md §12) */
+			goto out;
+		}
+		c->groups[c->source_count] = (struct compact_group){ c->source_count, 1 };
+		c->source_count++;
+		c->group_count++;
+	}
+	if (rc < 0)
+		goto out;
+	rc = 0;
+	if (mode == TABLE_COMPACT_FLUSH)
+		plan_flush(c);
+	else
+		plan_tiered(c);
+	for (size_t g = 0; g < c->group_count; g++)
+		if (c->groups[g].count > 1)
+			for (size_t i = c->groups[g].first; i < c->groups[g].first + c->groups[g].count; i++)
+				c->rows_rewritten += c->sources[i].descriptor.live_rows;
+out:
+	btree_iterator_free(iterator);
+	btree_free(fragments);
+	if (rc == 0 && c->rows_rewritten > 0)
+		*out = c;
+	else
+		table_compaction_free(c);
+	return rc;
+}
+
+/* Writes one merged fragment for a group: its block, its bitmap of empty slots, its descriptor. */
+static int write_group(struct pager *pager, struct pager_append *append, enum codec_kind codec,
+		       const struct table_compaction *c, const struct compact_group *group,
+		       struct fragment_descriptor *out)
+{
+	uint64_t base = c->sources[group->first].base, slots = group_slots(c, group);
+	struct buf payload, lines;
+	buf_init(&payload);
+	buf_init(&lines);
+	struct fragment_view view;
+	table_fragment_view_init(&view);
+	roaring_bitmap_t *dead = roaring_bitmap_create();
+	int rc = dead ? buf_reserve(&payload, 4 + 4 * (size_t)slots) : -ENOMEM;
+	if (rc < 0)
+		goto out;
+	buf_put_u32(&payload, (uint32_t)slots);
+	*out = (struct fragment_descriptor){ .rows = (uint32_t)slots };
+	uint64_t slot = base;
+	for (size_t i = group->first; i < group->first + group->count; i++) {
+		const struct compact_source *source = &c->sources[i];
+		for (; slot < source->base; slot++) {   /* slots no fragment holds any more */
+			buf_put_u32(&payload, 0);
+			roaring_bitmap_add(dead, (uint32_t)(slot - base));
+		}
+		if ((rc = table_fragment_view_load(pager, &source->descriptor, &view)) < 0)
+			goto out;
+		for (uint32_t row = 0; row < view.rows; row++, slot++) {
+			size_t start = table_line_start(&view, row), end = table_line_end(&view, row);
+			if (!table_fragment_view_is_live(&view, row)) {
+				buf_put_u32(&payload, 0);
+				roaring_bitmap_add(dead, (uint32_t)(slot - base));
+				continue;
+			}
+			buf_put_u32(&payload, (uint32_t)(end - start));
+			if ((rc = buf_append(&lines, view.lines + start, end - start)) < 0)
+				goto out;
+			out->live_rows++;
+			out->live_bytes += end - start;
+		}
+	}
+	if (slot != base + slots || out->live_rows == 0) {
+		rc = -EIO;
+		goto out;
+	}
+	if ((rc = buf_append(&payload, lines.data, lines.size)) < 0 ||
+	    (rc = pager_append_block(append, BLOCK_FRAGMENT, codec, payload.data, payload.size, &out->block)) < 0)
+		goto out;
+	if (!roaring_bitmap_is_empty(dead)) {
+		roaring_bitmap_run_optimize(dead);
+		rc = table_bitmap_append(append, dead, &out->bitmap);
+	}
+out:
+	if (dead)
+		roaring_bitmap_free(dead);
+	table_fragment_view_clear(&view);
+	buf_free(&payload);
+	buf_free(&lines);
+	return rc;
+}
+
+int table_compaction_apply(const struct table_compaction *c, struct pager *pager, struct pager_append *append,
+			   enum codec_kind codec, struct block_address *address_out)
+{
+	struct table_info info = c->info;
+	struct btree *fragments = NULL;
+	int rc = btree_open_layout(pager, c->info.fragments, BTREE_PACKED, &fragments);
+	if (rc < 0)
+		return rc;
+	btree_attach_append(fragments, append);
+	for (size_t g = 0; g < c->group_count; g++) {
+		const struct compact_group *group = &c->groups[g];
+		if (group->count < 2)
+			continue;
+		struct fragment_descriptor merged;
+		if ((rc = write_group(pager, append, codec, c, group, &merged)) < 0)
+			goto out;
+		uint8_t key[SEQUENCE_KEY_SIZE], value[DESCRIPTOR_SIZE];
+		for (size_t i = group->first + 1; i < group->first + group->count; i++) {
+			table_sequence_key(c->sources[i].base, key);
+			if ((rc = btree_delete(fragments, key, sizeof key)) < 0)
+				goto out;
+		}
+		table_sequence_key(c->sources[group->first].base, key);
+		table_descriptor_encode(&merged, value);
+		if ((rc = btree_put(fragments, key, sizeof key, value, sizeof value)) < 0)
+			goto out;
+	}
+	if ((rc = btree_flush(fragments, append, &info.fragments)) < 0)
+		goto out;
+	rc = table_info_append(append, &info, address_out);
+out:
+	btree_free(fragments);
+	return rc;
+}
