@@ -10,7 +10,9 @@
  *     fragment tree, skipping deleted rows, is the table's row order
  *     (insertion order; an updated row moves to the end);
  *   - the key tree: B+tree row id -> {fragment sequence u64, row index u32,
- *     line length u32} (docs/FORMAT.md §12);
+ *     line length u32} (docs/FORMAT.md §12): the row's slot, sequence + index
+ *     (a fragment is numbered by its first row's slot; a compacted fragment
+ *     holds the slots of several, table_descriptor_locate);
  *   - row count, rendered byte size (exact st_size), the next fragment sequence.
  * Fragments (BLOCK_FRAGMENT, zstd by default) hold up to TABLE_FRAGMENT_ROWS
  * rows or about TABLE_FRAGMENT_BYTES of canonical lines; deletion bitmaps

@@ -20,8 +20,10 @@
  *           (at least two). Repeated while it applies. Each row is rewritten
  *           about once per class: amortized O(1) bytes per row written.
  *   FLUSH   every trailing small fragment, packed from the oldest into as few
- *           fragments as the limits allow. The caller runs it when the rows
- *           written since its last flush are worth it (core/store_compact.c).
+ *           fragments as the limits allow, when there are at least
+ *           FLUSH_FRAGMENTS of them (fewer cost a read or two more, not worth
+ *           a publish). The caller runs it when the rows written since its
+ *           last flush are worth it too (core/store_compact.c).
  *
  * Invariants kept:
  *   1. The compacted version renders exactly the bytes of the input, row for
@@ -38,6 +40,7 @@
 #include "table_int.h"
 
 #define COMPACT_FANOUT 8
+#define FLUSH_FRAGMENTS 4
 
 struct compact_source {
 	uint64_t base;                      /* its number: the slot of its first row */
@@ -155,6 +158,8 @@ static void plan_tiered(struct table_compaction *c)
 
 static void plan_flush(struct table_compaction *c)
 {
+	if (c->group_count - trailing_small(c) < FLUSH_FRAGMENTS)
+		return;
 	for (size_t g = trailing_small(c); g + 1 < c->group_count; g++) {
 		size_t count = 1;
 		while (g + count < c->group_count && groups_fit(c, g, count + 1))

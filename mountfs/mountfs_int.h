@@ -267,6 +267,8 @@ struct upkeep {
 	pthread_t thread;             /* RUNNING, STOPPING */
 	enum upkeep_state state;
 	bool poked;                   /* a commit since the last run */
+	struct timespec flush_due;    /* CLOCK_MONOTONIC: when the tables written are flushed (a second
+					 after the last poke: the writer stopped); zero: none due */
 };
 
 struct mountfs {

@@ -1,10 +1,10 @@
 /*
  * upkeep — a mount keeps its store: a thread of its own flushes the fragments
  * of the tables this mount wrote (store_compact_flush, core/store_compact.c)
- * and applies the store's retention policy (store_keep_itself,
- * core/store_config.c) after this mount's commits and at least every
- * UPKEEP_INTERVAL_S seconds (for commits made elsewhere), so that no request
- * waits for a flush or a gc.
+ * once its commits have paused for UPKEEP_FLUSH_DELAY_MS, and applies the
+ * store's retention policy (store_keep_itself, core/store_config.c) after this
+ * mount's commits and at least every UPKEEP_INTERVAL_S seconds (for commits
+ * made elsewhere), so that no request waits for a flush or a gc.
  *
  * Invariants:
  *   1. The thread starts at the first poke, never before: by then the daemon
@@ -22,6 +22,17 @@
 #include "mountfs_int.h"
 
 #define UPKEEP_INTERVAL_S 30
+#define UPKEEP_FLUSH_DELAY_MS 1000   /* a stream of appends is flushed once, when it pauses */
+
+static bool time_zero(const struct timespec *t)
+{
+	return t->tv_sec == 0 && t->tv_nsec == 0;
+}
+
+static bool time_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
 
 static void upkeep_check(const struct upkeep *upkeep, enum upkeep_state next)
 {
@@ -47,14 +58,15 @@ void upkeep_init(struct upkeep *upkeep)
 	pthread_condattr_destroy(&attributes);
 	upkeep->state = UPKEEP_IDLE;
 	upkeep->poked = false;
+	upkeep->flush_due = (struct timespec){ 0, 0 };
 }
 
-static void run_once(struct mountfs *mount)
+static void run_once(struct mountfs *mount, bool flush)
 {
 	struct store_upkeep done;
 	struct error_info error;
 	error_info_clear(&error);
-	uint64_t rewritten = store_compact_flush(mount->store);
+	uint64_t rewritten = flush ? store_compact_flush(mount->store) : 0;
 	if (rewritten)
 		mount_log(mount, LOG_DEBUG, "compacted: %llu rows into fewer fragments", (unsigned long long)rewritten);
 	int rc = store_keep_itself(mount->store, &done, &error);
@@ -79,13 +91,20 @@ static void *upkeep_main(void *context)
 			struct timespec until;
 			clock_gettime(CLOCK_MONOTONIC, &until);
 			until.tv_sec += UPKEEP_INTERVAL_S;
+			if (!time_zero(&upkeep->flush_due) && time_before(&upkeep->flush_due, &until))
+				until = upkeep->flush_due;
 			pthread_cond_timedwait(&upkeep->wake, &upkeep->lock, &until);
 		}
 		if (upkeep->state != UPKEEP_RUNNING)
 			break;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		bool flush = !time_zero(&upkeep->flush_due) && !time_before(&now, &upkeep->flush_due);
+		if (flush)
+			upkeep->flush_due = (struct timespec){ 0, 0 };
 		upkeep->poked = false;
 		pthread_mutex_unlock(&upkeep->lock);
-		run_once(mount);
+		run_once(mount, flush);
 		pthread_mutex_lock(&upkeep->lock);
 	}
 	pthread_mutex_unlock(&upkeep->lock);
@@ -107,6 +126,10 @@ void upkeep_poke(struct mountfs *mount)
 		}
 	}
 	upkeep->poked = true;
+	clock_gettime(CLOCK_MONOTONIC, &upkeep->flush_due);
+	upkeep->flush_due.tv_nsec += (long)UPKEEP_FLUSH_DELAY_MS % 1000 * 1000000L;
+	upkeep->flush_due.tv_sec += UPKEEP_FLUSH_DELAY_MS / 1000 + upkeep->flush_due.tv_nsec / 1000000000L;
+	upkeep->flush_due.tv_nsec %= 1000000000L;
 	pthread_cond_signal(&upkeep->wake);
 	pthread_mutex_unlock(&upkeep->lock);
 }

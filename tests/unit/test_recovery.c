@@ -586,6 +586,126 @@ CHILDREN_TEST(a_crash_at_every_gc_failpoint_leaves_the_store_before_or_after_and
 	CHECK_EQ(points, 6);
 }
 
+/* ---- crashes during a compaction ------------------------------------------------------ */
+
+#define COMPACTION_COMMITS 12
+
+/* The store a compaction crash starts from: table Small of COMPACTION_COMMITS one-row merges,
+ * one fragment each (the manifest layer compacts nothing by itself). */
+static int compaction_store(void)
+{
+	if (base_store() < 0)
+		return -1;
+	struct manifest *manifest = NULL;
+	int rc = fixture_open(&manifest);
+	for (int i = 1; rc == 0 && i < COMPACTION_COMMITS; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "r%02d", i);
+		rc = fixture_merge_one(manifest, "main", "Small", id, i);
+	}
+	if (manifest)
+		manifest_close(manifest);
+	return rc;
+}
+
+/* Small's head, its table version and how many fragments it has. */
+static int compaction_state(struct manifest *manifest, struct head_row *head, struct table_info *info,
+			    size_t *fragments)
+{
+	struct manifest_snapshot snapshot;
+	int rc = manifest_snapshot_latest(manifest, "main", &snapshot);
+	if (rc == 0)
+		rc = manifest_head_find(manifest, &snapshot, "Small", head);
+	if (rc == 0)
+		rc = table_info_read(manifest_pager(manifest), head->table, info);
+	struct btree *tree = NULL;
+	struct btree_iterator *iterator = NULL;
+	*fragments = 0;
+	if (rc == 0 && (rc = btree_open(manifest_pager(manifest), info->fragments, &tree)) == 0 &&
+	    (rc = btree_iterator_open(tree, NULL, 0, &iterator)) == 0) {
+		const uint8_t *key, *value;
+		size_t key_size, value_size;
+		while ((rc = btree_iterator_next(iterator, &key, &key_size, &value, &value_size)) == 1)
+			(*fragments)++;
+	}
+	btree_iterator_free(iterator);
+	btree_free(tree);
+	return rc;
+}
+
+static int compaction_work(struct manifest *manifest)
+{
+	struct head_row head;
+	struct table_info info;
+	size_t fragments;
+	struct table_compaction *compaction = NULL;
+	int rc = compaction_state(manifest, &head, &info, &fragments);
+	if (rc == 0)
+		rc = table_compaction_plan(manifest_pager(manifest), &info, TABLE_COMPACT_FLUSH, &compaction);
+	if (rc == 0 && !compaction)
+		rc = -ENODATA;
+	bool published = false;
+	struct error_info error;
+	if (rc == 0)
+		rc = manifest_compact(manifest, "main", &head.stable_id, head.table, compaction, CODEC_ZSTD, &published,
+				      &error);
+	table_compaction_free(compaction);
+	return rc < 0 ? rc : published ? 0 : -ESTALE;
+}
+
+CHILDREN_TEST(a_crash_at_every_publish_failpoint_of_a_compaction_leaves_the_same_rows_in_one_or_many_fragments)
+{
+	struct buf before, after;
+	buf_init(&before);
+	buf_init(&after);
+	struct manifest_snapshot snapshot;
+	CHECK_EQ(compaction_store(), 0);
+	struct manifest *manifest;
+	CHECK_EQ(fixture_open(&manifest), 0);
+	CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+	CHECK_EQ(fixture_table_bytes(manifest, &snapshot, "Small", &before), 0);
+	manifest_close(manifest);
+	const char *const *names = io_failpoint_names();
+	for (size_t i = 0; names[i]; i++) {
+		const char *name = names[i];
+		/* (a compaction has no sidecar: publish.after_sidecar_remove is on the commit path only) */
+		if (!starts_with(name, "publish.") || strcmp(name, "publish.after_sidecar_remove") == 0)
+			continue;
+		CHECK_EQ(compaction_store(), 0);
+		CHECK_EQ(crash_child(name, compaction_work, "compaction"), IO_FAILPOINT_EXIT_CODE);
+		CHECK_EQ(fixture_open(&manifest), 0);
+		struct head_row head;
+		struct table_info info;
+		size_t fragments = 0;
+		CHECK_EQ(compaction_state(manifest, &head, &info, &fragments), 0);
+		CHECK_EQ(fixture_version(manifest), COMPACTION_COMMITS);   /* a compaction adds no version */
+		buf_reset(&after);
+		CHECK_EQ(manifest_snapshot_latest(manifest, "main", &snapshot), 0);
+		CHECK_EQ(fixture_table_bytes(manifest, &snapshot, "Small", &after), 0);
+		CHECK(after.size == before.size && memcmp(after.data, before.data, before.size) == 0);
+		CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
+		if (strcmp(name, "publish.after_lock") == 0 || strcmp(name, "publish.before_write") == 0 ||
+		    strcmp(name, "publish.torn_write") == 0)
+			CHECK_EQ(fragments, COMPACTION_COMMITS);
+		else if (starts_with(name, "publish.after_"))
+			CHECK_EQ(fragments, 1);
+		/* and a rerun compacts what is left */
+		if (fragments > 1) {
+			CHECK_EQ(compaction_work(manifest), 0);
+			CHECK_EQ(compaction_state(manifest, &head, &info, &fragments), 0);
+			CHECK_EQ(fragments, 1);
+			CHECK_EQ(manifest_verify(manifest, print_finding, NULL, NULL, NULL), 0);
+		}
+		manifest_close(manifest);
+		if (harness_failed()) {
+			fprintf(stderr, "    at failpoint %s\n", name);
+			break;
+		}
+	}
+	buf_free(&before);
+	buf_free(&after);
+}
+
 /* ---- crashes during recovery ---------------------------------------------------------- */
 
 /* A store needing recovery: a large commit crashed at failpoint. */
