@@ -114,3 +114,23 @@ def test_a_retention_policy_keeps_the_store_bounded_under_mount_commits_with_nob
     assert wait_for(lambda: store_bytes(store) <= sizes[0] * 1.5 + (64 << 10), timeout=60), \
         (sizes, store_bytes(store))
     graphfs("verify", store)
+
+
+def test_a_table_appended_line_by_line_reads_like_one_import_once_the_appends_pause(store, mounter):
+    # 40 appends, 40 commits, 40 one-row fragments as written; the commits keep them few (tiered),
+    # and a second after the last one the mount packs them into one (core/store_compact.c,
+    # mountfs/upkeep.c) — no version, no log line of its own
+    m = mounter(store, options=["block_cache=0"])   # every block read counts
+    for n in range(40):
+        m.write("tables/T.jsonl", json.dumps({"id": f"r{n:02d}", "n": n}) + "\n", mode="a")
+    expected = "".join(json.dumps({"id": f"r{n:02d}", "n": n}, separators=(",", ":")) + "\n" for n in range(40))
+
+    def blocks_of_a_read():
+        before = m.stats()["data"]["blocks"]
+        assert m.read("tables/T.jsonl") == expected
+        return m.stats()["data"]["blocks"] - before
+
+    assert blocks_of_a_read() <= 8   # 40 = 5 × 8: five fragments of eight rows
+    assert wait_for(lambda: blocks_of_a_read() == 1, timeout=15)
+    assert len(m.read("log").splitlines()) == 40
+    assert graphfs("verify", m.store).returncode == 0

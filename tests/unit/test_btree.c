@@ -411,6 +411,77 @@ TEST(a_put_value_is_read_back_before_and_after_flush)
 	fixture_close(&fixture);
 }
 
+/* The floor of k among the keys 10, 20, ..., 10 × count that survive (every seventh deleted). */
+static long floor_model(unsigned count, unsigned k)
+{
+	for (long v = (long)(k / 10) * 10; v >= 10; v -= 10)
+		if ((unsigned long)v <= 10ul * count && (v / 10) % 7 != 0)
+			return v;
+	return -1;
+}
+
+static void big_endian(uint64_t value, uint8_t out[8])
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(value >> (8 * (7 - i)));
+}
+
+static void check_floors(struct btree *tree, unsigned count)
+{
+	struct buf key, value;
+	buf_init(&key);
+	buf_init(&value);
+	for (unsigned k = 0; k <= 10 * count + 15; k += 3) {
+		uint8_t probe[8];
+		big_endian(k, probe);
+		buf_reset(&key);
+		buf_reset(&value);
+		long expected = floor_model(count, k);
+		int rc = btree_get_floor(tree, probe, sizeof probe, &key, &value);
+		if (expected < 0) {
+			CHECK_EQ(rc, -ENOENT);
+			continue;
+		}
+		CHECK_EQ(rc, 0);
+		uint8_t want[8];
+		big_endian((uint64_t)expected, want);
+		CHECK(key.size == 8 && memcmp(key.data, want, 8) == 0 && value.size == 8 && memcmp(value.data, want, 8) == 0);
+		if (harness_failed()) {
+			fprintf(stderr, "    floor of %u: expected %ld\n", k, expected);
+			break;
+		}
+	}
+	buf_free(&key);
+	buf_free(&value);
+}
+
+TEST(the_floor_of_a_key_is_the_greatest_key_at_or_below_it_across_leaves_and_deletions)
+{
+	struct fixture fixture;
+	CHECK_EQ(fixture_open(&fixture), 0);
+	struct btree *tree;
+	CHECK_EQ(btree_open(fixture.pager, (struct block_address){ 0, 0 }, &tree), 0);
+	const unsigned count = 3000;   /* many leaves of 8-byte keys */
+	for (unsigned i = 1; i <= count; i++) {
+		uint8_t bytes[8];
+		big_endian(10ull * i, bytes);
+		CHECK_EQ(btree_put(tree, bytes, 8, bytes, 8), 0);
+	}
+	for (unsigned i = 7; i <= count; i += 7) {   /* deletions leave separators without their keys */
+		uint8_t bytes[8];
+		big_endian(10ull * i, bytes);
+		CHECK_EQ(btree_delete(tree, bytes, 8), 0);
+	}
+	check_floors(tree, count);   /* in memory */
+	struct block_address root;
+	CHECK_EQ(fixture_flush(&fixture, tree, &root), 0);
+	btree_free(tree);
+	CHECK_EQ(btree_open(fixture.pager, root, &tree), 0);
+	check_floors(tree, count);   /* read back */
+	btree_free(tree);
+	fixture_close(&fixture);
+}
+
 TEST(a_put_replaces_the_previous_value)
 {
 	struct fixture fixture;

@@ -706,6 +706,42 @@ TEST(compaction_keeps_every_row_through_replaces_deletes_history_and_gc)
 	store_close(store);
 }
 
+TEST(an_edge_table_compacted_keeps_its_adjacency_and_deletes_edges_from_merged_fragments)
+{
+	struct store *store = open_store();
+	CHECK(store);
+	const char *people = "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n";
+	CHECK_EQ(write_rows(store, "main", "Person", STORE_OVERWRITE, people, strlen(people)), 0);
+	struct store_txn *txn = NULL;
+	struct error_info error;
+	const char *schema = "{\"kind\":\"edge\",\"from\":\"Person\",\"to\":\"Person\",\"properties\":{}}";
+	CHECK_EQ(store_txn_begin(store, "main", &txn, &error), 0);
+	CHECK_EQ(store_txn_schema(txn, "Knows", schema, strlen(schema), &error), 0);
+	CHECK_EQ(store_txn_commit(txn, NULL, NULL, &error), 0);
+	store_txn_free(txn);
+	static const char *const ends[] = { "a", "b", "c" };
+	for (int i = 0; i < 30; i++) {
+		char line[96];
+		int length = snprintf(line, sizeof line, "{\"id\":\"k%02d\",\"from\":\"%s\",\"to\":\"%s\"}\n", i, ends[i % 3],
+				      ends[(i + 1) % 3]);
+		CHECK_EQ(write_rows(store, "main", "Knows", STORE_MERGE, line, (size_t)length), 0);
+	}
+	store_close(store);   /* flush: one fragment */
+	store = open_store();
+	CHECK(store);
+	char *bytes = NULL;
+	CHECK_EQ(blocks_to_read(store, "Knows", &bytes), 1);
+	free(bytes);
+	/* edges in the merged fragment deleted and moved: their adjacency entries follow */
+	const char *more = "{\"id\":\"k05\",\"@delete\":true}\n{\"id\":\"k17\",\"from\":\"c\",\"to\":\"c\"}\n";
+	CHECK_EQ(write_rows(store, "main", "Knows", STORE_MERGE, more, strlen(more)), 0);
+	char *after = rows_at(store, "main", STORE_LATEST, "Knows");
+	CHECK(after && !strstr(after, "\"k05\"") && strstr(after, "{\"id\":\"k17\",\"from\":\"c\",\"to\":\"c\"}\n"));
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);   /* the out and in indexes against the rows */
+	free(after);
+	store_close(store);
+}
+
 TEST(a_format_7_store_is_never_compacted)
 {
 	snprintf(store_path_text, sizeof store_path_text, "%s/store", harness_temp_directory());
