@@ -12,13 +12,24 @@
  * fragment held any more) is an empty line, deleted in its bitmap. Lookups
  * find the fragment whose slots cover n + i (table_descriptor_locate).
  *
- * Which fragments merge (the policy; a fragment is "small" while its slots and
- * its live bytes are below three quarters of a fragment's limits):
- *   TIERED  among the table's trailing small fragments, the newest eight of one
- *           size class (slots: 1, 8, 64, 512, 4096 and up) merge into one of the
- *           next class; when eight would pass the limits, the newest that fit
- *           (at least two). Repeated while it applies. Each row is rewritten
- *           about once per class: amortized O(1) bytes per row written.
+ * Dense or not: a merged fragment keeps its empty slots while they are at most
+ * as many as its rows; beyond that (rows replaced or deleted over and over) it
+ * is written dense — its rows renumbered from its first slot, their key entries
+ * rewritten — so a fragment never holds more than twice the slots it has rows.
+ * That rewrite costs O(rows moved × log rows) key-tree work, paid for by the
+ * more than as many rows that died there. A lone fragment that sparse (at least
+ * SPARSE_MIN slots) is rewritten dense on its own.
+ *
+ * Which fragments merge (the policy; a fragment is "small" while its rows — its
+ * slots, if it keeps them — and its live bytes are below three quarters of a
+ * fragment's limits):
+ *   TIERED  while the table ends with more than TIERED_SMALL_MAX small
+ *           fragments, the eight adjacent ones that are smallest joined merge
+ *           into one (fewer, when eight would pass the limits). Smallest first
+ *           makes it size-tiered: a row is rewritten about once per eightfold
+ *           growth of the fragment it is in (at most five times below the
+ *           limits), amortized O(1) bytes per row written, and a fragment whose
+ *           rows died shrinks and merges early.
  *   FLUSH   every trailing small fragment, packed from the oldest into as few
  *           fragments as the limits allow, when there are at least
  *           FLUSH_FRAGMENTS of them (fewer cost a read or two more, not worth
@@ -27,7 +38,8 @@
  *
  * Invariants kept:
  *   1. The compacted version renders exactly the bytes of the input, row for
- *      row, and every key entry of the input names the same row in it.
+ *      row, and every key entry names the same row in it: the input's entry,
+ *      or for a row renumbered, its new one.
  *   2. Only adjacent fragments merge, and a merged fragment stays within
  *      TABLE_FRAGMENT_ROWS slots and TABLE_FRAGMENT_BYTES of live lines.
  *   3. The input is never changed (table.h invariant 3): the compaction
@@ -40,6 +52,8 @@
 #include "table_int.h"
 
 #define COMPACT_FANOUT 8
+#define TIERED_SMALL_MAX 16   /* small fragments a table keeps before the commits merge some */
+#define SPARSE_MIN 64   /* slots a lone fragment needs before its emptiness is worth a rewrite */
 #define FLUSH_FRAGMENTS 4
 
 struct compact_source {
@@ -82,6 +96,33 @@ static uint64_t group_slots(const struct table_compaction *c, const struct compa
 	return last->base + last->descriptor.rows - first->base;
 }
 
+static uint64_t group_live(const struct table_compaction *c, const struct compact_group *group)
+{
+	uint64_t live = 0;
+	for (size_t i = group->first; i < group->first + group->count; i++)
+		live += c->sources[i].descriptor.live_rows;
+	return live;
+}
+
+/* Whether a group is written dense: more empty slots than rows. */
+static bool group_dense(const struct table_compaction *c, const struct compact_group *group)
+{
+	uint64_t slots = group_slots(c, group), live = group_live(c, group);
+	return slots - live > live;
+}
+
+/* The slots a group takes once written: its rows when written dense. */
+static uint64_t group_size(const struct table_compaction *c, const struct compact_group *group)
+{
+	return group_dense(c, group) ? group_live(c, group) : group_slots(c, group);
+}
+
+/* Whether the plan rewrites a group: a merge, or a lone fragment sparse enough. */
+static bool group_written(const struct table_compaction *c, const struct compact_group *group)
+{
+	return group->count > 1 || (group_dense(c, group) && group_slots(c, group) >= SPARSE_MIN);
+}
+
 static uint64_t groups_bytes(const struct table_compaction *c, const struct compact_group *group, size_t count)
 {
 	uint64_t bytes = 0;
@@ -97,26 +138,15 @@ static bool groups_fit(const struct table_compaction *c, size_t g, size_t count)
 	struct compact_group joined = { c->groups[g].first, 0 };
 	for (size_t i = g; i < g + count; i++)
 		joined.count += c->groups[i].count;
-	uint64_t slots = group_slots(c, &joined);
+	uint64_t slots = group_size(c, &joined);
 	return slots <= TABLE_FRAGMENT_ROWS && groups_bytes(c, &c->groups[g], count) <= TABLE_FRAGMENT_BYTES &&
 	       4 + 4 * slots + groups_bytes(c, &c->groups[g], count) <= BLOCK_MAX_RAW_SIZE;
 }
 
 static bool group_small(const struct table_compaction *c, size_t g)
 {
-	return group_slots(c, &c->groups[g]) < TABLE_FRAGMENT_ROWS * 3 / 4 &&
+	return group_size(c, &c->groups[g]) < TABLE_FRAGMENT_ROWS * 3 / 4 &&
 	       groups_bytes(c, &c->groups[g], 1) < TABLE_FRAGMENT_BYTES / 4 * 3;
-}
-
-static unsigned group_class(const struct table_compaction *c, size_t g)
-{
-	uint64_t slots = group_slots(c, &c->groups[g]);
-	unsigned class = 0;
-	while (slots >= COMPACT_FANOUT) {
-		slots /= COMPACT_FANOUT;
-		class++;
-	}
-	return class;
 }
 
 /* Joins groups [g, g + count) into one. */
@@ -137,22 +167,40 @@ static size_t trailing_small(const struct table_compaction *c)
 	return g;
 }
 
+/* The slots groups [g, g + count) would take joined. */
+static uint64_t joined_size(const struct table_compaction *c, size_t g, size_t count)
+{
+	struct compact_group joined = { c->groups[g].first, 0 };
+	for (size_t i = g; i < g + count; i++)
+		joined.count += c->groups[i].count;
+	return group_size(c, &joined);
+}
+
 static void plan_tiered(struct table_compaction *c)
 {
 	for (;;) {
 		size_t start = trailing_small(c), end = c->group_count;
-		if (end - start < 2)
+		if (end - start <= TIERED_SMALL_MAX)
 			return;
-		unsigned class = group_class(c, end - 1);
-		size_t same = 0;
-		while (same < COMPACT_FANOUT && same < end - start && group_class(c, end - 1 - same) == class)
-			same++;
-		size_t count = same;
-		while (count >= 2 && !groups_fit(c, end - count, count))
-			count--;
-		if (count < 2 || (same < COMPACT_FANOUT && count == same))
-			return;   /* fewer than eight of the class, and all of them fit: wait for more */
-		groups_join(c, end - count, count);
+		/* the adjacent window of COMPACT_FANOUT (or, near the limits, fewer) groups that is
+		 * smallest joined: the newest and the emptiest go first */
+		for (size_t count = COMPACT_FANOUT; count >= 2; count--) {
+			size_t best = SIZE_MAX;
+			uint64_t best_size = UINT64_MAX;
+			for (size_t g = start; g + count <= end; g++) {
+				uint64_t size = joined_size(c, g, count);
+				if (size < best_size && groups_fit(c, g, count)) {
+					best = g;
+					best_size = size;
+				}
+			}
+			if (best != SIZE_MAX) {
+				groups_join(c, best, count);
+				break;
+			}
+			if (count == 2)
+				return;   /* no two neighbours fit one fragment */
+		}
 	}
 }
 
@@ -217,9 +265,8 @@ int table_compaction_plan(struct pager *pager, const struct table_info *info, en
 	else
 		plan_tiered(c);
 	for (size_t g = 0; g < c->group_count; g++)
-		if (c->groups[g].count > 1)
-			for (size_t i = c->groups[g].first; i < c->groups[g].first + c->groups[g].count; i++)
-				c->rows_rewritten += c->sources[i].descriptor.live_rows;
+		if (group_written(c, &c->groups[g]))
+			c->rows_rewritten += group_live(c, &c->groups[g]);
 out:
 	btree_iterator_free(iterator);
 	btree_free(fragments);
@@ -230,39 +277,63 @@ out:
 	return rc;
 }
 
-/* Writes one merged fragment for a group: its block, its bitmap of empty slots, its descriptor. */
+/*
+ * Writes one fragment for a group: its block, its bitmap of empty slots (none when
+ * dense), its descriptor. Dense: its rows take the slots from its first on, and the
+ * key entry of each row whose slot moved is rewritten in keys (opened on first use).
+ */
 static int write_group(struct pager *pager, struct pager_append *append, enum codec_kind codec,
-		       const struct table_compaction *c, const struct compact_group *group,
+		       const struct table_compaction *c, const struct compact_group *group, struct btree **keys,
 		       struct fragment_descriptor *out)
 {
-	uint64_t base = c->sources[group->first].base, slots = group_slots(c, group);
-	struct buf payload, lines;
+	bool dense = group_dense(c, group);
+	uint64_t base = c->sources[group->first].base, slots = group_size(c, group);
+	struct buf payload, lines, scratch;
 	buf_init(&payload);
 	buf_init(&lines);
+	buf_init(&scratch);
 	struct fragment_view view;
 	table_fragment_view_init(&view);
 	roaring_bitmap_t *dead = roaring_bitmap_create();
 	int rc = dead ? buf_reserve(&payload, 4 + 4 * (size_t)slots) : -ENOMEM;
 	if (rc < 0)
 		goto out;
+	if (dense && !*keys) {
+		if ((rc = btree_open_layout(pager, c->info.keys, BTREE_PACKED, keys)) < 0)
+			goto out;
+		btree_attach_append(*keys, append);
+	}
 	buf_put_u32(&payload, (uint32_t)slots);
 	*out = (struct fragment_descriptor){ .rows = (uint32_t)slots };
-	uint64_t slot = base;
+	uint64_t slot = base;   /* the next slot written */
 	for (size_t i = group->first; i < group->first + group->count; i++) {
 		const struct compact_source *source = &c->sources[i];
-		for (; slot < source->base; slot++) {   /* slots no fragment holds any more */
+		for (; !dense && slot < source->base; slot++) {   /* slots no fragment holds any more */
 			buf_put_u32(&payload, 0);
 			roaring_bitmap_add(dead, (uint32_t)(slot - base));
 		}
 		if ((rc = table_fragment_view_load(pager, &source->descriptor, &view)) < 0)
 			goto out;
-		for (uint32_t row = 0; row < view.rows; row++, slot++) {
+		for (uint32_t row = 0; row < view.rows; row++) {
 			size_t start = table_line_start(&view, row), end = table_line_end(&view, row);
 			if (!table_fragment_view_is_live(&view, row)) {
-				buf_put_u32(&payload, 0);
-				roaring_bitmap_add(dead, (uint32_t)(slot - base));
+				if (!dense) {
+					buf_put_u32(&payload, 0);
+					roaring_bitmap_add(dead, (uint32_t)(slot++ - base));
+				}
 				continue;
 			}
+			if (dense && slot != source->base + row) {   /* moved: its key entry follows */
+				const uint8_t *id;
+				size_t id_size;
+				struct key_value location = { base, (uint32_t)(slot - base), (uint32_t)(end - start) };
+				uint8_t value[KEY_VALUE_SIZE];
+				table_key_value_encode(&location, value);
+				if ((rc = table_line_id(view.lines + start, end - start, &scratch, &id, &id_size)) < 0 ||
+				    (rc = btree_put(*keys, id, id_size, value, sizeof value)) < 0)
+					goto out;
+			}
+			slot++;
 			buf_put_u32(&payload, (uint32_t)(end - start));
 			if ((rc = buf_append(&lines, view.lines + start, end - start)) < 0)
 				goto out;
@@ -287,6 +358,7 @@ out:
 	table_fragment_view_clear(&view);
 	buf_free(&payload);
 	buf_free(&lines);
+	buf_free(&scratch);
 	return rc;
 }
 
@@ -294,17 +366,17 @@ int table_compaction_apply(const struct table_compaction *c, struct pager *pager
 			   enum codec_kind codec, struct block_address *address_out)
 {
 	struct table_info info = c->info;
-	struct btree *fragments = NULL;
+	struct btree *fragments = NULL, *keys = NULL;
 	int rc = btree_open_layout(pager, c->info.fragments, BTREE_PACKED, &fragments);
 	if (rc < 0)
 		return rc;
 	btree_attach_append(fragments, append);
 	for (size_t g = 0; g < c->group_count; g++) {
 		const struct compact_group *group = &c->groups[g];
-		if (group->count < 2)
+		if (!group_written(c, group))
 			continue;
 		struct fragment_descriptor merged;
-		if ((rc = write_group(pager, append, codec, c, group, &merged)) < 0)
+		if ((rc = write_group(pager, append, codec, c, group, &keys, &merged)) < 0)
 			goto out;
 		uint8_t key[SEQUENCE_KEY_SIZE], value[DESCRIPTOR_SIZE];
 		for (size_t i = group->first + 1; i < group->first + group->count; i++) {
@@ -317,10 +389,12 @@ int table_compaction_apply(const struct table_compaction *c, struct pager *pager
 		if ((rc = btree_put(fragments, key, sizeof key, value, sizeof value)) < 0)
 			goto out;
 	}
-	if ((rc = btree_flush(fragments, append, &info.fragments)) < 0)
+	if ((rc = btree_flush(fragments, append, &info.fragments)) < 0 ||
+	    (keys && (rc = btree_flush(keys, append, &info.keys)) < 0))
 		goto out;
 	rc = table_info_append(append, &info, address_out);
 out:
 	btree_free(fragments);
+	btree_free(keys);
 	return rc;
 }
