@@ -67,8 +67,10 @@ static void run_once(struct mountfs *mount, bool flush)
 	struct error_info error;
 	error_info_clear(&error);
 	uint64_t rewritten = flush ? store_compact_flush(mount->store) : 0;
-	if (rewritten)
+	if (rewritten) {
 		mount_log(mount, LOG_DEBUG, "compacted: %llu rows into fewer fragments", (unsigned long long)rewritten);
+		view_cache_drop_live(mount);   /* the same version, stored anew: read it from the new root */
+	}
 	int rc = store_keep_itself(mount->store, &done, &error);
 	if (rc < 0)
 		mount_log(mount, LOG_WARNING, "the retention policy's gc did not run: %s",
