@@ -211,6 +211,16 @@ int manifest_snapshot_of_commit(struct manifest *manifest, const struct ulid *co
 /* The branch state the commit of version left (on whichever branch, deleted since or
  * not), as manifest_snapshot_of_commit. 0, -ENOENT (reclaimed or no such version), -EIO. */
 int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, struct manifest_snapshot *out);
+/*
+ * What the commit of version made, as it published it: *made, its branch in the
+ * commit's own root (the first root of that version: before any compaction at that
+ * version stored a table anew, docs/FORMAT.md §14), and *base, the same branch in
+ * the root before it — the state the commit was applied to (its version is the one
+ * below). 0, -ENOENT (reclaimed or no such version; *base: the branch did not
+ * exist), -EIO.
+ */
+int manifest_snapshots_of_commit_made(struct manifest *manifest, uint64_t version, struct manifest_snapshot *made,
+				      struct manifest_snapshot *base);
 /* Walks the branch's first-parent chain from the snapshot's head, newest first. */
 int manifest_log_each(struct manifest *manifest, const struct manifest_snapshot *snapshot,
 		      int (*visit)(const struct commit_record *record, void *context),

@@ -396,6 +396,33 @@ int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, st
 	return rc;
 }
 
+int manifest_snapshots_of_commit_made(struct manifest *manifest, uint64_t version, struct manifest_snapshot *made,
+				      struct manifest_snapshot *base)
+{
+	int rc = manifest_snapshot_of_version(manifest, version, made);
+	if (rc < 0)
+		return rc;
+	/* back through the later roots of that version that still have the branch at the commit */
+	for (;;) {
+		if (block_address_is_null(made->root.previous))
+			return -EIO;   /* a commit's root always follows another */
+		struct root_record previous;
+		struct branch_record branch;
+		if ((rc = manifest_root_read(manifest->pager, made->root.previous, &previous)) < 0)
+			return rc;
+		if (previous.version != version) {
+			base->version = previous.version;
+			base->root = previous;
+			return manifest_branch_find(manifest->pager, previous.branches, made->branch.name, &base->branch);
+		}
+		if ((rc = manifest_branch_find(manifest->pager, previous.branches, made->branch.name, &branch)) < 0 ||
+		    ulid_compare(&branch.head_commit, &made->branch.head_commit) != 0)
+			return rc < 0 ? rc : -EIO;   /* the commit's root has its branch at the commit */
+		made->root = previous;
+		made->branch = branch;
+	}
+}
+
 int manifest_commit_find(struct manifest *manifest, const struct ulid *commit, uint64_t *version,
 			 struct block_address *record)
 {

@@ -247,10 +247,32 @@ static int emit_commit_line(struct dump_all *dump, const struct commit_record *r
 	return emit_object(dump, line);
 }
 
+/* The commit's state as it published it, and the state it was applied to
+ * (manifest_snapshots_of_commit_made): compactions after either, which store the
+ * same rows anew (core/store_compact.c), are neither a change nor a rewrite. */
+struct commit_made {
+	uint64_t version;
+	bool base;   /* the state it was applied to, not the one it made */
+};
+
+static int resolve_commit_made(struct store *store, void *context, struct manifest_snapshot *view,
+			       struct error_info *error)
+{
+	const struct commit_made *wanted = context;
+	struct manifest_snapshot made, base;
+	int rc = manifest_snapshots_of_commit_made(store->manifest, wanted->version, &made, &base);
+	if (rc < 0)
+		return error_info_set(error, rc, "cannot read version %llu: %s", (unsigned long long)wanted->version,
+				      io_strerror(rc));
+	*view = wanted->base ? base : made;
+	return 0;
+}
+
 static int dump_commit(struct dump_all *dump, const struct commit_record *record)
 {
 	struct store_snapshot *before = NULL, *after = NULL;
-	int rc = store_snapshot_open_version(dump->store, record->version, &after, NULL);
+	struct commit_made made = { record->version, false };
+	int rc = store_snapshot_pinned(dump->store, resolve_commit_made, &made, NULL, &after, NULL);
 	if (rc == -ENOENT)
 		return 0;   /* its state is not kept: only its record is */
 	if (rc < 0)
@@ -259,9 +281,10 @@ static int dump_commit(struct dump_all *dump, const struct commit_record *record
 	if (record->parent_count > 0) {
 		char parent[ULID_TEXT_SIZE];
 		uint64_t version;
+		struct commit_made base = { record->version, true };
 		if (store_commit_find(dump->store, ulid_format(&record->parents[0], parent), &version, NULL) == 0 &&
 		    version > dump->horizon)
-			store_snapshot_open_version(dump->store, version, &before, NULL);
+			store_snapshot_pinned(dump->store, resolve_commit_made, &base, NULL, &before, NULL);
 	}
 	if ((rc = emit_commit_line(dump, record, !before)) == 0)
 		rc = emit_changes(dump, before, after);

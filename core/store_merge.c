@@ -280,9 +280,12 @@ static int table_add(struct merge *merge, const struct ulid *stable_id)
 	return 0;
 }
 
+/* Whether a side wrote the table since the merge base: every write makes a new table version
+ * of its incarnation; a compaction stores the same version anew (core/store_compact.c), so the
+ * address alone would call a compacted table changed. */
 static bool changed(const struct head_row *side, const struct head_row *base)
 {
-	return !block_address_equal(side->table, base->table);
+	return ulid_compare(&side->incarnation, &base->incarnation) != 0 || side->table_version != base->table_version;
 }
 
 /* The action of one table with a table-level conflict, by strategy. */

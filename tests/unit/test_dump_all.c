@@ -149,6 +149,51 @@ TEST(renames_drops_a_name_used_again_and_moved_rows_replay_to_the_same_stream)
 	store_close(store);
 }
 
+static size_t count_of(const char *text, const char *needle)
+{
+	size_t count = 0;
+	for (const char *at = text; (at = strstr(at, needle)); at += strlen(needle))
+		count++;
+	return count;
+}
+
+TEST(compacted_tables_replay_as_the_merges_that_made_them)
+{
+	/* 40 one-row merges: the store compacts the table's fragments as it goes (core/store_compact.c)
+	 * and when the writer closes; the stream still says what each commit merged, not an overwrite */
+	struct store *store = open_named("compacted");
+	CHECK(store);
+	const char *first[] = { "schema Person " PERSON_SCHEMA, "overwrite Person {\"id\":\"p00\",\"name\":\"P\"}\n" };
+	CHECK_EQ(commit_ops(store, "first", first, 2), 0);
+	for (int i = 1; i < 40; i++) {
+		char op[96];
+		snprintf(op, sizeof op, "merge Person {\"id\":\"p%02d\",\"name\":\"P%d\"}\n", i, i);
+		const char *ops[] = { op };
+		CHECK_EQ(commit_ops(store, "one row", ops, 1), 0);
+	}
+	char path[4096];
+	snprintf(path, sizeof path, "%s/compacted", harness_temp_directory());
+	store_close(store);   /* the close's flush */
+	struct store_options options = { .actor = "tester@test" };
+	struct error_info error;
+	CHECK_EQ(store_open(path, &options, &store, &error), 0);
+	char *stream = dump_all(store, "compacted.ndjson");
+	CHECK(stream);
+	CHECK_EQ(count_of(stream, "{\"overwrite\":\"Person\"}"), 1);   /* the first commit's only */
+	CHECK_EQ(count_of(stream, "{\"type\":\"Person\""), 40);         /* each row once */
+	struct store *loaded = open_named("loaded");
+	CHECK(loaded);
+	struct store_load_replay replay;
+	CHECK_EQ(load_into(loaded, "compacted.ndjson", &replay), 0);
+	CHECK_EQ(replay.commits, 40);
+	char *again = dump_all(loaded, "loaded.ndjson");
+	CHECK(again && strcmp(again, stream) == 0);
+	free(again);
+	free(stream);
+	store_close(loaded);
+	store_close(store);
+}
+
 TEST(a_based_commit_keeps_its_base_through_dump_all_and_load_and_a_format_6_store_leaves_it_out)
 {
 	struct store *store = open_named("based");

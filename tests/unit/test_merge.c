@@ -239,6 +239,30 @@ TEST(a_table_dropped_on_one_side_and_left_alone_on_the_other_is_dropped)
 	store_close(store);
 }
 
+TEST(a_table_dropped_on_one_side_and_only_compacted_on_the_other_is_dropped)
+{
+	struct store *store = open_store();
+	CHECK(store != NULL);
+	for (int i = 0; i < 5; i++) {   /* five fragments */
+		char row[32];
+		snprintf(row, sizeof row, "{\"id\":\"r%d\"}\n", i);
+		CHECK_EQ(write_rows(store, "main", "T", STORE_MERGE, row), 0);
+	}
+	CHECK_EQ(branch(store, "dev", "main"), 0);
+	CHECK_EQ(change_table(store, "dev", "T", NULL), 0);
+	CHECK_EQ(write_rows(store, "main", "U", STORE_OVERWRITE, "{\"id\":\"u\"}\n"), 0);   /* not a fast-forward */
+	uint64_t version = store_version(store);
+	CHECK_EQ(store_compact_flush(store), 5);   /* main's T stored anew, the same rows, no commit */
+	CHECK_EQ(store_version(store), version);
+	struct conflicts conflicts;
+	struct store_merge_result result;
+	CHECK_EQ(merge(store, "dev", "main", STORE_MERGE_NO_STRATEGY, &conflicts, &result), 0);
+	CHECK_EQ(result.outcome, STORE_MERGE_MERGED);
+	CHECK_EQ(conflicts.count, 0);
+	CHECK(table_is(store, "main", "T", "") && table_is(store, "main", "U", "{\"id\":\"u\"}\n"));
+	store_close(store);
+}
+
 TEST(two_different_tables_created_under_one_name_are_a_table_conflict)
 {
 	struct store *store = open_store();
