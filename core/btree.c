@@ -364,21 +364,31 @@ void btree_attach_append(struct btree *tree, struct pager_append *append)
 	tree->append = append;
 }
 
+/* The node of a child slot: its in-memory copy, or read into tree->scratch (valid until the
+ * next read). 0, -ENOENT (a null address: the empty tree), -EIO, -ENOMEM. */
+static int slot_node(struct btree *tree, struct btree_child slot, const struct btree_node **out)
+{
+	if (slot.node) {
+		*out = slot.node;
+		return 0;
+	}
+	if (block_address_is_null(slot.address))
+		return -ENOENT;
+	int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
+	*out = &tree->scratch;
+	return rc;
+}
+
 int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *value_out)
 {
 	if (key_size > BTREE_MAX_KEY)
 		return -ENOENT;
 	struct btree_child slot = tree->root;
 	for (;;) {
-		const struct btree_node *node = slot.node;
-		if (!node) {
-			if (block_address_is_null(slot.address))
-				return -ENOENT;
-			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
-			if (rc)
-				return rc;
-			node = &tree->scratch;
-		}
+		const struct btree_node *node;
+		int rc = slot_node(tree, slot, &node);
+		if (rc)
+			return rc;
 		if (!node->leaf) {
 			size_t index = btree_node_child_index(node, key, key_size);
 			slot = index == 0 ? node->first_child : node->entries[index - 1].child;
@@ -394,28 +404,28 @@ int btree_get(struct btree *tree, const void *key, size_t key_size, struct buf *
 	}
 }
 
-/* The child slot of the last entry below a node: descends by last children. */
+/* Appends an entry's key and value. 0 or -ENOMEM. */
+static int entry_copy(const struct btree_entry *entry, struct buf *key_out, struct buf *value_out)
+{
+	int rc = buf_append(key_out, entry->key, entry->key_size);
+	return rc < 0 ? rc : buf_append(value_out, entry->value, entry->value_size);
+}
+
+/* The last entry below a child slot (its key and value appended), by last children down. */
 static int rightmost_entry(struct btree *tree, struct btree_child slot, struct buf *key_out, struct buf *value_out)
 {
 	for (;;) {
-		const struct btree_node *node = slot.node;
-		if (!node) {
-			if (block_address_is_null(slot.address))
-				return -ENOENT;
-			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
-			if (rc)
-				return rc;
-			node = &tree->scratch;
-		}
+		const struct btree_node *node;
+		int rc = slot_node(tree, slot, &node);
+		if (rc)
+			return rc;
 		if (node->count == 0)
 			return -EIO;   /* only an empty root leaf has no entries, and it has no left sibling */
 		if (!node->leaf) {
 			slot = node->entries[node->count - 1].child;
 			continue;
 		}
-		const struct btree_entry *entry = &node->entries[node->count - 1];
-		int rc = buf_append(key_out, entry->key, entry->key_size);
-		return rc < 0 ? rc : buf_append(value_out, entry->value, entry->value_size);
+		return entry_copy(&node->entries[node->count - 1], key_out, value_out);
 	}
 }
 
@@ -425,15 +435,10 @@ int btree_get_floor(struct btree *tree, const void *key, size_t key_size, struct
 	struct btree_child slot = tree->root, left = { 0 };
 	bool have_left = false;
 	for (;;) {
-		const struct btree_node *node = slot.node;
-		if (!node) {
-			if (block_address_is_null(slot.address))
-				return -ENOENT;
-			int rc = btree_node_read(tree->pager, tree->append, slot.address, &tree->scratch);
-			if (rc)
-				return rc;
-			node = &tree->scratch;
-		}
+		const struct btree_node *node;
+		int rc = slot_node(tree, slot, &node);
+		if (rc)
+			return rc;
 		if (!node->leaf) {
 			size_t index = btree_node_child_index(node, key, key_size);
 			if (index > 0) {   /* the subtree just left of the one taken: the floor's if this one has none */
@@ -449,9 +454,7 @@ int btree_get_floor(struct btree *tree, const void *key, size_t key_size, struct
 			index++;
 		if (index == 0)
 			return have_left ? rightmost_entry(tree, left, key_out, value_out) : -ENOENT;
-		const struct btree_entry *entry = &node->entries[index - 1];
-		int rc = buf_append(key_out, entry->key, entry->key_size);
-		return rc < 0 ? rc : buf_append(value_out, entry->value, entry->value_size);
+		return entry_copy(&node->entries[index - 1], key_out, value_out);
 	}
 }
 

@@ -216,8 +216,10 @@ int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, st
  * commit's own root (the first root of that version: before any compaction at that
  * version stored a table anew, docs/FORMAT.md §14), and *base, the same branch in
  * the root before it — the state the commit was applied to (its version is the one
- * below). 0, -ENOENT (reclaimed or no such version; *base: the branch did not
- * exist), -EIO.
+ * below). Of a version at or below the horizon (kept for a tag or a pin) only the
+ * state gc kept is known: *made is that state and base->version is 0, as when the
+ * root before is at or below the horizon (gc kept its record, not its states) or
+ * lacks the branch. 0, -ENOENT (reclaimed or no such version), -EIO.
  */
 int manifest_snapshots_of_commit_made(struct manifest *manifest, uint64_t version, struct manifest_snapshot *made,
 				      struct manifest_snapshot *base);

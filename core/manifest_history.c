@@ -399,10 +399,17 @@ int manifest_snapshot_of_version(struct manifest *manifest, uint64_t version, st
 int manifest_snapshots_of_commit_made(struct manifest *manifest, uint64_t version, struct manifest_snapshot *made,
 				      struct manifest_snapshot *base)
 {
-	int rc = manifest_snapshot_of_version(manifest, version, made);
+	struct root_record latest;
+	int rc = manifest_latest(manifest, &latest);
+	if (rc == 0)
+		rc = manifest_snapshot_of_version(manifest, version, made);
 	if (rc < 0)
 		return rc;
-	/* back through the later roots of that version that still have the branch at the commit */
+	base->version = 0;
+	if (version <= latest.horizon)
+		return 0;   /* gc kept that state, not the roots around it */
+	/* back through the later roots of that version that still have the branch at the commit
+	 * (above the horizon gc keeps every root and its states, manifest_gc.c mark_chain) */
 	for (;;) {
 		if (block_address_is_null(made->root.previous))
 			return -EIO;   /* a commit's root always follows another */
@@ -411,9 +418,14 @@ int manifest_snapshots_of_commit_made(struct manifest *manifest, uint64_t versio
 		if ((rc = manifest_root_read(manifest->pager, made->root.previous, &previous)) < 0)
 			return rc;
 		if (previous.version != version) {
+			if (previous.version <= latest.horizon)
+				return 0;   /* its record is kept, its states are not */
 			base->version = previous.version;
 			base->root = previous;
-			return manifest_branch_find(manifest->pager, previous.branches, made->branch.name, &base->branch);
+			rc = manifest_branch_find(manifest->pager, previous.branches, made->branch.name, &base->branch);
+			if (rc == -ENOENT)
+				base->version = 0;   /* the branch did not exist there */
+			return rc == -ENOENT ? 0 : rc;
 		}
 		if ((rc = manifest_branch_find(manifest->pager, previous.branches, made->branch.name, &branch)) < 0 ||
 		    ulid_compare(&branch.head_commit, &made->branch.head_commit) != 0)

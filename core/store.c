@@ -756,12 +756,14 @@ int store_counters_json(struct buf *out)
 
 int store_stats_json(struct store *store, struct buf *out)
 {
-	json_t *root = json_pack("{s:o,s:o,s:o,s:{s:I,s:I,s:I,s:s,s:i}}", "manifest",
+	json_t *root = json_pack("{s:o,s:o,s:o,s:{s:I,s:I,s:I,s:s,s:i,s:I,s:I}}", "manifest",
 				 counters_json(IO_MANIFEST, "pages"), "data",
 				 counters_json(IO_DATA, "blocks"), "object_store", object_store_json(), "store", "version",
 				 (json_int_t)store_version(store), "horizon", (json_int_t)store_horizon(store),
 				 "manifest_end", (json_int_t)manifest_end(store->manifest), "path", store->path,
-				 "format", (int)store_format_version(store));
+				 "format", (int)store_format_version(store), "compactions",
+				 (json_int_t)atomic_load(&store->compactions), "rows_compacted",
+				 (json_int_t)atomic_load(&store->rows_compacted));
 	return json_to_buf(root, out);
 }
 

@@ -61,8 +61,11 @@ int store_compact_table(struct store *store, const char *branch, const char *tab
 	bool published;
 	rc = manifest_compact(store->manifest, branch, &head.stable_id, head.table, compaction, store->codec,
 			      &published, error);
-	if (rc == 0 && published)
+	if (rc == 0 && published) {
 		*rows_rewritten = rows;
+		atomic_fetch_add(&store->compactions, 1);
+		atomic_fetch_add(&store->rows_compacted, rows);
+	}
 out:
 	if (rc < 0 && error && error->code == 0)
 		error_info_set(error, rc, "cannot compact table %s: %s", table, io_strerror(rc));

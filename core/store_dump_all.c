@@ -261,6 +261,8 @@ static int resolve_commit_made(struct store *store, void *context, struct manife
 	const struct commit_made *wanted = context;
 	struct manifest_snapshot made, base;
 	int rc = manifest_snapshots_of_commit_made(store->manifest, wanted->version, &made, &base);
+	if (rc == 0 && wanted->base && base.version == 0)
+		rc = -ENOENT;   /* not kept */
 	if (rc < 0)
 		return error_info_set(error, rc, "cannot read version %llu: %s", (unsigned long long)wanted->version,
 				      io_strerror(rc));

@@ -66,6 +66,8 @@ struct store {
 		uint64_t rows_written;
 	} *compact_notes;
 	size_t compact_note_count, compact_note_capacity;
+	atomic_ulong compactions;         /* compactions this handle published, and the rows they rewrote */
+	atomic_ulong rows_compacted;
 };
 
 /*

@@ -133,5 +133,6 @@ def test_a_table_appended_line_by_line_reads_like_one_import_once_the_appends_pa
 
     assert blocks_of_a_read() <= 17
     assert wait_for(lambda: blocks_of_a_read() == 1, timeout=15)
+    assert m.stats()["store"]["compactions"] >= 1 and m.stats()["store"]["rows_compacted"] >= 40
     assert len(m.read("log").splitlines()) == 40
     assert graphfs("verify", m.store).returncode == 0

@@ -645,27 +645,41 @@ static int many_merges(struct store *store, const char *table, int count, bool d
 	return 0;
 }
 
+/* The data blocks a read of table takes while its writer is open, then after the writer
+ * closed (its flush) and the store is opened again; the bytes of both reads. Returns the
+ * store opened again (NULL on error). */
+struct reads_around_close {
+	uint64_t during, after;
+	char *during_bytes, *after_bytes;
+};
+
+static struct store *close_and_read_again(struct store *store, const char *table, struct reads_around_close *out)
+{
+	out->during = blocks_to_read(store, table, &out->during_bytes);
+	store_close(store);
+	store = open_store();
+	if (store)
+		out->after = blocks_to_read(store, table, &out->after_bytes);
+	return store;
+}
+
 TEST(one_row_merges_read_like_a_fresh_import_once_their_writer_closes)
 {
 	struct store *store = open_store();
 	CHECK(store);
 	CHECK_EQ(many_merges(store, "Many", 300, false), 0);
-	char *during = NULL, *after = NULL;
-	uint64_t blocks_during = blocks_to_read(store, "Many", &during);
-	CHECK_EQ(store_version(store), 300);   /* compaction adds no version */
-	store_close(store);
-	store = open_store();
-	CHECK(store);
-	uint64_t blocks_after = blocks_to_read(store, "Many", &after);
+	struct reads_around_close reads = { 0 };
+	CHECK((store = close_and_read_again(store, "Many", &reads)) != NULL);
 	fprintf(stderr, "    300 one-row merges: %llu data blocks to read while writing, %llu after close\n",
-		(unsigned long long)blocks_during, (unsigned long long)blocks_after);
-	CHECK(during && after && strcmp(during, after) == 0 && strlen(after) > 300 * 20);
-	CHECK(blocks_during >= 2 && blocks_during <= 17);   /* tiered: at most 16 small ones */
-	CHECK_EQ(blocks_after, 1);                         /* the close's flush */
-	CHECK_EQ(store_version(store), 300);
+		(unsigned long long)reads.during, (unsigned long long)reads.after);
+	CHECK(reads.during_bytes && reads.after_bytes && strcmp(reads.during_bytes, reads.after_bytes) == 0 &&
+	      strlen(reads.after_bytes) > 300 * 20);
+	CHECK(reads.during >= 2 && reads.during <= 17);   /* tiered: at most 16 small ones */
+	CHECK_EQ(reads.after, 1);                         /* the close's flush */
+	CHECK_EQ(store_version(store), 300);              /* compaction adds no version */
 	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
-	free(during);
-	free(after);
+	free(reads.during_bytes);
+	free(reads.after_bytes);
 	store_close(store);
 }
 
@@ -762,20 +776,16 @@ TEST(a_table_whose_rows_are_replaced_over_and_over_stays_in_few_dense_fragments)
 				      1000 + i);
 		CHECK_EQ(write_rows(store, "main", "Hot", STORE_MERGE, line, (size_t)length), 0);
 	}
-	char *during = NULL, *after = NULL;
-	uint64_t blocks_during = blocks_to_read(store, "Hot", &during);
-	store_close(store);
-	store = open_store();
-	CHECK(store);
-	uint64_t blocks_after = blocks_to_read(store, "Hot", &after);
+	struct reads_around_close reads = { 0 };
+	CHECK((store = close_and_read_again(store, "Hot", &reads)) != NULL);
 	fprintf(stderr, "    200 rows replaced 1500 times: %llu data blocks to read while writing, %llu after close\n",
-		(unsigned long long)blocks_during, (unsigned long long)blocks_after);
-	CHECK(during && after && strcmp(during, after) == 0);
-	CHECK(blocks_during <= 34);   /* at most 16 small fragments (table_compact.c), the rest, and bitmaps */
-	CHECK(blocks_after <= 2);
+		(unsigned long long)reads.during, (unsigned long long)reads.after);
+	CHECK(reads.during_bytes && reads.after_bytes && strcmp(reads.during_bytes, reads.after_bytes) == 0);
+	CHECK(reads.during <= 34);   /* at most 16 small fragments (table_compact.c), the rest, and bitmaps */
+	CHECK(reads.after <= 2);
 	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
-	free(during);
-	free(after);
+	free(reads.during_bytes);
+	free(reads.after_bytes);
 	buf_free(&rows);
 	store_close(store);
 }
