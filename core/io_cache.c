@@ -150,6 +150,22 @@ void io_cache_free(struct io_cache *cache)
 	free(cache);
 }
 
+int io_cache_lock_open(const char *identity)
+{
+	char path[CACHE_PATH_MAX + 32];
+	int rc = cache_root(path);
+	if (rc < 0)
+		return rc;
+	size_t length = strlen(path);
+	snprintf(path + length, sizeof path - length, "/locks");
+	if ((rc = io_make_directories(path)) < 0)
+		return rc;
+	snprintf(path + length, sizeof path - length, "/locks/%016llx",
+		 (unsigned long long)XXH3_64bits(identity, strlen(identity)));
+	int descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	return descriptor < 0 ? -errno : descriptor;
+}
+
 #define ENTRY_PATH_MAX (CACHE_PATH_MAX + 160)
 
 /* An entry's path: "<start>" for a piece, "<name, '/' as '-'>-<start>" for a chunk of
@@ -297,6 +313,24 @@ static void cache_evict(const struct io_cache *cache)
 				total -= files[i].size;
 	}
 	free(files);
+}
+
+void io_cache_forget_piece(struct io_cache *cache, uint64_t start)
+{
+	char path[ENTRY_PATH_MAX], prefix[48];
+	if (!cache || entry_path(cache, NULL, start, path) < 0)
+		return;
+	unlink(path);
+	/* and its parts: "piece-<start>-<offset>" (io_pieced.c invariant 5) */
+	int length = snprintf(prefix, sizeof prefix, "piece-%016llx-", (unsigned long long)start);
+	DIR *entries = opendir(cache->directory);
+	if (!entries)
+		return;
+	for (struct dirent *entry; (entry = readdir(entries));)
+		if (strncmp(entry->d_name, prefix, (size_t)length) == 0 &&
+		    snprintf(path, sizeof path, "%s/%s", cache->directory, entry->d_name) < (int)sizeof path)
+			unlink(path);
+	closedir(entries);
 }
 
 void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, const uint8_t *bytes, size_t size)

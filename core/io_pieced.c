@@ -52,6 +52,13 @@
  *      winner's piece with one GET of it from its start (its size comes with
  *      the answer, its bytes are what the retry reads), not with a listing:
  *      a lost race costs the failed PUT and that GET.
+ *   8. A piece this process creates goes whole into the host cache too, so
+ *      the host's other writers learn the new end from there, without a
+ *      request: the next piece starts where the last known one's granule
+ *      ends (io_pieced_end), and a piece found there in the host cache was
+ *      created (io_pieced_catch_up, before every look at the end known and
+ *      every create). With the host lock (io_remote.c invariant 4) the
+ *      writers of one host so never race each other on the object store.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -760,6 +767,8 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 		} else {
 			/* a publish's tail: one new piece at the end, created only if nobody did first */
 			uint64_t end = io_pieced_end(file);
+			if (offset == end && (io_pieced_catch_up(file), offset != io_pieced_end(file)))
+				return -ESTALE;   /* another process of this host appended here (invariant 8) */
 			if (offset != end && (rc = pieces_refresh(file)) == 0 && offset != (end = io_pieced_end(file)))
 				return -ESTALE;
 			if (rc < 0)
@@ -785,7 +794,9 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 			}
 			file->state_start_noted = 0;
 			if (rc == 0 && (rc = piece_insert(file, offset, size)) == 0) {
-				/* this process reads its own tail back (the next publish builds on it) */
+				/* this process reads its own tail back (the next publish builds on it), and
+				 * so do the host's other processes (invariant 8) */
+				io_cache_put(file->cache, NULL, offset, bytes, size);
 				struct buf cached;
 				buf_init(&cached);
 				if (buf_append(&cached, bytes, size) == 0)
@@ -800,8 +811,9 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 	return rc;
 }
 
-/* Deletes the pieces wholly inside [start, end) (never the header). Caller holds the lock. */
-static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t end)
+/* Deletes the pieces wholly inside [start, end) (never the header), and with forget what the
+ * host cache holds of them. Caller holds the lock. */
+static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t end, bool forget)
 {
 	struct error_info error;
 	error_info_clear(&error);
@@ -813,6 +825,8 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 			char key[S3_KEY_MAX + 20];
 			piece_key(file, piece->start, key);
 			if ((rc = s3_delete(file->directory->client, key, &error)) == 0) {
+				if (forget)
+					io_cache_forget_piece(file->cache, piece->start);
 				for (int r = 0; r < RANGES; r++)
 					if (file->ranges[r].start != UINT64_MAX && file->ranges[r].start >= piece->start &&
 					    file->ranges[r].start < piece->start + piece->size)
@@ -850,7 +864,7 @@ int io_pieced_truncate(struct io_remote_file *file, uint64_t size)
 		    size > BLOCKS_START)
 			rc = -EINVAL;
 	if (rc == 0)
-		rc = pieces_delete(file, size < BLOCKS_START ? BLOCKS_START : size, UINT64_MAX);
+		rc = pieces_delete(file, size < BLOCKS_START ? BLOCKS_START : size, UINT64_MAX, true);
 	return rc;
 }
 
@@ -863,6 +877,15 @@ int io_pieced_size(struct io_remote_file *file, uint64_t *size_out)
 	return rc;
 }
 
+void io_pieced_catch_up(struct io_remote_file *file)
+{
+	for (;;) {
+		uint64_t end = io_pieced_end(file);
+		if (end < BLOCKS_START || !granule_from_host_cache(file, end, end))
+			return;
+	}
+}
+
 uint64_t io_pieced_last_start(const struct io_remote_file *file)
 {
 	return file->piece_count ? file->pieces[file->piece_count - 1].start : 0;
@@ -872,7 +895,7 @@ int io_pieced_punch(struct io_remote_file *file, uint64_t start, uint64_t end)
 {
 	int rc = pieces_list_all(file);
 	if (rc == 0)
-		rc = pieces_delete(file, start, end);
+		rc = pieces_delete(file, start, end, false);   /* below the end: never a start again */
 	return rc;
 }
 

@@ -20,8 +20,14 @@
  *      created with If-None-Match: * when it was opened with O_EXCL. What is
  *      written is kept in memory up to SPILL_BYTES, beyond that in an unnamed
  *      file of $TMPDIR (a large segment costs disk there, not memory).
- *   4. Locks are process-local no-ops: what serializes writers across
- *      processes and hosts is the conditional create of pieces.
+ *   4. The store's lock (the object `lock` at its root) is a flock of a file
+ *      of the host cache's root standing for it (io_cache_lock_open): it
+ *      orders the processes of one host, so that a host's writers take turns
+ *      instead of racing on the object store (io_pieced.c invariant 8), and
+ *      its page carries their wake-up words (io_wake.c). What orders writers
+ *      across hosts is the conditional create of pieces. Every other lock,
+ *      and the store's without a usable cache root, is a no-op, as are
+ *      byte-range locks.
  *   5. Readahead: when a WHOLE file is read chunk after chunk, one thread
  *      of its own (on a connection of its own) GETs the next chunk while the
  *      caller works on this one. At most one per file; a slot being filled
@@ -49,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -274,6 +281,8 @@ static int io_remote_file_open(int directory, const char *name, int flags, enum 
 		return -ENOMEM;
 	file->directory = parent;
 	file->spill = -1;
+	/* the store's lock is a lock among the host's processes (invariant 4); others are none */
+	file->host_lock = parent->key[0] == 0 && strcmp(name, "lock") == 0 ? -1 : -2;
 	pthread_mutex_init(&file->lock, NULL);
 	pthread_cond_init(&file->readahead_done, NULL);
 	file->next_sequential = UINT64_MAX;
@@ -368,6 +377,8 @@ static void io_remote_file_close(struct io_file *file)
 	buf_free(&remote->content);
 	if (remote->spill >= 0)
 		close(remote->spill);
+	if (remote->host_lock >= 0)
+		close(remote->host_lock);   /* its flock goes with it */
 	pthread_cond_destroy(&remote->readahead_done);
 	pthread_mutex_destroy(&remote->lock);
 	free(remote);
@@ -895,6 +906,8 @@ static int io_remote_size_known(struct io_file *file, uint64_t *size_out)
 {
 	struct io_remote_file *remote = file->remote;
 	pthread_mutex_lock(&remote->lock);
+	if (remote->kind == REMOTE_PIECED)
+		io_pieced_catch_up(remote);   /* what this host's other writers appended (io_pieced.c invariant 8) */
 	*size_out = remote->kind == REMOTE_PIECED ? io_pieced_end(remote) : whole_length(remote);
 	pthread_mutex_unlock(&remote->lock);
 	return 0;
@@ -1082,18 +1095,42 @@ static int remote_pwrite(struct io_file *file, const void *bytes, size_t size, u
 	return rc;
 }
 
+/* The host's lock file standing for the object (invariant 4), opened on first use: its
+ * descriptor, or -1 when the host cache's root cannot hold one. */
+static int host_lock_descriptor(struct io_remote_file *remote)
+{
+	pthread_mutex_lock(&remote->lock);
+	if (remote->host_lock == -1) {   /* the store's lock, not opened yet */
+		char identity[2 * S3_KEY_MAX + 8];
+		snprintf(identity, sizeof identity, "%s|%s", remote->directory->root->location, remote->key);
+		int descriptor = io_cache_lock_open(identity);
+		remote->host_lock = descriptor < 0 ? -2 : descriptor;   /* -2: tried, none */
+	}
+	int descriptor = remote->host_lock;
+	pthread_mutex_unlock(&remote->lock);
+	return descriptor < 0 ? -1 : descriptor;
+}
+
+int io_remote_lock_descriptor(struct io_file *file)
+{
+	int descriptor = host_lock_descriptor(file->remote);
+	return descriptor < 0 ? -EOPNOTSUPP : descriptor;
+}
+
+/* flock(2) of the host's lock file standing for the object (invariant 4); none (0)
+ * without one. */
 static int remote_lock(struct io_file *file, bool exclusive, bool wait)
 {
-	(void)file;
-	(void)exclusive;
-	(void)wait;
-	return 0;   /* invariant 4 */
+	int descriptor = host_lock_descriptor(file->remote);
+	if (descriptor < 0)
+		return 0;
+	return flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)) < 0 ? -errno : 0;
 }
 
 static int remote_unlock(struct io_file *file)
 {
-	(void)file;
-	return 0;
+	struct io_remote_file *remote = file->remote;
+	return remote->host_lock >= 0 && flock(remote->host_lock, LOCK_UN) < 0 ? -errno : 0;
 }
 
 static int remote_range_lock(struct io_file *file, int command, short type, uint64_t start, uint64_t length,

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "error_info.h"
+#include "io.h"
 #include "s3.h"
 
 #define IO_REMOTE_RANGES 64            /* cached ranges of pieces (io_pieced.c invariant 1) */
@@ -85,6 +86,8 @@ struct io_remote_file {
 	struct range ranges[IO_REMOTE_RANGES];
 	uint64_t range_bytes, tick;
 	struct io_cache *cache;        /* this host's cache of the store's pieces (NULL: none yet, or off) */
+	int host_lock;                 /* the store's lock: the host's lock file standing for it (io_remote.c
+					  invariant 4); -1: not opened yet; -2: none (another file, or no cache root) */
 	uint64_t state_start_noted;    /* io_note_state_start for the next piece this process creates */
 	uint64_t own_piece, own_state_start;   /* the last piece this process created and where its state
 					  part begins (0: not known): the hint its meta slot writes carry */
@@ -125,6 +128,9 @@ void io_pieced_prefetch_keep(struct io_remote_file *file, struct io_prefetch_get
 int io_pieced_truncate(struct io_remote_file *file, uint64_t size);
 /* The end after a LIST of what other writers appended. 0 or -errno. */
 int io_pieced_size(struct io_remote_file *file, uint64_t *size_out);
+/* Takes in the pieces after the last one known that this host's other processes created
+ * (io_pieced.c invariant 8): the host cache holds them whole. No request. */
+void io_pieced_catch_up(struct io_remote_file *file);
 /* The end as last known (no request). */
 uint64_t io_pieced_end(const struct io_remote_file *file);
 /* The start of the last piece known, 0 if none. */
@@ -151,9 +157,21 @@ int io_cache_get(struct io_cache *cache, const char *name, uint64_t start, struc
 bool io_cache_admits(const struct io_cache *cache, uint64_t size);
 /* Whether an entry is there (no read, no counting). */
 bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start);
+/* Removes what is cached of the manifest's piece at start, whole or in parts: a truncation
+ * deleted it, and a later piece may start there (io_pieced.c invariant 4). */
+void io_cache_forget_piece(struct io_cache *cache, uint64_t start);
 /* Keeps bytes as what lies at start of the object named (NULL: a whole piece at start);
  * best effort: nothing is reported. */
 void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, const uint8_t *bytes, size_t size);
+
+/* A file of the cache's root (`locks/<xxHash3-64 of identity>`) whose flock stands for the
+ * remote object named by identity among this host's processes (io_remote.c invariant 4):
+ * a descriptor, or -errno (then there is no host lock). */
+int io_cache_lock_open(const char *identity);
+
+/* The descriptor of the host's lock file standing for a remote file (io_remote.c invariant
+ * 4): the page the host's waiters for its lock share (io_wake.c). -EOPNOTSUPP: none. */
+int io_remote_lock_descriptor(struct io_file *file);
 
 /* ---- which store a remote directory belongs to (io_remote.c) ---- */
 

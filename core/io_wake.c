@@ -17,9 +17,11 @@
  *   2. A waiter is counted (waiters word) before its last check of the state
  *      and uncounted after its sleep: a waker that changes the state after
  *      that check sees the count and wakes it.
- *   3. Nothing here decides anything: with no page (an object store, a
- *      read-only open, a file system without shared mappings) waits are
- *      plain sleeps of the same bound. A waiter that died while counted
+ *   3. Nothing here decides anything: with no page (a read-only open, a
+ *      file system without shared mappings, an object store's file without a
+ *      host lock file) waits are plain sleeps of the same bound. An object
+ *      store's lock file has the page of the host's lock file standing for
+ *      it (io_remote.c invariant 4): its waiters are this host's processes. A waiter that died while counted
  *      leaves the count too high: wakers then make one needless futex call
  *      each, and nothing else changes.
  */
@@ -34,21 +36,25 @@
 #include <unistd.h>
 
 #include "io.h"
+#include "io_int.h"
+#include "io_remote_int.h"
 
 #define WAKE_PAGE_BYTES 4096u
 
 int io_wake_page_map(struct io_file *file, struct io_wake_page *out)
 {
 	out->words = NULL;
-	if (io_file_is_remote(file) || file->descriptor < 0)
-		return -EOPNOTSUPP;
+	/* of an object store's file, the host's lock file that stands for it (io_remote.c) */
+	int descriptor = io_file_is_remote(file) ? io_remote_lock_descriptor(file) : file->descriptor;
+	if (descriptor < 0)
+		return descriptor == -1 ? -EOPNOTSUPP : descriptor;
 	struct stat status;
-	if (fstat(file->descriptor, &status) < 0)
+	if (fstat(descriptor, &status) < 0)
 		return -errno;
 	/* the file only ever grows to one page: concurrent openers extend it alike */
-	if (status.st_size < (off_t)WAKE_PAGE_BYTES && ftruncate(file->descriptor, WAKE_PAGE_BYTES) < 0)
+	if (status.st_size < (off_t)WAKE_PAGE_BYTES && ftruncate(descriptor, WAKE_PAGE_BYTES) < 0)
 		return -errno;
-	void *page = mmap(NULL, WAKE_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, file->descriptor, 0);
+	void *page = mmap(NULL, WAKE_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0);
 	if (page == MAP_FAILED)
 		return -errno;
 	out->words = page;

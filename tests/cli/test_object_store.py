@@ -1,5 +1,5 @@
-"""A store in an S3-compatible object store (s3://BUCKET/PREFIX): commits are conditional creates,
-every process is a host of its own. Runs against the object store tools/test starts (tools/objectstore),
+"""A store in an S3-compatible object store (s3://BUCKET/PREFIX): commits are conditional creates;
+processes sharing a host cache (GRAPHFS_CACHE_DIR) are one host, whose writers take turns. Runs against the object store tools/test starts (tools/objectstore),
 whose environment (AWS_*, GRAPHFS_TEST_BUCKET) it inherits; skipped without one."""
 import json
 import os
@@ -59,11 +59,13 @@ def test_an_init_over_an_existing_store_is_refused(cli, remote):
     assert "exists and is not empty" in error
 
 
-def test_writers_in_two_processes_at_once_make_one_linear_history(cli, remote):
-    # each process is a "host" of its own: its own view, racing the other for the same next offset
+def test_writers_in_two_processes_at_once_make_one_linear_history(cli, remote, tmp_path):
+    # each process is a "host" of its own (a host cache of its own): its own view, racing the
+    # other for the same next offset
     row = cli.write_file('{"id":"r","value":1}\n')
     processes = [subprocess.Popen(["/bin/sh", "-c", f'for i in $(seq 12); do "{cli.binary}" import {remote} {table} {row} '
-                                   f'--mode merge >/dev/null || exit 1; done'], stderr=subprocess.PIPE)
+                                   f'--mode merge >/dev/null || exit 1; done'], stderr=subprocess.PIPE,
+                                  env={**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / f"host-{table}")})
                  for table in ("A", "B")]
     for process in processes:
         _, error = process.communicate(timeout=300)
@@ -483,7 +485,7 @@ def test_a_commit_while_the_gateway_is_down_fails_in_one_line_and_leaves_nothing
     assert "clean (version 2)" in cli.ok("verify", remote).stdout.decode()
 
 
-def test_writers_on_two_hosts_killed_at_random_lose_no_acknowledged_commit(cli, remote):
+def test_writers_on_two_hosts_killed_at_random_lose_no_acknowledged_commit(cli, remote, tmp_path):
     # kill -9 at random instants of commits from two "hosts" at once: every commit a writer saw
     # acknowledged is there, the history is one line, verify is clean
     import random
@@ -494,10 +496,11 @@ def test_writers_on_two_hosts_killed_at_random_lose_no_acknowledged_commit(cli, 
     randomness = random.Random(7)
 
     def host(table):
+        cache = {**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / f"host-{table}")}   # a host of its own
         for i in range(1, 26):
             source = cli.write_file(f'{{"id":"{table.lower()}{i:03}"}}\n')
             process = subprocess.Popen([cli.binary, "import", remote, table, str(source), "--mode", "merge"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cache)
             if randomness.random() < 0.5:
                 time.sleep(randomness.uniform(0, 0.03))
                 process.kill()
@@ -545,11 +548,13 @@ def test_a_gc_another_host_runs_makes_this_one_wait_until_its_lease_expires(cli,
     assert listed(remote, "leases") == []
 
 
-def test_four_writers_racing_without_pause_all_land(cli, remote):
-    # long-lived writers committing back to back: a loser refreshes from the newest piece only and
-    # retries at once, so none is starved out (64 lost races in a row used to refuse a commit)
+def test_four_writers_racing_without_pause_all_land(cli, remote, tmp_path):
+    # long-lived writers on four hosts committing back to back: a loser refreshes from the newest
+    # piece only and retries at once, so none is starved out (64 lost races in a row used to
+    # refuse a commit)
     driver = Path(cli.binary).parent / "graphfs-bench"
     writers = [subprocess.Popen([driver, "commits", remote, "60", "--tables", "1", "--prefix", f"W{w}_"],
+                                env={**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / f"host-{w}")},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in range(4)]
     for writer in writers:
         _, error = writer.communicate(timeout=600)
@@ -557,6 +562,31 @@ def test_four_writers_racing_without_pause_all_land(cli, remote):
     assert json.loads(cli.ok("stats", remote).stdout)["store"]["version"] == 240
     log = cli.ok("log", remote).stdout.decode().splitlines()
     assert len(log) == 240 and linear(log)
+
+
+def test_writers_of_one_host_take_turns_and_never_lose_a_race(cli, remote, tmp_path):
+    # two long-lived writers sharing a host cache: the host's lock makes them take turns, and each
+    # learns the other's pieces from the host cache, so no conditional create ever finds its
+    # offset taken and no GET fetches a winner's piece (io_remote.c invariant 4, io_pieced.c 8)
+    driver = Path(cli.binary).parent / "graphfs-bench"
+    host = {**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / "host"),
+            "GRAPHFS_S3_REFRESH_MS": "600000"}   # no listing: what the other commits, only the host cache tells
+    writers = [subprocess.Popen([driver, "commits", remote, "30", "--tables", "1", "--prefix", f"W{w}_"], env=host,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for w in range(2)]
+    sent = []
+    for writer in writers:
+        output, error = writer.communicate(timeout=600)
+        assert writer.returncode == 0, error
+        stats = json.loads(output)
+        sent.append({kind: stats["stats_after"]["object_store"][kind] - stats["stats_before"]["object_store"][kind]
+                     for kind in ("puts", "gets", "lists")})
+    # alone, a one-row commit sends two PUTs (its segment and its piece); the host sends one GET in
+    # all, for the history part of init's piece, which its first commit reads (a single writer's too)
+    assert [(writer["puts"], writer["lists"]) for writer in sent] == [(60, 0), (60, 0)]
+    assert sum(writer["gets"] for writer in sent) == 1
+    log = cli.ok("log", remote).stdout.decode().splitlines()
+    assert len(log) == 60 and linear(log)
+    assert "clean (version 60)" in cli.ok("verify", remote).stdout.decode()
 
 
 def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache(cli, remote, tmp_path):
