@@ -398,7 +398,7 @@ int manifest_run_locked(struct manifest *manifest, int (*fn)(struct manifest *ma
  * its head no longer names `table`. Returns 0 or -errno (nothing published).
  */
 int manifest_compact(struct manifest *manifest, const char *branch, const struct ulid *stable_id,
-		     struct block_address table, const struct table_compaction *compaction, enum codec_kind codec,
+		     struct block_address table, struct table_compaction *compaction, enum codec_kind codec,
 		     bool *published, struct error_info *error);
 /* Unless force: -ENOTEMPTY when no other branch or tag holds the branch's head commit
  * (manifest_branches.c invariant 3). */

@@ -27,7 +27,7 @@ struct compact_call {
 	const char *branch;
 	const struct ulid *stable_id;
 	struct block_address table;
-	const struct table_compaction *compaction;
+	struct table_compaction *compaction;
 	enum codec_kind codec;
 	bool *published;
 };
@@ -87,7 +87,7 @@ out:
 }
 
 int manifest_compact(struct manifest *manifest, const char *branch, const struct ulid *stable_id,
-		     struct block_address table, const struct table_compaction *compaction, enum codec_kind codec,
+		     struct block_address table, struct table_compaction *compaction, enum codec_kind codec,
 		     bool *published, struct error_info *error)
 {
 	*published = false;

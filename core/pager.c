@@ -940,6 +940,23 @@ int pager_append_block(struct pager_append *append, enum block_type type, enum c
 	return 0;
 }
 
+int pager_append_encoded(struct pager_append *append, const void *encoded, size_t encoded_size,
+			 struct block_address *address_out)
+{
+	struct block_header header;
+	if (append->written || encoded_size < BLOCK_HEADER_SIZE || codec_decode_header(encoded, &header) < 0 ||
+	    BLOCK_HEADER_SIZE + (size_t)header.stored_size != encoded_size)
+		return -EINVAL;
+	uint64_t offset = append->base + append->buffer.size;
+	int rc = buf_append(&append->buffer, encoded, encoded_size);
+	if (rc < 0)
+		return rc;
+	append->blocks_size = append->buffer.size;
+	address_out->segment = 0;
+	address_out->offset = offset;
+	return 0;
+}
+
 uint64_t pager_append_size(const struct pager_append *append)
 {
 	return append->blocks_size;

@@ -157,6 +157,11 @@ int pager_append_begin(struct pager *pager, uint64_t base, struct pager_append *
 /* Encodes one block into the buffer; *address_out is where it will live. Returns 0 or -errno. */
 int pager_append_block(struct pager_append *append, enum block_type type, enum codec_kind codec,
 		       const void *raw, size_t raw_size, struct block_address *address_out);
+/* Appends one block encoded before (codec_encode: a block does not depend on where it
+ * lives), so that the work of compressing it is done outside the store lock. The block
+ * is not kept in the cache. Returns 0, -EINVAL (not one whole block, or written) or -errno. */
+int pager_append_encoded(struct pager_append *append, const void *encoded, size_t encoded_size,
+			 struct block_address *address_out);
 /* Bytes of blocks buffered so far; base + this is where the blocks end. */
 uint64_t pager_append_size(const struct pager_append *append);
 /*

@@ -59,6 +59,8 @@ int store_compact_table(struct store *store, const char *branch, const char *tab
 	if (min_written * FLUSH_FACTOR < rows && mode == TABLE_COMPACT_FLUSH)
 		goto out;   /* not worth it yet */
 	bool published;
+	if ((rc = table_compaction_prepare(compaction, store->pager, store->codec)) < 0)   /* outside the lock */
+		goto out;
 	rc = manifest_compact(store->manifest, branch, &head.stable_id, head.table, compaction, store->codec,
 			      &published, error);
 	if (rc == 0 && published) {

@@ -141,17 +141,20 @@ int table_appended(struct pager *pager, const struct table_info *a, const struct
  * indexes whose runs of small fragments are merged. table_compaction_plan reads
  * the fragment tree and decides (TIERED: what the last commits made due;
  * FLUSH: every trailing small fragment); *out is NULL when nothing would merge.
- * table_compaction_apply appends the merged fragments, their bitmaps, the
- * fragment tree and the new record (codec: the store's) and sets
- * *address_out. Both return 0 or -EIO / -ENOMEM; apply leaves appended bytes
- * for the caller to abandon on error.
+ * table_compaction_prepare builds and compresses the merged fragments (and the
+ * key entries a dense write moves) — the costly part, done outside the store
+ * lock; table_compaction_apply appends them, their bitmaps, the fragment (and
+ * key) tree and the new record, and sets *address_out (it prepares what was
+ * not). codec: the store's. All return 0 or -EIO / -ENOMEM; apply leaves
+ * appended bytes for the caller to abandon on error.
  */
 enum table_compact_mode { TABLE_COMPACT_TIERED, TABLE_COMPACT_FLUSH };
 struct table_compaction;
 int table_compaction_plan(struct pager *pager, const struct table_info *info, enum table_compact_mode mode,
 			  struct table_compaction **out);
-int table_compaction_apply(const struct table_compaction *compaction, struct pager *pager,
-			   struct pager_append *append, enum codec_kind codec, struct block_address *address_out);
+int table_compaction_prepare(struct table_compaction *compaction, struct pager *pager, enum codec_kind codec);
+int table_compaction_apply(struct table_compaction *compaction, struct pager *pager, struct pager_append *append,
+			   enum codec_kind codec, struct block_address *address_out);
 /* Live rows the compaction rewrites (0 for NULL). */
 uint64_t table_compaction_rows(const struct table_compaction *compaction);
 void table_compaction_free(struct table_compaction *compaction);

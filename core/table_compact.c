@@ -61,9 +61,15 @@ struct compact_source {
 	struct fragment_descriptor descriptor;
 };
 
-/* A run of adjacent sources [first, first + count) that becomes one fragment. */
+/* A run of adjacent sources [first, first + count) that becomes one fragment, and once
+ * prepared (outside the store lock) that fragment: its block encoded, its descriptor but for
+ * the block's and bitmap's addresses, its empty slots, and the key entries a dense write moves. */
 struct compact_group {
 	size_t first, count;
+	struct buf block;
+	struct fragment_descriptor descriptor;
+	roaring_bitmap_t *dead;          /* NULL: no empty slot */
+	struct buf moved;                /* each: u16 id size, the id, the new key entry */
 };
 
 struct table_compaction {
@@ -79,6 +85,12 @@ void table_compaction_free(struct table_compaction *compaction)
 {
 	if (!compaction)
 		return;
+	for (size_t g = 0; g < compaction->group_count; g++) {
+		buf_free(&compaction->groups[g].block);
+		buf_free(&compaction->groups[g].moved);
+		if (compaction->groups[g].dead)
+			roaring_bitmap_free(compaction->groups[g].dead);
+	}
 	free(compaction->sources);
 	free(compaction->groups);
 	free(compaction);
@@ -135,7 +147,7 @@ static uint64_t groups_bytes(const struct table_compaction *c, const struct comp
 /* Whether groups [g, g + count) fit one fragment: their slots and live lines. */
 static bool groups_fit(const struct table_compaction *c, size_t g, size_t count)
 {
-	struct compact_group joined = { c->groups[g].first, 0 };
+	struct compact_group joined = { .first = c->groups[g].first, .count = 0 };
 	for (size_t i = g; i < g + count; i++)
 		joined.count += c->groups[i].count;
 	uint64_t slots = group_size(c, &joined);
@@ -170,7 +182,7 @@ static size_t trailing_small(const struct table_compaction *c)
 /* The slots groups [g, g + count) would take joined. */
 static uint64_t joined_size(const struct table_compaction *c, size_t g, size_t count)
 {
-	struct compact_group joined = { c->groups[g].first, 0 };
+	struct compact_group joined = { .first = c->groups[g].first, .count = 0 };
 	for (size_t i = g; i < g + count; i++)
 		joined.count += c->groups[i].count;
 	return group_size(c, &joined);
@@ -253,7 +265,7 @@ int table_compaction_plan(struct pager *pager, const struct table_info *info, en
 			rc = -EIO;   /* slots overlap: not numbered by slot (docs/FORMAT.md §12) */
 			goto out;
 		}
-		c->groups[c->source_count] = (struct compact_group){ c->source_count, 1 };
+		c->groups[c->source_count] = (struct compact_group){ .first = c->source_count, .count = 1 };
 		c->source_count++;
 		c->group_count++;
 	}
@@ -278,13 +290,12 @@ out:
 }
 
 /*
- * Writes one fragment for a group: its block, its bitmap of empty slots (none when
- * dense), its descriptor. Dense: its rows take the slots from its first on, and the
- * key entry of each row whose slot moved is rewritten in keys (opened on first use).
+ * Prepares one group's fragment (outside the store lock): its payload encoded with codec,
+ * its empty slots, and for a dense write the key entry of every row whose slot moved.
+ * 0, -EIO, -ENOMEM.
  */
-static int write_group(struct pager *pager, struct pager_append *append, enum codec_kind codec,
-		       const struct table_compaction *c, const struct compact_group *group, struct btree **keys,
-		       struct fragment_descriptor *out)
+static int prepare_group(struct pager *pager, enum codec_kind codec, const struct table_compaction *c,
+			 struct compact_group *group)
 {
 	bool dense = group_dense(c, group);
 	uint64_t base = c->sources[group->first].base, slots = group_size(c, group);
@@ -298,12 +309,8 @@ static int write_group(struct pager *pager, struct pager_append *append, enum co
 	int rc = dead ? buf_reserve(&payload, 4 + 4 * (size_t)slots) : -ENOMEM;
 	if (rc < 0)
 		goto out;
-	if (dense && !*keys) {
-		if ((rc = btree_open_layout(pager, c->info.keys, BTREE_PACKED, keys)) < 0)
-			goto out;
-		btree_attach_append(*keys, append);
-	}
 	buf_put_u32(&payload, (uint32_t)slots);
+	struct fragment_descriptor *out = &group->descriptor;
 	*out = (struct fragment_descriptor){ .rows = (uint32_t)slots };
 	uint64_t slot = base;   /* the next slot written */
 	for (size_t i = group->first; i < group->first + group->count; i++) {
@@ -330,7 +337,9 @@ static int write_group(struct pager *pager, struct pager_append *append, enum co
 				uint8_t value[KEY_VALUE_SIZE];
 				table_key_value_encode(&location, value);
 				if ((rc = table_line_id(view.lines + start, end - start, &scratch, &id, &id_size)) < 0 ||
-				    (rc = btree_put(*keys, id, id_size, value, sizeof value)) < 0)
+				    (rc = buf_put_u16(&group->moved, (uint16_t)id_size)) < 0 ||
+				    (rc = buf_append(&group->moved, id, id_size)) < 0 ||
+				    (rc = buf_append(&group->moved, value, sizeof value)) < 0)
 					goto out;
 			}
 			slot++;
@@ -346,11 +355,12 @@ static int write_group(struct pager *pager, struct pager_append *append, enum co
 		goto out;
 	}
 	if ((rc = buf_append(&payload, lines.data, lines.size)) < 0 ||
-	    (rc = pager_append_block(append, BLOCK_FRAGMENT, codec, payload.data, payload.size, &out->block)) < 0)
+	    (rc = codec_encode(BLOCK_FRAGMENT, codec, payload.data, payload.size, &group->block)) < 0)
 		goto out;
 	if (!roaring_bitmap_is_empty(dead)) {
 		roaring_bitmap_run_optimize(dead);
-		rc = table_bitmap_append(append, dead, &out->bitmap);
+		group->dead = dead;
+		dead = NULL;
 	}
 out:
 	if (dead)
@@ -362,7 +372,38 @@ out:
 	return rc;
 }
 
-int table_compaction_apply(const struct table_compaction *c, struct pager *pager, struct pager_append *append,
+int table_compaction_prepare(struct table_compaction *c, struct pager *pager, enum codec_kind codec)
+{
+	int rc = 0;
+	for (size_t g = 0; rc == 0 && g < c->group_count; g++)
+		if (group_written(c, &c->groups[g]) && c->groups[g].block.size == 0)
+			rc = prepare_group(pager, codec, c, &c->groups[g]);
+	return rc;
+}
+
+/* Rewrites the key entries a dense group moved. 0 or -errno. */
+static int apply_moved(struct pager *pager, struct pager_append *append, const struct table_compaction *c,
+		       const struct compact_group *group, struct btree **keys)
+{
+	if (group->moved.size == 0)
+		return 0;
+	int rc;
+	if (!*keys) {
+		if ((rc = btree_open_layout(pager, c->info.keys, BTREE_PACKED, keys)) < 0)
+			return rc;
+		btree_attach_append(*keys, append);
+	}
+	for (size_t at = 0; at < group->moved.size;) {
+		size_t id_size = (size_t)group->moved.data[at] | (size_t)group->moved.data[at + 1] << 8;   /* u16 LE */
+		const uint8_t *id = group->moved.data + at + 2, *value = id + id_size;
+		if ((rc = btree_put(*keys, id, id_size, value, KEY_VALUE_SIZE)) < 0)
+			return rc;
+		at += 2 + id_size + KEY_VALUE_SIZE;
+	}
+	return 0;
+}
+
+int table_compaction_apply(struct table_compaction *c, struct pager *pager, struct pager_append *append,
 			   enum codec_kind codec, struct block_address *address_out)
 {
 	struct table_info info = c->info;
@@ -372,11 +413,15 @@ int table_compaction_apply(const struct table_compaction *c, struct pager *pager
 		return rc;
 	btree_attach_append(fragments, append);
 	for (size_t g = 0; g < c->group_count; g++) {
-		const struct compact_group *group = &c->groups[g];
+		struct compact_group *group = &c->groups[g];
 		if (!group_written(c, group))
 			continue;
-		struct fragment_descriptor merged;
-		if ((rc = write_group(pager, append, codec, c, group, &keys, &merged)) < 0)
+		if (group->block.size == 0 && (rc = prepare_group(pager, codec, c, group)) < 0)
+			goto out;   /* (not prepared before the lock) */
+		struct fragment_descriptor merged = group->descriptor;
+		if ((rc = pager_append_encoded(append, group->block.data, group->block.size, &merged.block)) < 0 ||
+		    (group->dead && (rc = table_bitmap_append(append, group->dead, &merged.bitmap)) < 0) ||
+		    (rc = apply_moved(pager, append, c, group, &keys)) < 0)
 			goto out;
 		uint8_t key[SEQUENCE_KEY_SIZE], value[DESCRIPTOR_SIZE];
 		for (size_t i = group->first + 1; i < group->first + group->count; i++) {

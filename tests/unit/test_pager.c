@@ -252,6 +252,35 @@ TEST(append_assigns_sequential_addresses_and_reads_back)
 	store_close(&store);
 }
 
+TEST(a_block_encoded_before_the_append_lands_whole_and_reads_back)
+{
+	struct store store;
+	CHECK_EQ(store_open(&store), 0);
+	struct buf encoded;
+	buf_init(&encoded);
+	char text[4000];
+	memset(text, 'x', sizeof text);   /* compresses */
+	CHECK_EQ(codec_encode(BLOCK_FRAGMENT, CODEC_ZSTD, text, sizeof text, &encoded), 0);
+	struct pager_append *append;
+	CHECK_EQ(pager_append_begin(store.pager, MANIFEST_FIRST_BLOCK, &append), 0);
+	struct block_address before, block, after;
+	CHECK_EQ(pager_append_block(append, BLOCK_NODE, CODEC_NONE, "node", 4, &before), 0);
+	CHECK_EQ(pager_append_encoded(append, encoded.data, encoded.size - 1, &block), -EINVAL);   /* not whole */
+	CHECK_EQ(pager_append_encoded(append, encoded.data, encoded.size, &block), 0);
+	CHECK_EQ(pager_append_block(append, BLOCK_ROOT, CODEC_NONE, "root", 4, &after), 0);
+	CHECK_EQ(block.offset, before.offset + 24 + 4);
+	CHECK_EQ(after.offset, block.offset + encoded.size);
+	CHECK_EQ(pager_append_write(append), 0);
+	pager_append_free(append);
+	struct buf raw;
+	buf_init(&raw);
+	CHECK_EQ(pager_read(store.pager, block, BLOCK_FRAGMENT, &raw), 0);
+	CHECK(raw.size == sizeof text && memcmp(raw.data, text, sizeof text) == 0);
+	buf_free(&raw);
+	buf_free(&encoded);
+	store_close(&store);
+}
+
 TEST(append_read_serves_buffered_blocks_and_older_ones_from_disk)
 {
 	struct store store;

@@ -644,6 +644,8 @@ static int compaction_work(struct manifest *manifest)
 		rc = table_compaction_plan(manifest_pager(manifest), &info, TABLE_COMPACT_FLUSH, &compaction);
 	if (rc == 0 && !compaction)
 		rc = -ENODATA;
+	if (rc == 0)
+		rc = table_compaction_prepare(compaction, manifest_pager(manifest), CODEC_ZSTD);   /* before the lock */
 	bool published = false;
 	struct error_info error;
 	if (rc == 0)
