@@ -59,6 +59,12 @@
  *      created (io_pieced_catch_up, before every look at the end known and
  *      every create). With the host lock (io_remote.c invariant 4) the
  *      writers of one host so never race each other on the object store.
+ *   9. Catching up is flat in what was missed: a refresh lists after the
+ *      last piece known, and when that takes more than one listing page (a
+ *      host that missed more commits than a page holds), it reads the last
+ *      piece a meta slot names and lists from there, leaving the pieces
+ *      between to be found by their granules when read (as a cold open
+ *      does): a page, a GET and a short LIST, however many were missed.
  *
  * Every function here is called with file->lock held (io_remote.c takes it).
  */
@@ -139,6 +145,7 @@ struct piece_listing {
 	struct io_remote_file *file;
 	uint64_t stop;                 /* pieces starting after this end the listing */
 	uint64_t first;                /* the first piece listed (UINT64_MAX: none) */
+	uint64_t keys, keys_max;       /* keys seen; at keys_max (0: none) the listing stops */
 };
 
 static int list_piece(const char *key, uint64_t size, void *context)
@@ -146,13 +153,14 @@ static int list_piece(const char *key, uint64_t size, void *context)
 	struct piece_listing *listing = context;
 	bool is_piece;
 	uint64_t start = piece_key_start(key, &is_piece);
-	if (!is_piece)
-		return 0;
-	if (start > listing->stop)
+	if (is_piece && start > listing->stop)
 		return 1;   /* enough: stop the listing */
-	if (listing->first == UINT64_MAX)
+	if (is_piece && listing->first == UINT64_MAX)
 		listing->first = start;
-	return piece_insert(listing->file, start, size);
+	int rc = is_piece ? piece_insert(listing->file, start, size) : 0;
+	if (rc == 0 && listing->keys_max && ++listing->keys >= listing->keys_max)
+		return 1;   /* a page seen whole: the caller decides how to go on */
+	return rc;
 }
 
 /* Lists the pieces starting at from or later (up to stop). Caller holds file->lock. */
@@ -162,7 +170,7 @@ static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop
 	snprintf(prefix, sizeof prefix, "%s/", file->key);
 	if (from)
 		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
-	struct piece_listing listing = { file, stop, UINT64_MAX };
+	struct piece_listing listing = { file, stop, UINT64_MAX, 0, 0 };
 	struct error_info error;
 	error_info_clear(&error);
 	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
@@ -173,12 +181,45 @@ static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop
 	return rc;
 }
 
-/* Lists the pieces after the last one known: what other writers appended. Caller holds file->lock. */
+static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint);
+
+/*
+ * Lists the pieces after the last one known: what other writers appended. A
+ * host that missed more than a listing page of pieces (invariant 9) takes the
+ * first page, then the last piece a meta slot names, and lists from there.
+ * Caller holds file->lock.
+ */
 static int pieces_refresh(struct io_remote_file *file)
 {
 	uint64_t from = file->piece_count ? file->pieces[file->piece_count - 1].start + 1 : 0;
-	int rc = pieces_list(file, from, UINT64_MAX, NULL);
-	if (rc == 0 && from < file->listed_from)
+	char prefix[S3_KEY_MAX + 2], after[S3_KEY_MAX + 20];
+	snprintf(prefix, sizeof prefix, "%s/", file->key);
+	if (from)
+		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
+	struct piece_listing listing = { file, UINT64_MAX, UINT64_MAX, 0, s3_list_page_keys(file->directory->client) };
+	struct error_info error;
+	error_info_clear(&error);
+	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
+	if (rc < 0 && rc != -ENOMEM)
+		io_log_failure(&error);
+	if (rc < 0)
+		return rc;
+	if (listing.keys < listing.keys_max) {
+		if (from < file->listed_from)
+			file->listed_from = from;
+		return 0;   /* the whole listing: every piece from `from` on is known */
+	}
+	/* a page and more behind: list from the last piece a meta slot names (either slot's
+	 * writer knew a piece at most one commit older than the other's), or on from the page */
+	uint64_t known = io_pieced_last_start(file), hint = known;
+	if ((rc = meta_hint(file, 0, &hint)) < 0)
+		return rc;
+	if (hint > known) {
+		if ((rc = pieces_list(file, hint, UINT64_MAX, NULL)) == 0)
+			file->listed_from = hint;   /* complete from there on; below, granules are found by reads */
+		return rc;
+	}
+	if ((rc = pieces_list(file, known + 1, UINT64_MAX, NULL)) == 0 && from < file->listed_from)
 		file->listed_from = from;
 	return rc;
 }

@@ -693,6 +693,11 @@ static int query_add(CURL *curl, char *query, size_t size, const char *name, con
 	return length < 0 || (size_t)length >= size - used ? -EINVAL : 0;
 }
 
+unsigned s3_list_page_keys(const struct s3_client *client)
+{
+	return client->location.list_page ? client->location.list_page : 1000;
+}
+
 int s3_list(struct s3_client *client, const char *prefix, const char *start_after,
 	    int (*visit)(const char *key, uint64_t size, void *context), void *context,
 	    struct error_info *error)

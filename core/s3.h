@@ -100,6 +100,8 @@ int s3_delete(struct s3_client *client, const char *key, struct error_info *erro
 int s3_list(struct s3_client *client, const char *prefix, const char *start_after,
 	    int (*visit)(const char *key, uint64_t size, void *context), void *context,
 	    struct error_info *error);
+/* The keys one page of s3_list holds at most: GRAPHFS_S3_LIST_PAGE, else S3's 1,000. */
+unsigned s3_list_page_keys(const struct s3_client *client);
 
 /* What a client sent and received since it was opened (exact: tests assert on them). */
 struct s3_counters {

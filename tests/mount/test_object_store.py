@@ -260,6 +260,39 @@ def test_a_mount_that_daemonizes_keeps_renewing_its_lease(remote, tmp_path):
     assert wait_for(lambda: graphfs("branch", remote, "delete", "dev", check=False).returncode == 0, timeout=10.0)
 
 
+def test_a_mount_that_missed_many_commits_catches_up_with_the_same_requests_however_many(remote_mounter, tmp_path):
+    # listing pages of 10 keys: a mount that missed 15 or 150 commits of another host lists one page,
+    # reads the last piece a meta slot names, lists from there and reads the newest state's part of
+    # that piece (core/io_pieced.c invariant 9): the same requests, where a listing of every piece
+    # missed took a page per 10
+    bench = Path(GRAPHFS).parent / "graphfs-bench"
+    asked = {}
+    for missed in (15, 150):
+        location = f"s3://{os.environ['GRAPHFS_TEST_BUCKET']}/mount-{uuid.uuid4().hex[:12]}"
+        graphfs("init", location)
+        there = {**os.environ, "GRAPHFS_CACHE_DIR": str(tmp_path / f"there-{missed}")}
+        subprocess.run([str(bench), "commits", location, "4", "--tables", "4"], check=True, capture_output=True,
+                       env=there)
+        mnt = remote_mounter(location, options=["refresh_ms=600000"],
+                             env={"GRAPHFS_CACHE_DIR": str(tmp_path / f"here-{missed}"), "GRAPHFS_S3_LIST_PAGE": "10",
+                                  "GRAPHFS_S3_REFRESH_MS": "600000"})
+        assert json.loads(mnt.read("heads", "T00.json"))["table_version"] == 1
+        # (every open of a live file refreshes, .graphfs/stats too: read it before the commits; the
+        # one after adds one LIST that finds nothing new)
+        before = json.loads(mnt.read(".graphfs", "stats"))["object_store"]
+        subprocess.run([str(bench), "commits", location, str(missed), "--tables", "4"], check=True,
+                       capture_output=True, env=there)
+        head = json.loads(mnt.read("heads", "T00.json"))   # an open: close-to-open catches up
+        after = json.loads(mnt.read(".graphfs", "stats"))["object_store"]
+        assert head["table_version"] > 1
+        assert json.loads(mnt.read("log").splitlines()[0])["version"] == 4 + missed
+        asked[missed] = {kind: after[kind] - before[kind] for kind in ("gets", "heads", "lists")}
+        tear_down(mnt, False)
+    # a page, the LIST from the hint, the GET of the hint and of the newest piece, the config's HEAD;
+    # and the LIST of the second .graphfs/stats open (a listing of every piece missed: 5 and 18 LISTs)
+    assert asked[15] == asked[150] == {"gets": 2, "heads": 1, "lists": 3}
+
+
 def test_a_cold_mount_reads_the_feed_and_the_log_of_many_commits_sixteen_records_at_a_time(remote, remote_mounter,
                                                                                              tmp_path):
     # 40 commits, each record in the piece its commit appended: a mount on a host that never read
