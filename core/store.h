@@ -63,6 +63,10 @@ struct store_options {
 	/* A read-write handle that committed runs the store's upkeep (store_keep_itself) when
 	 * it is closed; a mount, which keeps the store on a thread of its own, turns that off. */
 	bool no_upkeep_at_close;
+	/* A read-write handle compacts a table right after the commit that makes a compaction
+	 * due (core/store_compact.c), before store_txn_commit returns; a mount turns that off and
+	 * runs store_compact_pending on its upkeep thread, so that no request waits for one. */
+	bool no_compaction_at_commit;
 };
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -685,6 +689,12 @@ int store_gc(struct store *store, const struct store_gc_options *options, store_
  * errors are logged. Returns the live rows rewritten. store_close runs it after commits.
  */
 uint64_t store_compact_flush(struct store *store);
+/*
+ * Runs the compactions the commits of a handle opened with no_compaction_at_commit made
+ * due (the tiered merges store_txn_commit would have run), as many as are due now. Errors
+ * are logged. Returns the live rows rewritten.
+ */
+uint64_t store_compact_pending(struct store *store);
 /* What store_keep_itself did: how many versions the policy allowed to reclaim, and the gc
  * it ran (ran false: none was due). */
 struct store_upkeep {

@@ -6,7 +6,9 @@
  * When it runs, in the handle that wrote:
  *   - after each commit, for every table the commit merged rows into: a TIERED
  *     compaction when one is due (the newest eight small fragments of one size
- *     class);
+ *     class) — in store_txn_commit, or, for a handle opened with
+ *     no_compaction_at_commit (a mount), when its upkeep thread calls
+ *     store_compact_pending;
  *   - when the writer stops (store_close after commits; a mount's upkeep when
  *     it has been idle): a FLUSH of each table it wrote, when the rows it wrote
  *     there since its last flush are at least an eighth of the rows the flush
@@ -100,15 +102,56 @@ void store_compact_after_commit(struct store *store, const char *branch, const c
 		return;
 	pthread_mutex_lock(&store->compact_lock);
 	ssize_t index = note_find(store, branch, table, true);
-	if (index >= 0)
+	if (index >= 0) {
 		store->compact_notes[index].rows_written += rows;
+		store->compact_notes[index].tiered_due = !store->compaction_at_commit;
+	}
 	pthread_mutex_unlock(&store->compact_lock);
+	if (!store->compaction_at_commit)
+		return;   /* store_compact_pending does it */
 	uint64_t rewritten;
 	struct error_info error;
 	error_info_clear(&error);
 	if (store_compact_table(store, branch, table, TABLE_COMPACT_TIERED, 0, &rewritten, &error) < 0)
 		io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path, table, branch,
 		       error.message);
+}
+
+#define PENDING_MERGES_MAX 8   /* tiered merges of one table per store_compact_pending */
+
+uint64_t store_compact_pending(struct store *store)
+{
+	uint64_t total = 0;
+	if (!compacts(store))
+		return 0;
+	for (size_t i = 0;; i++) {
+		struct store_compact_note note;
+		pthread_mutex_lock(&store->compact_lock);
+		bool more = i < store->compact_note_count;
+		if (more) {
+			note = store->compact_notes[i];
+			store->compact_notes[i].tiered_due = false;
+		}
+		pthread_mutex_unlock(&store->compact_lock);
+		if (!more)
+			break;
+		/* one merge per commit that made one due; the upkeep may come after several */
+		for (int merge = 0; note.tiered_due && merge < PENDING_MERGES_MAX; merge++) {
+			uint64_t rewritten;
+			struct error_info error;
+			error_info_clear(&error);
+			if (store_compact_table(store, note.branch, note.table, TABLE_COMPACT_TIERED, 0, &rewritten,
+						&error) < 0) {
+				io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path,
+				       note.table, note.branch, error.message);
+				break;
+			}
+			if (rewritten == 0)
+				break;
+			total += rewritten;
+		}
+	}
+	return total;
 }
 
 uint64_t store_compact_flush(struct store *store)

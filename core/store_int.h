@@ -41,6 +41,7 @@ struct store {
 	char serving_name[JOURNAL_NAME_MAX + 32 + 72];
 	struct lease *lease;              /* store_serving.c: in an object store, the renewed lease, or NULL */
 	bool upkeep_at_close;             /* store_open.c: store_keep_itself at close if this handle's version moved */
+	bool compaction_at_commit;        /* store_compact.c: tiered merges in store_txn_commit, else pending */
 	uint64_t opened_version;          /* the store's version when store_open returned */
 	/* store_config.c: the retention policy as last read, and when (CLOCK_MONOTONIC µs, 0: never);
 	 * used by store_keep_itself, which one thread at a time calls */
@@ -64,6 +65,7 @@ struct store {
 		char branch[JOURNAL_NAME_MAX + 1];
 		char table[JOURNAL_NAME_MAX + 1];
 		uint64_t rows_written;
+		bool tiered_due;          /* a commit merged rows here; store_compact_pending has not run since */
 	} *compact_notes;
 	size_t compact_note_count, compact_note_capacity;
 	atomic_ulong compactions;         /* compactions this handle published, and the rows they rewrote */

@@ -24,6 +24,7 @@ int store_open(const char *path, const struct store_options *options, struct sto
 	if (!store->read_only)
 		store_restore_resume(store);
 	store->upkeep_at_close = !store->read_only && !(options && options->no_upkeep_at_close);
+	store->compaction_at_commit = !(options && options->no_compaction_at_commit);
 	store->opened_version = store_version(store);
 	return 0;
 }

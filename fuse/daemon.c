@@ -404,6 +404,7 @@ int graphfs_mount_main(int argc, char **argv)
 		.block_cache = (size_t)options.block_cache,
 		.log = daemon_log,
 		.no_upkeep_at_close = true,   /* the mount keeps the store on its own thread (mountfs/upkeep.c) */
+		.no_compaction_at_commit = true,
 	};
 	struct error_info error;
 	error_info_clear(&error);

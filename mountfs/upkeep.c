@@ -1,10 +1,12 @@
 /*
- * upkeep — a mount keeps its store: a thread of its own flushes the fragments
- * of the tables this mount wrote (store_compact_flush, core/store_compact.c)
- * once its commits have paused for UPKEEP_FLUSH_DELAY_MS, and applies the
+ * upkeep — a mount keeps its store: a thread of its own runs the tiered
+ * merges this mount's commits made due (store_compact_pending), right after
+ * each commit, flushes the fragments of the tables this mount wrote
+ * (store_compact_flush, core/store_compact.c) once its commits have paused for
+ * UPKEEP_FLUSH_DELAY_MS, and applies the
  * store's retention policy (store_keep_itself, core/store_config.c) after this
  * mount's commits and at least every UPKEEP_INTERVAL_S seconds (for commits
- * made elsewhere), so that no request waits for a flush or a gc.
+ * made elsewhere), so that no request waits for a compaction or a gc.
  *
  * Invariants:
  *   1. The thread starts at the first poke, never before: by then the daemon
@@ -66,7 +68,9 @@ static void run_once(struct mountfs *mount, bool flush)
 	struct store_upkeep done;
 	struct error_info error;
 	error_info_clear(&error);
-	uint64_t rewritten = flush ? store_compact_flush(mount->store) : 0;
+	uint64_t rewritten = store_compact_pending(mount->store);   /* the tiered merges its commits made due */
+	if (flush)
+		rewritten += store_compact_flush(mount->store);
 	if (rewritten) {
 		mount_log(mount, LOG_DEBUG, "compacted: %llu rows into fewer fragments", (unsigned long long)rewritten);
 		view_cache_drop_live(mount);   /* the same version, stored anew: read it from the new root */

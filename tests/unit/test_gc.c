@@ -20,7 +20,7 @@
 
 static char store_path_text[4096];
 
-static struct store *open_store(void)
+static struct store *open_store_with(struct store_options options)
 {
 	snprintf(store_path_text, sizeof store_path_text, "%s/store", harness_temp_directory());
 	struct error_info error;
@@ -30,13 +30,18 @@ static struct store *open_store(void)
 		fprintf(stderr, "    store_init: %s\n", error.message);
 		return NULL;
 	}
-	struct store_options options = { .actor = "tester@test" };
+	options.actor = "tester@test";
 	struct store *store = NULL;
 	if (store_open(store_path_text, &options, &store, &error) < 0) {
 		fprintf(stderr, "    store_open: %s\n", error.message);
 		return NULL;
 	}
 	return store;
+}
+
+static struct store *open_store(void)
+{
+	return open_store_with((struct store_options){ 0 });
 }
 
 static int write_rows(struct store *store, const char *branch, const char *table, enum store_write_mode mode,
@@ -680,6 +685,30 @@ TEST(one_row_merges_read_like_a_fresh_import_once_their_writer_closes)
 	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
 	free(reads.during_bytes);
 	free(reads.after_bytes);
+	store_close(store);
+}
+
+TEST(a_handle_that_compacts_on_its_upkeep_thread_leaves_its_commits_alone_until_it_runs_the_pending_merges)
+{
+	/* a mount's handle: no tiered merge inside store_txn_commit (no request waits for one);
+	 * its upkeep thread runs them (store_compact_pending) */
+	struct store *store = open_store_with((struct store_options){ .no_compaction_at_commit = true });
+	CHECK(store);
+	CHECK_EQ(many_merges(store, "Many", 40, false), 0);
+	char *before = NULL, *after = NULL;
+	uint64_t blocks_before = blocks_to_read(store, "Many", &before);
+	CHECK_EQ(blocks_before, 40);   /* one fragment per commit: nothing merged them */
+	uint64_t rewritten = store_compact_pending(store);
+	uint64_t blocks_after = blocks_to_read(store, "Many", &after);
+	fprintf(stderr, "    40 one-row merges: %llu data blocks, %llu after the pending merges (%llu rows rewritten)\n",
+		(unsigned long long)blocks_before, (unsigned long long)blocks_after, (unsigned long long)rewritten);
+	CHECK(rewritten > 0 && blocks_after <= 17);   /* tiered: at most 16 small ones */
+	CHECK(before && after && strcmp(before, after) == 0);
+	CHECK_EQ(store_compact_pending(store), 0);    /* nothing due until the next commit */
+	CHECK_EQ(store_version(store), 40);           /* compaction adds no version */
+	CHECK_EQ(store_verify(store, print_finding, NULL), 0);
+	free(before);
+	free(after);
 	store_close(store);
 }
 
