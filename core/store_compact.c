@@ -96,6 +96,35 @@ static ssize_t note_find(struct store *store, const char *branch, const char *ta
 	return (ssize_t)store->compact_note_count++;
 }
 
+/* store_compact_table with its error logged (invariant 2): the rows rewritten, 0 on error. */
+static uint64_t compact_logged(struct store *store, const char *branch, const char *table, enum table_compact_mode mode,
+			       uint64_t min_written)
+{
+	uint64_t rewritten;
+	struct error_info error;
+	error_info_clear(&error);
+	if (store_compact_table(store, branch, table, mode, min_written, &rewritten, &error) == 0)
+		return rewritten;
+	io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path, table, branch,
+	       error.message);
+	return 0;
+}
+
+/* A copy of note i, taken under the lock (invariant 3), its tiered_due cleared when take_due:
+ * false past the last note. */
+static bool note_copy(struct store *store, size_t i, bool take_due, struct store_compact_note *out)
+{
+	pthread_mutex_lock(&store->compact_lock);
+	bool there = i < store->compact_note_count;
+	if (there) {
+		*out = store->compact_notes[i];
+		if (take_due)
+			store->compact_notes[i].tiered_due = false;
+	}
+	pthread_mutex_unlock(&store->compact_lock);
+	return there;
+}
+
 void store_compact_after_commit(struct store *store, const char *branch, const char *table, uint64_t rows)
 {
 	if (!compacts(store))
@@ -107,14 +136,9 @@ void store_compact_after_commit(struct store *store, const char *branch, const c
 		store->compact_notes[index].tiered_due = !store->compaction_at_commit;
 	}
 	pthread_mutex_unlock(&store->compact_lock);
-	if (!store->compaction_at_commit)
-		return;   /* store_compact_pending does it */
-	uint64_t rewritten;
-	struct error_info error;
-	error_info_clear(&error);
-	if (store_compact_table(store, branch, table, TABLE_COMPACT_TIERED, 0, &rewritten, &error) < 0)
-		io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path, table, branch,
-		       error.message);
+	if (store->compaction_at_commit)
+		compact_logged(store, branch, table, TABLE_COMPACT_TIERED, 0);
+	/* else store_compact_pending does it */
 }
 
 #define PENDING_MERGES_MAX 8   /* tiered merges of one table per store_compact_pending */
@@ -122,30 +146,11 @@ void store_compact_after_commit(struct store *store, const char *branch, const c
 uint64_t store_compact_pending(struct store *store)
 {
 	uint64_t total = 0;
-	if (!compacts(store))
-		return 0;
-	for (size_t i = 0;; i++) {
-		struct store_compact_note note;
-		pthread_mutex_lock(&store->compact_lock);
-		bool more = i < store->compact_note_count;
-		if (more) {
-			note = store->compact_notes[i];
-			store->compact_notes[i].tiered_due = false;
-		}
-		pthread_mutex_unlock(&store->compact_lock);
-		if (!more)
-			break;
+	struct store_compact_note note;
+	for (size_t i = 0; compacts(store) && note_copy(store, i, true, &note); i++) {
 		/* one merge per commit that made one due; the upkeep may come after several */
 		for (int merge = 0; note.tiered_due && merge < PENDING_MERGES_MAX; merge++) {
-			uint64_t rewritten;
-			struct error_info error;
-			error_info_clear(&error);
-			if (store_compact_table(store, note.branch, note.table, TABLE_COMPACT_TIERED, 0, &rewritten,
-						&error) < 0) {
-				io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path,
-				       note.table, note.branch, error.message);
-				break;
-			}
+			uint64_t rewritten = compact_logged(store, note.branch, note.table, TABLE_COMPACT_TIERED, 0);
 			if (rewritten == 0)
 				break;
 			total += rewritten;
@@ -157,28 +162,11 @@ uint64_t store_compact_pending(struct store *store)
 uint64_t store_compact_flush(struct store *store)
 {
 	uint64_t total = 0;
-	if (!compacts(store))
-		return 0;
-	for (size_t i = 0;; i++) {
-		struct store_compact_note note;
-		pthread_mutex_lock(&store->compact_lock);
-		bool more = i < store->compact_note_count;
-		if (more)
-			note = store->compact_notes[i];
-		pthread_mutex_unlock(&store->compact_lock);
-		if (!more)
-			break;
+	struct store_compact_note note;
+	for (size_t i = 0; compacts(store) && note_copy(store, i, false, &note); i++) {
 		if (note.rows_written == 0)
 			continue;
-		uint64_t rewritten;
-		struct error_info error;
-		error_info_clear(&error);
-		if (store_compact_table(store, note.branch, note.table, TABLE_COMPACT_FLUSH, note.rows_written, &rewritten,
-					&error) < 0) {
-			io_log(LOG_WARNING, "%s: table %s of branch %s was not compacted: %s", store->path, note.table,
-			       note.branch, error.message);
-			continue;
-		}
+		uint64_t rewritten = compact_logged(store, note.branch, note.table, TABLE_COMPACT_FLUSH, note.rows_written);
 		if (rewritten == 0)
 			continue;
 		total += rewritten;
