@@ -163,19 +163,29 @@ static int list_piece(const char *key, uint64_t size, void *context)
 	return rc;
 }
 
-/* Lists the pieces starting at from or later (up to stop). Caller holds file->lock. */
-static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop, uint64_t *first_out)
+/* Lists the pieces starting at from or later (up to stop), at most keys_max keys (0: all) into
+ * listing. Caller holds file->lock. */
+static int pieces_list_into(struct io_remote_file *file, uint64_t from, uint64_t stop, uint64_t keys_max,
+			    struct piece_listing *listing)
 {
 	char prefix[S3_KEY_MAX + 2], after[S3_KEY_MAX + 20];
 	snprintf(prefix, sizeof prefix, "%s/", file->key);
 	if (from)
 		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
-	struct piece_listing listing = { file, stop, UINT64_MAX, 0, 0 };
+	*listing = (struct piece_listing){ file, stop, UINT64_MAX, 0, keys_max };
 	struct error_info error;
 	error_info_clear(&error);
-	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
+	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, listing, &error);
 	if (rc < 0 && rc != -ENOMEM)
 		io_log_failure(&error);
+	return rc;
+}
+
+/* Lists the pieces starting at from or later (up to stop). Caller holds file->lock. */
+static int pieces_list(struct io_remote_file *file, uint64_t from, uint64_t stop, uint64_t *first_out)
+{
+	struct piece_listing listing;
+	int rc = pieces_list_into(file, from, stop, 0, &listing);
 	if (first_out)
 		*first_out = listing.first;
 	return rc;
@@ -192,16 +202,8 @@ static int meta_hint(struct io_remote_file *file, unsigned slot, uint64_t *hint)
 static int pieces_refresh(struct io_remote_file *file)
 {
 	uint64_t from = file->piece_count ? file->pieces[file->piece_count - 1].start + 1 : 0;
-	char prefix[S3_KEY_MAX + 2], after[S3_KEY_MAX + 20];
-	snprintf(prefix, sizeof prefix, "%s/", file->key);
-	if (from)
-		piece_key(file, from - 1, after);   /* start-after is exclusive; the keys sort as numbers */
-	struct piece_listing listing = { file, UINT64_MAX, UINT64_MAX, 0, s3_list_page_keys(file->directory->client) };
-	struct error_info error;
-	error_info_clear(&error);
-	int rc = s3_list(file->directory->client, prefix, from ? after : NULL, list_piece, &listing, &error);
-	if (rc < 0 && rc != -ENOMEM)
-		io_log_failure(&error);
+	struct piece_listing listing;
+	int rc = pieces_list_into(file, from, UINT64_MAX, s3_list_page_keys(file->directory->client), &listing);
 	if (rc < 0)
 		return rc;
 	if (listing.keys < listing.keys_max) {

@@ -20,10 +20,10 @@
  *   3. Nothing here decides anything: with no page (a read-only open, a
  *      file system without shared mappings, an object store's file without a
  *      host lock file) waits are plain sleeps of the same bound. An object
- *      store's lock file has the page of the host's lock file standing for
- *      it (io_remote.c invariant 4): its waiters are this host's processes. A waiter that died while counted
- *      leaves the count too high: wakers then make one needless futex call
- *      each, and nothing else changes.
+ *      store's lock has the page of the host's lock file standing for it
+ *      (io_remote.c invariant 4): its waiters are this host's processes. A
+ *      waiter that died while counted leaves the count too high: wakers then
+ *      make one needless futex call each, and nothing else changes.
  */
 #include <errno.h>
 #include <limits.h>
@@ -36,7 +36,6 @@
 #include <unistd.h>
 
 #include "io.h"
-#include "io_int.h"
 #include "io_remote_int.h"
 
 #define WAKE_PAGE_BYTES 4096u
@@ -47,7 +46,7 @@ int io_wake_page_map(struct io_file *file, struct io_wake_page *out)
 	/* of an object store's file, the host's lock file that stands for it (io_remote.c) */
 	int descriptor = io_file_is_remote(file) ? io_remote_lock_descriptor(file) : file->descriptor;
 	if (descriptor < 0)
-		return descriptor == -1 ? -EOPNOTSUPP : descriptor;
+		return -EOPNOTSUPP;
 	struct stat status;
 	if (fstat(descriptor, &status) < 0)
 		return -errno;
