@@ -259,8 +259,8 @@ static int cache_files(const struct io_cache *cache, struct cache_file **out, si
 		return -errno;
 	struct dirent *store;
 	while ((store = readdir(root))) {
-		if (store->d_name[0] == '.')
-			continue;
+		if (store->d_name[0] == '.' || strcmp(store->d_name, "locks") == 0)
+			continue;   /* (the host locks are no cache: never evicted) */
 		char directory[CACHE_PATH_MAX + 48];
 		if ((size_t)snprintf(directory, sizeof directory, "%s/%.64s", cache->root, store->d_name) >=
 		    sizeof directory)
@@ -315,12 +315,14 @@ static void cache_evict(const struct io_cache *cache)
 	free(files);
 }
 
-void io_cache_forget_piece(struct io_cache *cache, uint64_t start)
+void io_cache_forget_piece(struct io_cache *cache, const char *created_name, uint64_t start)
 {
 	char path[ENTRY_PATH_MAX], prefix[48];
 	if (!cache || entry_path(cache, NULL, start, path) < 0)
 		return;
 	unlink(path);
+	if (entry_path(cache, created_name, start, path) == 0)
+		unlink(path);
 	/* and its parts: "piece-<start>-<offset>" (io_pieced.c invariant 5) */
 	int length = snprintf(prefix, sizeof prefix, "piece-%016llx-", (unsigned long long)start);
 	DIR *entries = opendir(cache->directory);

@@ -589,6 +589,27 @@ def test_writers_of_one_host_take_turns_and_never_lose_a_race(cli, remote, tmp_p
     assert "clean (version 61)" in cli.ok("verify", remote).stdout.decode()
 
 
+def test_a_copy_of_a_store_at_another_prefix_never_takes_the_originals_commits_from_the_host_cache(cli, remote,
+                                                                                                   tmp_path):
+    # objects copied one by one make a second store with the same id; a host's writers learn of
+    # pieces another writer created only under the location it created them at (io_pieced.c
+    # invariant 8), so each store goes on with its own commits
+    cli.import_rows(remote, "P", [{"id": "a"}])
+    bucket, _, prefix = remote[len("s3://"):].partition("/")
+    copy = f"s3://{bucket}/cli-{uuid.uuid4().hex[:12]}"
+    listing = curl(f"{os.environ['AWS_ENDPOINT_URL']}/{bucket}?list-type=2&prefix={prefix}%2F").decode()
+    for key in [part.split("</Key>")[0] for part in listing.split("<Key>")[1:]]:
+        name = key[len(prefix) + 1:]
+        curl("-X", "PUT", "--data-binary", "@-", key_url(copy, name), data=curl(key_url(remote, name)))
+    host = {"GRAPHFS_CACHE_DIR": str(tmp_path / "host")}
+    for store, row in ((remote, "only-in-original"), (copy, "only-in-copy")):
+        cli.ok("import", store, "P", cli.write_file(f'{{"id":"{row}"}}\n'), "--mode", "merge", env=host)
+    assert cli.ok("export", remote, "P", env=host).stdout.decode() == jsonl([{"id": "a"}, {"id": "only-in-original"}])
+    assert cli.ok("export", copy, "P", env=host).stdout.decode() == jsonl([{"id": "a"}, {"id": "only-in-copy"}])
+    for store in (remote, copy):
+        assert "clean (version 2)" in cli.ok("verify", store).stdout.decode()
+
+
 def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache(cli, remote, tmp_path):
     for i in range(12):
         cli.import_rows(remote, f"T{i % 3}", [{"id": "r", "value": i}], mode="merge")
@@ -657,6 +678,21 @@ def test_a_damaged_cache_entry_is_removed_and_read_again_from_the_object_store(c
     sent = object_store_requests(cli, tmp_path, "export", remote, "P", env=cache)
     assert sent["cache_hits"] == 0 and sent["cache_stores"] > 0   # every entry failed its checksum: removed, fetched again
     assert cli.ok("export", remote, "P", env=cache).stdout == expected
+
+
+def test_the_host_lock_file_is_never_evicted_with_the_cache(cli, remote, tmp_path):
+    # twelve writers' pieces in a cache of 16 KiB: eviction runs, the lock file stays the same file
+    host = tmp_path / "host"
+    cache = {"GRAPHFS_CACHE_DIR": str(host), "GRAPHFS_CACHE_BYTES": str(16 << 10)}
+    row = cli.write_file('{"id":"r","note":"' + "x" * 3000 + '"}\n')
+    cli.ok("import", remote, "P", row, "--mode", "merge", env=cache)
+    (lock,) = (host / "locks").iterdir()
+    inode = lock.stat().st_ino
+    for _ in range(12):
+        cli.ok("import", remote, "P", row, "--mode", "merge", env=cache)
+    assert [path.stat().st_ino for path in (host / "locks").iterdir()] == [inode]
+    cached = sum(path.stat().st_size for path in host.rglob("*") if path.is_file() and path.parent.name != "locks")
+    assert 0 < cached <= (16 << 10) + (2 << 10)
 
 
 def test_the_local_cache_stays_within_its_bound_and_can_be_turned_off(cli, remote, tmp_path):
