@@ -5,14 +5,16 @@
  *
  * A piece's address is never reused within a store (pieces are created once
  * with If-None-Match: *, only at the end, and nothing is written below an
- * end again), so a piece cached under its store's id and start is that
- * piece forever: the cache never needs invalidating, and every process of
- * a host shares it. Segments and packs never change and their names are
- * never reused, so a chunk of one is cached the same way under the object's
- * name and the chunk's offset. A cached file is `<root>/<store id>/<start as
- * 16 hex digits>` (a piece) or `<root>/<store id>/<name, '/' as '-'>-<offset>`
- * (a chunk): a 16-byte header (magic "GFSC", zero, the xxHash3-64 of the
- * content) then the piece's bytes, written to a temporary name and renamed.
+ * end again), so a piece cached under its store's id, location and start is
+ * that piece forever: the cache never needs invalidating, and every process
+ * of a host shares it (the location too: a store copied object by object to
+ * another prefix keeps its id, and the two diverge). Segments and packs
+ * never change and their names are never reused, so a chunk of one is cached
+ * the same way under the object's name and the chunk's offset. A cached file
+ * is `<root>/<store id>-<location hash>/<start as 16 hex digits>` (a piece)
+ * or `.../<name, '/' as '-'>-<offset>` (a chunk): a 16-byte header (magic
+ * "GFSC", zero, the xxHash3-64 of the content) then the piece's bytes,
+ * written to a temporary name and renamed.
  *
  * Invariants:
  *   1. The cache is an optimization: every failure to read, write or evict
@@ -123,7 +125,7 @@ int io_cache_store_directory(const uint8_t store_id[16], char *out, size_t size)
 	return 0;
 }
 
-struct io_cache *io_cache_open(const uint8_t store_id[16])
+struct io_cache *io_cache_open(const uint8_t store_id[16], const char *location)
 {
 	uint64_t bound = cache_bound();
 	if (bound == 0)
@@ -136,8 +138,8 @@ struct io_cache *io_cache_open(const uint8_t store_id[16])
 	for (int i = 0; i < 16; i++)
 		snprintf(id + 2 * i, 3, "%02x", store_id[i]);
 	if (cache_root(cache->root) < 0 ||
-	    (size_t)snprintf(cache->directory, sizeof cache->directory, "%s/%s", cache->root, id) >=
-		    sizeof cache->directory ||
+	    (size_t)snprintf(cache->directory, sizeof cache->directory, "%s/%s-%016llx", cache->root, id,
+			     (unsigned long long)XXH3_64bits(location, strlen(location))) >= sizeof cache->directory ||
 	    io_make_directories(cache->directory) < 0) {
 		free(cache);
 		return NULL;   /* invariant 1: no cache, every read a miss */

@@ -26,7 +26,7 @@
  *   4. A piece's start is never reused within a store (pieces are created
  *      only at the end, and nothing below an end is written again), so a
  *      whole piece read once is kept in the host's disk cache under the
- *      store's id and its start (io_cache.c) and read from there by every
+ *      store's id, location and its start (io_cache.c) and read from there by every
  *      later process: a piece found there needs no request. So is each
  *      part of a piece a read fetched (invariant 5: from an offset to the
  *      piece's end, or from its start up to an offset), under the piece's
@@ -429,7 +429,8 @@ static void piece_keep(struct io_remote_file *file, uint64_t start, uint64_t fro
 		       uint64_t whole_size)
 {
 	if (start == 0 && from == 0 && !file->cache && bytes->size >= 32) {
-		file->cache = io_cache_open(bytes->data + 16);   /* the header names the store (FORMAT.md §2) */
+		/* the header names the store (FORMAT.md §2) */
+		file->cache = io_cache_open(bytes->data + 16, file->directory->root->location);
 		file->store_id_note(file->directory, bytes->data + 16);   /* for its segments' chunks */
 	}
 	if (start >= BLOCKS_START && from == start && bytes->size == whole_size) {

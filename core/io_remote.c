@@ -250,7 +250,7 @@ static struct io_cache *chunk_cache_open(struct remote_directory *directory, con
 	bool known = directory->root->store_id_known;
 	memcpy(store_id, directory->root->store_id, 16);
 	pthread_mutex_unlock(&table_lock);
-	struct io_cache *cache = known ? io_cache_open(store_id) : NULL;
+	struct io_cache *cache = known ? io_cache_open(store_id, directory->root->location) : NULL;
 	if (cache && !io_cache_admits(cache, size)) {
 		io_cache_free(cache);
 		cache = NULL;

@@ -148,9 +148,10 @@ int io_pieced_data_bytes(struct io_remote_file *file, uint64_t start, uint64_t e
 /* ---- the local cache of pieces and chunks (io_cache.c) ---- */
 
 struct io_cache;
-/* The cache of the store with this id (its manifest header's bytes 16..31), made if
- * missing; NULL when turned off (GRAPHFS_CACHE_BYTES=0) or unusable: every read a miss. */
-struct io_cache *io_cache_open(const uint8_t store_id[16]);
+/* The cache of the store with this id (its manifest header's bytes 16..31) at this location
+ * (the s3:// text it was opened with), made if missing; NULL when turned off
+ * (GRAPHFS_CACHE_BYTES=0) or unusable: every read a miss. */
+struct io_cache *io_cache_open(const uint8_t store_id[16], const char *location);
 void io_cache_free(struct io_cache *cache);
 /* What is cached at start of the object named (NULL: the manifest's piece at start) into
  * bytes: 0, or -ENOENT (a miss: also for a NULL cache or a damaged entry). */

@@ -589,11 +589,10 @@ def test_writers_of_one_host_take_turns_and_never_lose_a_race(cli, remote, tmp_p
     assert "clean (version 61)" in cli.ok("verify", remote).stdout.decode()
 
 
-def test_a_copy_of_a_store_at_another_prefix_never_takes_the_originals_commits_from_the_host_cache(cli, remote,
-                                                                                                   tmp_path):
-    # objects copied one by one make a second store with the same id; a host's writers learn of
-    # pieces another writer created only under the location it created them at (io_pieced.c
-    # invariant 8), so each store goes on with its own commits
+def test_a_copy_of_a_store_at_another_prefix_shares_nothing_with_the_original_in_a_host_cache(cli, remote, tmp_path):
+    # objects copied one by one make a second store with the same id; after the two diverge, a
+    # piece at one start differs between them: a host keeps each store's pieces under its id and
+    # its location (core/io_cache.c), so its readers and writers never take one store's for the other's
     cli.import_rows(remote, "P", [{"id": "a"}])
     bucket, _, prefix = remote[len("s3://"):].partition("/")
     copy = f"s3://{bucket}/cli-{uuid.uuid4().hex[:12]}"
@@ -601,13 +600,17 @@ def test_a_copy_of_a_store_at_another_prefix_never_takes_the_originals_commits_f
     for key in [part.split("</Key>")[0] for part in listing.split("<Key>")[1:]]:
         name = key[len(prefix) + 1:]
         curl("-X", "PUT", "--data-binary", "@-", key_url(copy, name), data=curl(key_url(remote, name)))
-    host = {"GRAPHFS_CACHE_DIR": str(tmp_path / "host")}
-    for store, row in ((remote, "only-in-original"), (copy, "only-in-copy")):
-        cli.ok("import", store, "P", cli.write_file(f'{{"id":"{row}"}}\n'), "--mode", "merge", env=host)
-    assert cli.ok("export", remote, "P", env=host).stdout.decode() == jsonl([{"id": "a"}, {"id": "only-in-original"}])
-    assert cli.ok("export", copy, "P", env=host).stdout.decode() == jsonl([{"id": "a"}, {"id": "only-in-copy"}])
+    host, there = ({"GRAPHFS_CACHE_DIR": str(tmp_path / name)} for name in ("host", "there"))
+    rows = {remote: [{"id": "a"}], copy: [{"id": "a"}]}
+    for env, suffix in ((there, "read"), (host, "written")):   # another host's commits, then this one's
+        for store, where in ((remote, "original"), (copy, "copy")):
+            row = {"id": f"{where}-{suffix}"}
+            cli.ok("import", store, "P", cli.write_file(jsonl([row])), "--mode", "merge", env=env)
+            rows[store].append(row)
+            for reader in (remote, copy):   # each store read on this host after each commit
+                assert cli.ok("export", reader, "P", env=host).stdout.decode() == jsonl(rows[reader])
     for store in (remote, copy):
-        assert "clean (version 2)" in cli.ok("verify", store).stdout.decode()
+        assert "clean (version 3)" in cli.ok("verify", store).stdout.decode()
 
 
 def test_a_second_process_on_the_same_host_reads_the_pieces_from_the_local_cache(cli, remote, tmp_path):
