@@ -317,14 +317,12 @@ static void cache_evict(const struct io_cache *cache)
 	free(files);
 }
 
-void io_cache_forget_piece(struct io_cache *cache, const char *created_name, uint64_t start)
+void io_cache_forget_piece(struct io_cache *cache, uint64_t start)
 {
 	char path[ENTRY_PATH_MAX], prefix[48];
 	if (!cache || entry_path(cache, NULL, start, path) < 0)
 		return;
 	unlink(path);
-	if (entry_path(cache, created_name, start, path) == 0)
-		unlink(path);
 	/* and its parts: "piece-<start>-<offset>" (io_pieced.c invariant 5) */
 	int length = snprintf(prefix, sizeof prefix, "piece-%016llx-", (unsigned long long)start);
 	DIR *entries = opendir(cache->directory);

@@ -52,16 +52,16 @@
  *      winner's piece with one GET of it from its start (its size comes with
  *      the answer, its bytes are what the retry reads), not with a listing:
  *      a lost race costs the failed PUT and that GET.
- *   8. A piece this process creates, or finds there when its create loses
- *      a race, goes whole into the host cache too, named for the store's
- *      location (created_name: two stores copied from one share an id,
- *      never a location), so the host's other writers learn the new end
- *      from there, without a request: the next piece starts where the last
- *      known one's granule ends (io_pieced_end), and a piece found there
- *      under that name exists (io_pieced_catch_up, before every look at the
- *      end known and every create). With the host lock (io_remote.c
- *      invariant 4) the writers of one host so never race each other on the
- *      object store, and lose to another host's once per piece at most.
+ *   8. A piece this process creates goes whole into the host cache too (as
+ *      does the one it finds when its create loses a race: invariant 7), so
+ *      the host's other writers learn the new end from there, without a
+ *      request: the next piece starts where the last known one's granule
+ *      ends (io_pieced_end), and a whole piece found there in the cache
+ *      (kept by store id and location: io_cache.c) exists
+ *      (io_pieced_catch_up, before every look at the end known and every
+ *      create). With the host lock (io_remote.c invariant 4) the writers of
+ *      one host so never race each other on the object store, and lose to
+ *      another host's once per piece at most.
  *   9. Catching up is flat in what was missed: a refresh lists after the
  *      last piece known, and when that takes more than one listing page (a
  *      host that missed more commits than a page holds), it reads the last
@@ -79,7 +79,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #define HEADER_SIZE 4096u
 #define META_START 4096u
@@ -304,9 +303,6 @@ int io_pieced_open(struct io_remote_file *file, int flags)
 {
 	for (int i = 0; i < RANGES; i++)
 		file->ranges[i].start = UINT64_MAX;
-	const char *location = file->directory->root->location;
-	snprintf(file->created_name, sizeof file->created_name, "created-%016llx",
-		 (unsigned long long)XXH3_64bits(location, strlen(location)));
 	uint64_t hint = 0, first = UINT64_MAX;
 	int rc = 0;
 	file->listed_from = UINT64_MAX;
@@ -467,14 +463,6 @@ static int piece_fetch(struct io_remote_file *file, uint64_t start, uint64_t fro
 	return rc;
 }
 
-/* The whole piece at start from the host cache (invariant 4), kept there as read or as created
- * at this location (invariant 8), into bytes: true if found. */
-static bool whole_from_host_cache(struct io_remote_file *file, uint64_t start, struct buf *bytes)
-{
-	return io_cache_get(file->cache, NULL, start, bytes) == 0 ||
-	       io_cache_get(file->cache, file->created_name, start, bytes) == 0;
-}
-
 /*
  * Finds the piece holding offset when the table does not know it: the
  * granule's piece (read at once: that GET is the data read), else a listing
@@ -486,7 +474,7 @@ static int piece_discover(struct io_remote_file *file, uint64_t offset, uint64_t
 	uint64_t granule = granule_of(offset), size = 0;
 	struct buf cached;
 	buf_init(&cached);
-	if (whole_from_host_cache(file, granule, &cached)) {
+	if (io_cache_get(file->cache, NULL, granule, &cached) == 0) {
 		/* a piece this host read before (invariant 4): known, and no request */
 		size = cached.size;
 		range_keep(file, granule, &cached);
@@ -572,7 +560,7 @@ static bool piece_from_host_cache(struct io_remote_file *file, const struct piec
 	struct buf cached;
 	buf_init(&cached);
 	bool found = false;
-	if (whole_from_host_cache(file, piece->start, &cached) && cached.size == piece->size) {
+	if (io_cache_get(file->cache, NULL, piece->start, &cached) == 0 && cached.size == piece->size) {
 		range_keep(file, piece->start, &cached);   /* invariant 4 */
 		found = true;
 	}
@@ -628,7 +616,7 @@ static bool granule_from_host_cache(struct io_remote_file *file, uint64_t granul
 {
 	struct buf cached;
 	buf_init(&cached);
-	if (whole_from_host_cache(file, granule, &cached)) {
+	if (io_cache_get(file->cache, NULL, granule, &cached) == 0) {
 		uint64_t size = cached.size;
 		range_keep(file, granule, &cached);
 		return piece_insert(file, granule, size) == 0;
@@ -826,8 +814,11 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 		} else {
 			/* a publish's tail: one new piece at the end, created only if nobody did first */
 			uint64_t end = io_pieced_end(file);
-			if (offset == end && (io_pieced_catch_up(file), offset != io_pieced_end(file)))
-				return -ESTALE;   /* another process of this host appended here (invariant 8) */
+			if (offset == end) {
+				io_pieced_catch_up(file);
+				if (offset != io_pieced_end(file))
+					return -ESTALE;   /* another process of this host appended here (invariant 8) */
+			}
 			if (offset != end && (rc = pieces_refresh(file)) == 0 && offset != (end = io_pieced_end(file)))
 				return -ESTALE;
 			if (rc < 0)
@@ -842,15 +833,8 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 				 * race finds the same way (invariant 7). */
 				uint64_t winner = 0;
 				if (piece_fetch(file, offset, offset, GRANULE, &winner) < 0 || winner == 0 ||
-				    piece_insert(file, offset, winner) < 0) {
+				    piece_insert(file, offset, winner) < 0)
 					pieces_refresh(file);
-					return -ESTALE;
-				}
-				/* and it is this location's next piece for the host's other writers too
-				 * (invariant 8) */
-				const struct range *range = range_holding(file, offset);
-				if (range && range->start == offset && range->bytes.size == winner)
-					io_cache_put(file->cache, file->created_name, offset, range->bytes.data, winner);
 				return -ESTALE;
 			}
 			if (rc == 0) {
@@ -861,8 +845,8 @@ int io_pieced_pwrite(struct io_remote_file *file, const uint8_t *bytes, size_t s
 			file->state_start_noted = 0;
 			if (rc == 0 && (rc = piece_insert(file, offset, size)) == 0) {
 				/* this process reads its own tail back (the next publish builds on it), and
-				 * so do the host's other writers of this location (invariant 8) */
-				io_cache_put(file->cache, file->created_name, offset, bytes, size);
+				 * so do the host's other writers (invariant 8) */
+				io_cache_put(file->cache, NULL, offset, bytes, size);
 				struct buf cached;
 				buf_init(&cached);
 				if (buf_append(&cached, bytes, size) == 0)
@@ -892,7 +876,7 @@ static int pieces_delete(struct io_remote_file *file, uint64_t start, uint64_t e
 			piece_key(file, piece->start, key);
 			if ((rc = s3_delete(file->directory->client, key, &error)) == 0) {
 				if (forget)
-					io_cache_forget_piece(file->cache, file->created_name, piece->start);
+					io_cache_forget_piece(file->cache, piece->start);
 				for (int r = 0; r < RANGES; r++)
 					if (file->ranges[r].start != UINT64_MAX && file->ranges[r].start >= piece->start &&
 					    file->ranges[r].start < piece->start + piece->size)
@@ -945,18 +929,11 @@ int io_pieced_size(struct io_remote_file *file, uint64_t *size_out)
 
 void io_pieced_catch_up(struct io_remote_file *file)
 {
-	struct buf created;
-	buf_init(&created);
 	for (;;) {
 		uint64_t end = io_pieced_end(file);
-		if (end < BLOCKS_START || io_cache_get(file->cache, file->created_name, end, &created) < 0)
-			break;
-		uint64_t size = created.size;
-		range_keep(file, end, &created);   /* takes the bytes */
-		if (piece_insert(file, end, size) < 0)
-			break;
+		if (end < BLOCKS_START || !granule_from_host_cache(file, end, end))
+			return;
 	}
-	buf_free(&created);
 }
 
 uint64_t io_pieced_last_start(const struct io_remote_file *file)

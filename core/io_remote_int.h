@@ -92,9 +92,6 @@ struct io_remote_file {
 	uint64_t own_piece, own_state_start;   /* the last piece this process created and where its state
 					  part begins (0: not known): the hint its meta slot writes carry */
 	uint64_t hinted_piece, hinted_state_start;   /* the same as read from the meta slots at open */
-	char created_name[40];         /* "created-<xxHash3-64 of the location>": the host cache's name of the
-					  pieces this location's writers created or lost a race to (io_pieced.c
-					  invariant 8) */
 	/* called once the manifest header names the store, so that its directory's segment and
 	 * pack chunks can be cached by store (set by io_remote.c before io_pieced_open) */
 	void (*store_id_note)(struct remote_directory *directory, const uint8_t store_id[16]);
@@ -161,10 +158,9 @@ int io_cache_get(struct io_cache *cache, const char *name, uint64_t start, struc
 bool io_cache_admits(const struct io_cache *cache, uint64_t size);
 /* Whether an entry is there (no read, no counting). */
 bool io_cache_has(struct io_cache *cache, const char *name, uint64_t start);
-/* Removes what is cached of the manifest's piece at start, whole, in parts or as created
- * (under created_name): a truncation deleted it, and a later piece may start there
- * (io_pieced.c invariant 4). */
-void io_cache_forget_piece(struct io_cache *cache, const char *created_name, uint64_t start);
+/* Removes what is cached of the manifest's piece at start, whole or in parts: a truncation
+ * deleted it, and a later piece may start there (io_pieced.c invariant 4). */
+void io_cache_forget_piece(struct io_cache *cache, uint64_t start);
 /* Keeps bytes as what lies at start of the object named (NULL: a whole piece at start);
  * best effort: nothing is reported. */
 void io_cache_put(struct io_cache *cache, const char *name, uint64_t start, const uint8_t *bytes, size_t size);

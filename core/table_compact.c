@@ -69,7 +69,7 @@ struct compact_group {
 	struct buf block;
 	struct fragment_descriptor descriptor;
 	roaring_bitmap_t *dead;          /* NULL: no empty slot */
-	struct buf moved;                /* each: u16 id size, the id, the new key entry */
+	struct buf moved;                /* each: the id (buf_put_str), the new key entry */
 };
 
 struct table_compaction {
@@ -337,8 +337,7 @@ static int prepare_group(struct pager *pager, enum codec_kind codec, const struc
 				uint8_t value[KEY_VALUE_SIZE];
 				table_key_value_encode(&location, value);
 				if ((rc = table_line_id(view.lines + start, end - start, &scratch, &id, &id_size)) < 0 ||
-				    (rc = buf_put_u16(&group->moved, (uint16_t)id_size)) < 0 ||
-				    (rc = buf_append(&group->moved, id, id_size)) < 0 ||
+				    (rc = buf_put_str(&group->moved, (const char *)id, id_size)) < 0 ||
 				    (rc = buf_append(&group->moved, value, sizeof value)) < 0)
 					goto out;
 			}
@@ -393,12 +392,17 @@ static int apply_moved(struct pager *pager, struct pager_append *append, const s
 			return rc;
 		btree_attach_append(*keys, append);
 	}
-	for (size_t at = 0; at < group->moved.size;) {
-		size_t id_size = (size_t)group->moved.data[at] | (size_t)group->moved.data[at + 1] << 8;   /* u16 LE */
-		const uint8_t *id = group->moved.data + at + 2, *value = id + id_size;
-		if ((rc = btree_put(*keys, id, id_size, value, KEY_VALUE_SIZE)) < 0)
+	struct buf_reader reader;
+	buf_reader_init(&reader, group->moved.data, group->moved.size);
+	while (buf_reader_remaining(&reader) > 0) {
+		const uint8_t *id;
+		size_t id_size = buf_get_str(&reader, &id);
+		uint8_t value[KEY_VALUE_SIZE];
+		buf_get_raw(&reader, value, sizeof value);
+		if (reader.failed)
+			return -EIO;
+		if ((rc = btree_put(*keys, id, id_size, value, sizeof value)) < 0)
 			return rc;
-		at += 2 + id_size + KEY_VALUE_SIZE;
 	}
 	return 0;
 }
